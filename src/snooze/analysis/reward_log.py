@@ -1,0 +1,205 @@
+"""The reward log: one JSON line per generated group, in generation order (``docs/reward-log.md``).
+
+::
+
+    {"step": 3, "dataset": "gsm8k", "id": "q-17", "rewards": [1.0, 0.0, 1.0, 1.0]}
+
+Each line of a prompt ``(dataset, id)`` is one *encounter* of that prompt. The reference trainer and
+the TRL and verl adapters write this format; :class:`RewardLogWriter` is the one writer they share.
+Extra fields on a line are allowed and ignored by the readers here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import numpy as np
+
+from snooze.core.errors import DataError
+
+__all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "REQUIRED_FIELDS"]
+
+REQUIRED_FIELDS: tuple[str, ...] = ("step", "dataset", "id", "rewards")
+
+
+@dataclass(frozen=True)
+class RewardLog:
+    """A parsed reward log: ``N`` groups of ``G`` rollouts, arrays in generation (file) order."""
+
+    path: str
+    """Where the log was read from (used in messages)."""
+
+    steps: np.ndarray
+    """``int64 [N]``: the training step each group was generated for."""
+
+    datasets: list[str]
+    """``[N]`` dataset name of each group."""
+
+    ids: list[str | int]
+    """``[N]`` prompt id of each group (as written: ``str`` or ``int``)."""
+
+    rewards: np.ndarray
+    """``float64 [N, G]``: every rollout's reward."""
+
+    lines: np.ndarray
+    """``int64 [N]``: 1-based line number of each group in the file (blank lines are skipped)."""
+
+    @property
+    def group_size(self) -> int:
+        return int(self.rewards.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    def prompt_index(self) -> tuple[np.ndarray, list[tuple[str, str | int]]]:
+        """``(index [N], keys)``: each group's prompt as a dense integer, and the ``(dataset, id)`` keys."""
+        table: dict[tuple[str, str | int], int] = {}
+        index = np.fromiter(
+            (table.setdefault(k, len(table)) for k in zip(self.datasets, self.ids, strict=False)),
+            dtype=np.int64,
+            count=len(self),
+        )
+        return index, list(table)
+
+
+def _fail(path: str, line: int, field: str | None, what: str) -> DataError:
+    where = f"{path}, line {line}" + (f", field {field!r}" if field else "")
+    return DataError(f"{where}: {what}")
+
+
+def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, list[Any]]:
+    if not isinstance(obj, dict):
+        raise _fail(path, line, None, f"expected a JSON object, got {type(obj).__name__}; see docs/reward-log.md")
+    for field in REQUIRED_FIELDS:
+        if field not in obj:
+            raise _fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
+    step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise _fail(path, line, "step", f"{step!r} is not an integer >= 0")
+    if not isinstance(dataset, str) or not dataset:
+        raise _fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+        raise _fail(path, line, "id", f"{pid!r} is not a string or an integer")
+    if not isinstance(rewards, list) or not rewards:
+        raise _fail(path, line, "rewards", "must be a non-empty list of numbers, one per rollout")
+    for r, value in enumerate(rewards):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise _fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
+    return step, dataset, pid, rewards
+
+
+def _parse_lines(handle: IO[str], path: str, group_size: int | None) -> tuple[list[Any], ...]:
+    steps: list[int] = []
+    datasets: list[str] = []
+    ids: list[str | int] = []
+    rewards: list[list[Any]] = []
+    lines: list[int] = []
+    for line_no, text in enumerate(handle, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+        step, dataset, pid, row = _check_line(obj, path, line_no)
+        want = group_size if group_size is not None else (len(rewards[0]) if rewards else len(row))
+        if len(row) != want:
+            source = "--group-size" if group_size is not None else f"line {lines[0]}"
+            raise _fail(
+                path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G"
+            )
+        if steps and step < steps[-1]:
+            raise _fail(
+                path,
+                line_no,
+                "step",
+                f"{step} after step {steps[-1]}: lines must be in generation order "
+                "(a resumed run that re-logs steps should start a new log or drop the repeated steps)",
+            )
+        steps.append(step)
+        datasets.append(dataset)
+        ids.append(pid)
+        rewards.append(row)
+        lines.append(line_no)
+    return steps, datasets, ids, rewards, lines
+
+
+def read_reward_log(
+    path: str | os.PathLike[str], group_size: int | None = None, reward_range: tuple[float, float] = (0.0, 1.0)
+) -> RewardLog:
+    """Read and check a reward log. Any bad line raises :class:`~snooze.DataError` naming file, line and field.
+
+    ``group_size``: the expected G (``None``: the first line's). Every reward must be finite and in
+    ``reward_range``; ``G >= 2`` (a group of one has no spread).
+    """
+    name = str(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            steps, datasets, ids, rows, lines = _parse_lines(handle, name, group_size)
+    except FileNotFoundError:
+        raise DataError(f"{name}: reward log not found") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not rows:
+        raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
+    arr = np.asarray(rows, dtype=np.float64)  # [N, G]
+    line_arr = np.asarray(lines, dtype=np.int64)
+    if arr.shape[1] < 2:
+        raise _fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
+    low, high = reward_range
+    bad = ~np.isfinite(arr) | (arr < low) | (arr > high)
+    if bad.any():
+        g, r = (int(i) for i in np.argwhere(bad)[0])
+        kind = "not finite" if not math.isfinite(arr[g, r]) else f"outside the reward range [{low}, {high}]"
+        raise _fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {arr[g, r]!r} is {kind} (set --reward-range?)")
+    return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr)
+
+
+class RewardLogWriter:
+    """Append groups to a reward log, one JSON line each (``with RewardLogWriter(path) as log: ...``).
+
+    Trainers call :meth:`write` after every generation round, with the groups in the order they were
+    generated. Lines are flushed at each call so a crashed run still leaves a usable log.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], append: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+
+    def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> None:
+        """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``."""
+        if self._handle is None:
+            raise DataError(f"{self.path}: the reward log writer is closed")
+        arr = np.asarray(rewards, dtype=np.float64)
+        if arr.ndim != 2 or arr.shape[0] != len(datasets) or arr.shape[0] != len(ids):
+            raise DataError(
+                f"{self.path}: rewards of shape {arr.shape} do not match {len(datasets)} datasets and {len(ids)} ids; "
+                "pass one [G] row per group"
+            )
+        out = []
+        for name, pid, row in zip(datasets, ids, arr.tolist(), strict=True):
+            plain = pid.item() if hasattr(pid, "item") else pid
+            out.append(json.dumps({"step": int(step), "dataset": name, "id": plain, "rewards": row}) + "\n")
+        self._handle.write("".join(out))
+        self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> RewardLogWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()

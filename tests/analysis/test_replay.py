@@ -1,0 +1,145 @@
+"""Replay counts worked out by hand (SPEC section 3 rules), and the reward log's input checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snooze.analysis import RewardLogWriter, policy_names, read_reward_log, replay_policies
+from snooze.core.errors import DataError
+
+G = 4
+EASY, SIGNAL, HARD, FLAT = [1.0] * G, [1.0, 0.0, 1.0, 0.0], [0.0] * G, [0.5] * G
+
+# Prompt "a": easy, easy, signal, easy.   Prompt "b": hard, hard, hard, signal.   Prompt "c": flat, flat.
+# Interleaved in the log, so per-prompt ordering is what the replay must recover.
+LINES = [
+    (0, "m", "a", EASY),
+    (0, "m", "b", HARD),
+    (0, "h", 7, FLAT),
+    (1, "m", "a", EASY),
+    (1, "m", "b", HARD),
+    (2, "m", "a", SIGNAL),
+    (2, "h", 7, FLAT),
+    (2, "m", "b", HARD),
+    (3, "m", "a", EASY),
+    (3, "m", "b", SIGNAL),
+]
+
+
+def _write(path: Path, lines: list[tuple]) -> Path:
+    with RewardLogWriter(path) as log:
+        for step, ds, pid, rewards in lines:
+            log.write(step, [ds], [pid], [rewards])
+    return path
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> dict:
+    log = read_reward_log(_write(tmp_path / "log.jsonl", LINES))
+    return replay_policies(log, policy_names([0, 1, 2], snooze_hard=True))
+
+
+def test_snooze_1_skips_only_the_second_encounter_and_counts_the_regression(results: dict) -> None:
+    # a: e1 easy -> counter 1; e2 skipped (counter 0); e3 rolled, signal: regressed; e4 easy -> counter 1.
+    r = results["snooze:1"]
+    assert (r["skipped_groups"], r["skipped_rollouts"], r["missed_signal_groups"]) == (1, G, 0)
+    assert r["regressed"] == 1
+    assert r["skipped_by_outcome"] == {"signal": 0, "too_easy": 1, "too_hard": 0, "flat": 0}
+    assert r["total_groups"] == 10 and r["signal_groups"] == 2
+
+
+def test_snooze_2_sleeps_through_the_signal_encounter(results: dict) -> None:
+    # a: e1 easy -> 2; e2 skipped (1); e3 skipped (0): its logged group had signal -> missed; e4 rolled.
+    r = results["snooze:2"]
+    assert (r["skipped_groups"], r["missed_signal_groups"], r["regressed"]) == (2, 1, 0)
+    assert r["missed_signal_frac"] == pytest.approx(0.5)
+
+
+def test_filter_retires_at_the_first_easy_outcome(results: dict) -> None:
+    r = results["filter"]
+    assert (r["skipped_groups"], r["missed_signal_groups"]) == (3, 1)
+    assert r["datasets"]["m"] == {"total_groups": 8, "skipped_groups": 3, "missed_signal_groups": 1}
+    assert r["datasets"]["h"]["skipped_groups"] == 0  # flat groups are never snoozed or retired
+
+
+def test_factor_0_is_dapo(results: dict) -> None:
+    assert results["snooze:0"]["skipped_groups"] == 0
+
+
+def test_hard_snoozing(results: dict) -> None:
+    # a as snooze:1 (1 skip). b: e1 hard -> 1; e2 skipped; e3 hard -> 1; e4 (signal) skipped -> missed.
+    r = results["snooze-hard:1"]
+    assert (r["skipped_groups"], r["missed_signal_groups"]) == (3, 1)
+    assert r["skipped_by_outcome"]["too_hard"] == 1
+
+
+def test_vectorised_replay_matches_a_plain_loop(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    lines = []
+    for step in range(40):
+        for pid in rng.choice(30, size=8, replace=False):
+            p = rng.uniform()
+            lines.append((step, "d", int(pid), (rng.uniform(size=G) < p).astype(float).tolist()))
+    log = read_reward_log(_write(tmp_path / "r.jsonl", lines))
+    got = replay_policies(log, policy_names([3]))["snooze:3"]["skipped_groups"]
+    counter: dict[int, int] = {}
+    want = 0
+    for _, _, pid, rewards in lines:  # the SPEC's rule, one encounter at a time
+        if counter.get(pid, 0) > 0:
+            counter[pid] -= 1
+            want += 1
+        elif min(rewards) == 1.0:
+            counter[pid] = 3
+    assert got == want > 0
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("not json\n", None),
+        ('{"step": 0, "dataset": "d", "rewards": [1, 0]}\n', "'id'"),
+        ('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 2]}\n', "'rewards'"),
+        ('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, NaN]}\n', "'rewards'"),
+        ('{"step": 0, "dataset": "d", "id": true, "rewards": [1, 0]}\n', "'id'"),
+        ('{"step": "0", "dataset": "d", "id": 1, "rewards": [1, 0]}\n', "'step'"),
+    ],
+)
+def test_bad_first_line_names_file_line_and_field(tmp_path: Path, text: str, field: str | None) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    with pytest.raises(DataError) as err:
+        read_reward_log(path)
+    assert str(path) in str(err.value) and "line 1" in str(err.value)
+    if field:
+        assert field in str(err.value)
+
+
+def test_ragged_group_and_backward_step_name_their_line(tmp_path: Path) -> None:
+    good = json.dumps({"step": 2, "dataset": "d", "id": 1, "rewards": [1, 0]})
+    ragged = tmp_path / "ragged.jsonl"
+    ragged.write_text(good + "\n\n" + json.dumps({"step": 2, "dataset": "d", "id": 2, "rewards": [1, 0, 1]}) + "\n")
+    with pytest.raises(DataError, match=r"line 3, field 'rewards'"):
+        read_reward_log(ragged)
+    back = tmp_path / "back.jsonl"
+    back.write_text(good + "\n" + json.dumps({"step": 1, "dataset": "d", "id": 2, "rewards": [1, 0]}) + "\n")
+    with pytest.raises(DataError, match=r"line 2, field 'step'"):
+        read_reward_log(back)
+
+
+def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from snooze.cli.main import main
+
+    log = _write(tmp_path / "log.jsonl", LINES)
+    assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--factors", "1,2"]) == 0
+    data = json.loads((tmp_path / "out" / "replay.json").read_text())
+    assert list(data) == ["filter", "snooze:1", "snooze:2"]
+    assert data["snooze:2"]["missed_signal_groups"] == 1
+    assert (tmp_path / "out" / "replay.png").stat().st_size > 1000
+    assert "snooze:2" in capsys.readouterr().out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{}\n")
+    assert main(["replay", str(bad), "--out", str(tmp_path / "o2")]) == 2
