@@ -1,0 +1,1 @@
+"""The ``snooze`` command line. Only this package prints."""

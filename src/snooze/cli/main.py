@@ -1,0 +1,67 @@
+"""``snooze``: one entry point, one module per subcommand, imported only when that subcommand runs.
+
+Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+SUBCOMMANDS: dict[str, str] = {
+    "compare": "snooze.cli.compare",
+    "baseline": "snooze.cli.baseline",
+    "stratify": "snooze.cli.stratify",
+    "replay": "snooze.cli.replay",
+}
+
+
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="snooze",
+        description="Spend GRPO generation compute only where there is something to learn.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = argv[0] if argv and not argv[0].startswith("-") else None
+    for name, module_name in SUBCOMMANDS.items():
+        if wanted is not None and name != wanted:
+            sub.add_parser(name, help="(see snooze %s --help)" % name)
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("snooze"):
+                continue  # subcommand not built yet
+            sub.add_parser(name, help=f"unavailable: {exc.name} is not installed")
+            continue
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(argv)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 0 if args.command is None else 2
+    from snooze.core.errors import SnoozeError
+
+    try:
+        return int(args._run(args) or 0)
+    except SnoozeError as exc:
+        print(f"snooze {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""GRPO advantages as pure, vectorised functions.
+
+GRPO (Shao et al. 2024, https://arxiv.org/abs/2402.03300) centres each rollout's reward on its
+group's mean and divides by the group's std. Dr. GRPO (Liu et al. 2025,
+https://arxiv.org/abs/2503.20783) drops the division, which biases towards neither easy nor hard
+groups; scaling by one batch-wide std is the middle ground some recipes use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from snooze.core.errors import ConfigError
+
+__all__ = ["grpo_advantages", "ADVANTAGE_SCALES"]
+
+
+def _scale_group(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
+    # Sample std (ddof=1), as TRL and verl compute it: a [1, 0, 0, 0] group scores [1.5, -.5, -.5, -.5].
+    return centred / (rewards.std(axis=1, ddof=1, keepdims=True) + eps)
+
+
+def _scale_batch(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
+    return centred / (rewards.std(ddof=1) + eps) if rewards.size > 1 else centred
+
+
+def _scale_none(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
+    return centred
+
+
+ADVANTAGE_SCALES: dict[str, Callable[[np.ndarray, np.ndarray, float], np.ndarray]] = {
+    "group": _scale_group,
+    "batch": _scale_batch,
+    "none": _scale_none,
+}
+
+
+def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6) -> np.ndarray:
+    """Per-rollout advantages. ``rewards``: ``[N, G]``; returns float64 ``[N, G]``.
+
+    ``scale``: ``"group"`` (GRPO), ``"batch"`` (one std over the batch), ``"none"`` (Dr. GRPO).
+    ``eps`` keeps zero-spread groups at exactly 0 instead of 0/0.
+    """
+    if scale not in ADVANTAGE_SCALES:
+        raise ConfigError(f"advantage scale {scale!r}: must be one of {sorted(ADVANTAGE_SCALES)}")
+    r = np.asarray(rewards, dtype=np.float64)
+    if r.ndim != 2:
+        raise ConfigError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
+    if r.shape[0] == 0:
+        return r.copy()
+    centred = r - r.mean(axis=1, keepdims=True)  # [N, G]
+    return ADVANTAGE_SCALES[scale](centred, r, eps)

@@ -1,0 +1,145 @@
+"""Atomic, checksummed, pickle-free state files.
+
+A checkpoint is a directory::
+
+    path/
+      LATEST                     # {"format", "version", "file", "sha256", "bytes"}: the commit record
+      state-00000042-<nonce>.npz # numpy arrays + the JSON metadata, np.savez (no pickle)
+
+Saving writes the state file aside, fsyncs, renames it into place, then replaces ``LATEST`` the
+same way. A crash at any moment leaves either the old ``LATEST`` (pointing at a complete old file)
+or the new one; temporary files (``.tmp-*``) are never read. Loading verifies size and sha256
+before parsing, reads with ``allow_pickle=False``, and only follows a ``LATEST`` whose file name is a
+plain name inside the directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snooze.core.errors import StateError
+
+__all__ = ["save_state", "load_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+
+CHECKPOINT_FORMAT = "snooze.checkpoint"
+CHECKPOINT_VERSION = 1
+_META_KEY = "__meta__"
+_FILE_RE = re.compile(r"^state-[0-9]{8,}-[0-9a-f]{8}\.npz$")
+_KEEP = 2  # state files kept: the committed one and the one before it
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{secrets.token_hex(4)}-{path.name}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
+    """Commit ``state`` (``{"meta": dict, "arrays": dict}``) into directory ``path``; return the state file."""
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    arrays = dict(state["arrays"])
+    if _META_KEY in arrays:
+        raise StateError(f"array name {_META_KEY!r} is reserved")
+    meta = json.dumps(state["meta"], sort_keys=True, allow_nan=False).encode("utf-8")
+    arrays[_META_KEY] = np.frombuffer(meta, dtype=np.uint8)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    data = buf.getvalue()
+    step = int(state["meta"].get("step", 0))
+    name = f"state-{step:08d}-{secrets.token_hex(4)}.npz"
+    _write_atomic(root / name, data)
+    _fsync_dir(root)
+    record = {
+        "format": CHECKPOINT_FORMAT,
+        "version": CHECKPOINT_VERSION,
+        "file": name,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    _write_atomic(root / "LATEST", json.dumps(record, sort_keys=True).encode("utf-8"))
+    _fsync_dir(root)
+    _prune(root, keep=name)
+    return root / name
+
+
+def _prune(root: Path, keep: str) -> None:
+    files = sorted((p for p in root.iterdir() if _FILE_RE.match(p.name)), key=lambda p: p.stat().st_mtime_ns)
+    for old in [p for p in files if p.name != keep][: max(0, len(files) - _KEEP)]:
+        old.unlink(missing_ok=True)
+    for tmp in root.glob(".tmp-*"):
+        tmp.unlink(missing_ok=True)
+
+
+def _read_record(root: Path) -> dict[str, Any]:
+    latest = root / "LATEST"
+    if not root.is_dir():
+        raise StateError(f"{root}: no checkpoint directory here (nothing was saved, or the path is wrong)")
+    if not latest.is_file():
+        raise StateError(
+            f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
+            "leaves only temporary files, which are never loaded); pass the directory given to save()"
+        )
+    try:
+        record = json.loads(latest.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateError(f"{latest}: not a valid commit record ({exc}); the checkpoint is corrupt") from None
+    if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
+        raise StateError(f"{latest}: not a snooze checkpoint record")
+    if record.get("version") != CHECKPOINT_VERSION:
+        raise StateError(
+            f"{latest}: checkpoint version {record.get('version')!r} is not supported (this snooze reads "
+            f"version {CHECKPOINT_VERSION})"
+        )
+    name = record.get("file")
+    if not isinstance(name, str) or not _FILE_RE.match(name):
+        raise StateError(f"{latest}: names the file {name!r}, which is not a state file inside the checkpoint directory")
+    return record
+
+
+def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and verify the committed state of directory ``path``. Raises :class:`StateError` naming the file."""
+    root = Path(path)
+    record = _read_record(root)
+    file = root / record["file"]
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise StateError(f"{file}: committed state file cannot be read ({exc.strerror})") from None
+    if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        raise StateError(
+            f"{file}: checksum mismatch ({len(data)} bytes, expected {record.get('bytes')}); the file was truncated "
+            "or altered after it was committed. Restore it from a backup or start a new run explicitly."
+        )
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        meta = json.loads(arrays.pop(_META_KEY).tobytes().decode("utf-8"))
+    except Exception as exc:  # numpy/zipfile raise many types; translate at the boundary
+        raise StateError(f"{file}: not a readable snooze state ({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict):
+        raise StateError(f"{file}: metadata is not a JSON object")
+    return {"meta": meta, "arrays": arrays}

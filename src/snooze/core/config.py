@@ -1,0 +1,194 @@
+"""`SchedulerConfig`: every knob of batch construction, validated once, frozen.
+
+Each field's docstring is its only help text; the CLI shows it. Thresholds are fractions of the
+reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from snooze.core.errors import ConfigError
+
+__all__ = ["SchedulerConfig", "POLICIES", "Policy", "OnShort", "Mix", "AdvantageScale"]
+
+Policy = Literal["grpo", "dynamic_sampling", "filter", "snooze"]
+OnShort = Literal["partial", "pad", "raise"]
+Mix = Literal["stream", "quota"]
+AdvantageScale = Literal["group", "batch", "none"]
+POLICIES: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze")
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How training batches are built from groups of rollouts (SPEC sections 2 to 4)."""
+
+    batch_size: int = 16
+    """Signal groups (prompts) per training step."""
+
+    gen_batch_size: int | None = None
+    """Prompts asked for in one generation round; ``None`` means ``batch_size``, as in DAPO."""
+
+    group_size: int = 8
+    """Rollouts per prompt (G). At least 2: a group of one has no spread."""
+
+    policy: Policy = "snooze"
+    """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
+    refill, DAPO), ``filter`` (drop; retire too-easy prompts for good), ``snooze`` (drop; skip
+    too-easy prompts for their next ``snooze_factor`` encounters)."""
+
+    snooze_factor: int = 5
+    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
+    0 behaves as ``dynamic_sampling``; the seed's experiments use 5."""
+
+    easy_threshold: float = 0.99
+    """A no-signal group whose mean is at least this fraction of the reward range is too easy."""
+
+    hard_threshold: float = 0.01
+    """A no-signal group whose mean is at most this fraction of the reward range is too hard."""
+
+    snooze_hard: bool = False
+    """Also snooze too-hard prompts (off by default: the seed snoozes only the easy side)."""
+
+    hard_snooze_factor: int | None = None
+    """Encounters a too-hard prompt is skipped for when ``snooze_hard``; ``None``: ``snooze_factor``."""
+
+    backoff: float = 1.0
+    """Growth of the snooze period for prompts that stay easy after waking: the k-th consecutive
+    too-easy outcome adds ``round(snooze_factor * backoff**(k-1))``. 1.0 is the seed's behaviour."""
+
+    max_snooze: int = 1_000_000
+    """Cap on a single snooze period under ``backoff`` (encounters)."""
+
+    signal_tol: float = 1e-6
+    """A group carries signal when the population std of its rewards exceeds this fraction of the
+    reward range. 1e-6 sits far above float32 rounding (~1e-7 relative) and far below any real
+    reward difference, so float noise is not mistaken for signal."""
+
+    max_gen_rounds: int = 8
+    """Generation rounds per step before giving up on filling the batch. Never generate forever."""
+
+    on_short: OnShort = "partial"
+    """When the batch is not full after ``max_gen_rounds`` (or the data ran out): ``partial`` trains
+    on what there is, ``pad`` fills with zero-signal groups of the step, ``raise`` raises
+    :class:`~snooze.BatchShortError`."""
+
+    carry_surplus: bool = False
+    """Keep surplus signal groups of a step's last round for the next step (DAPO discards them)."""
+
+    mix: Mix = "stream"
+    """Multi-dataset mixing: ``stream`` interleaves candidates by weight; ``quota`` holds each
+    dataset's share of the *training batch* at its weight."""
+
+    weights: Mapping[str, float] | None = None
+    """Dataset weights by name; ``None`` gives every dataset the same weight."""
+
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    """``(low, high)`` bounds of valid rewards. Rewards outside, NaN or infinite are errors."""
+
+    epochs: int | None = None
+    """Passes over each dataset before it is exhausted; ``None`` is endless."""
+
+    advantage: AdvantageScale = "group"
+    """GRPO advantage scaling: by the group std (GRPO), the batch std, or none (Dr. GRPO)."""
+
+    def __post_init__(self) -> None:
+        _check_int(self, "batch_size", 1)
+        if self.gen_batch_size is not None:
+            _check_int(self, "gen_batch_size", 1)
+        _check_int(self, "group_size", 2)
+        _check_choice(self, "policy", POLICIES)
+        _check_int(self, "snooze_factor", 0)
+        if self.hard_snooze_factor is not None:
+            _check_int(self, "hard_snooze_factor", 0)
+        _check_int(self, "max_snooze", 1)
+        _check_int(self, "max_gen_rounds", 1)
+        _check_choice(self, "on_short", ("partial", "pad", "raise"))
+        _check_choice(self, "mix", ("stream", "quota"))
+        _check_choice(self, "advantage", ("group", "batch", "none"))
+        if self.epochs is not None:
+            _check_int(self, "epochs", 1)
+        for name in ("easy_threshold", "hard_threshold"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
+                raise ConfigError(f"{name}={value!r}: must be a fraction of the reward range in [0, 1]")
+        if self.hard_threshold >= self.easy_threshold:
+            raise ConfigError(
+                f"hard_threshold={self.hard_threshold} must be below easy_threshold={self.easy_threshold}"
+            )
+        if not (isinstance(self.backoff, (int, float)) and math.isfinite(self.backoff) and self.backoff >= 1.0):
+            raise ConfigError(f"backoff={self.backoff!r}: must be a finite number >= 1.0 (1.0 disables it)")
+        if not (isinstance(self.signal_tol, (int, float)) and 0.0 <= self.signal_tol < 0.5):
+            raise ConfigError(f"signal_tol={self.signal_tol!r}: must be in [0, 0.5) (a fraction of the range)")
+        self._check_range()
+        self._check_weights()
+
+    def _check_range(self) -> None:
+        rr = self.reward_range
+        ok = isinstance(rr, (tuple, list)) and len(rr) == 2 and all(isinstance(x, (int, float)) for x in rr)
+        if not ok or not (math.isfinite(rr[0]) and math.isfinite(rr[1]) and rr[0] < rr[1]):
+            raise ConfigError(f"reward_range={rr!r}: must be (low, high) with finite low < high")
+        object.__setattr__(self, "reward_range", (float(rr[0]), float(rr[1])))
+
+    def _check_weights(self) -> None:
+        if self.weights is None:
+            return
+        if not isinstance(self.weights, Mapping) or not self.weights:
+            raise ConfigError(f"weights={self.weights!r}: must be a non-empty mapping of dataset name to weight")
+        for name, w in self.weights.items():
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
+                raise ConfigError(f"weights[{name!r}]={w!r}: must be a finite number >= 0")
+        if sum(self.weights.values()) <= 0:
+            raise ConfigError("weights: at least one dataset needs a weight above 0")
+        object.__setattr__(self, "weights", dict(self.weights))
+
+    # -- derived values -----------------------------------------------------------------------
+    @property
+    def gen_size(self) -> int:
+        """Prompts per generation round."""
+        return self.gen_batch_size if self.gen_batch_size is not None else self.batch_size
+
+    @property
+    def drops_zero_signal(self) -> bool:
+        """Whether zero-signal groups are kept out of the batch (every policy but ``grpo``)."""
+        return self.policy != "grpo"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (used in saved state and run metadata)."""
+        out = dataclasses.asdict(self)
+        out["reward_range"] = list(self.reward_range)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SchedulerConfig:
+        """Inverse of :meth:`to_dict`; unknown keys are an error that names them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown SchedulerConfig field(s) {unknown}; known fields: {sorted(known)}")
+        kwargs = dict(data)
+        if "reward_range" in kwargs:
+            kwargs["reward_range"] = tuple(kwargs["reward_range"])
+        return cls(**kwargs)
+
+    def replace(self, **changes: Any) -> SchedulerConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _check_int(cfg: SchedulerConfig, name: str, minimum: int) -> None:
+    value = getattr(cfg, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{name}={value!r}: must be an integer >= {minimum}")
+
+
+def _check_choice(cfg: SchedulerConfig, name: str, allowed: tuple[str, ...]) -> None:
+    value = getattr(cfg, name)
+    if value not in allowed:
+        raise ConfigError(f"{name}={value!r}: must be one of {', '.join(map(repr, allowed))}")
+
+

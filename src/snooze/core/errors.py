@@ -1,0 +1,59 @@
+"""One exception tree for the whole library.
+
+Every error the library raises on bad input or bad state is a :class:`SnoozeError`, so callers
+can catch one type. Subclasses also inherit from the builtin that fits (``ValueError``,
+``KeyError``...) so generic handlers keep working. Messages say what is wrong *and* what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SnoozeError",
+    "ConfigError",
+    "DataError",
+    "RewardError",
+    "ReportError",
+    "BatchShortError",
+    "StateError",
+    "StateMismatchError",
+    "IntegrationError",
+]
+
+
+class SnoozeError(Exception):
+    """Base class of every error raised by snooze."""
+
+
+class ConfigError(SnoozeError, ValueError):
+    """A configuration field has a value that is not allowed."""
+
+
+class DataError(SnoozeError, ValueError):
+    """A dataset is unusable: missing or duplicate ids, empty, unreadable or oversized records."""
+
+
+class RewardError(SnoozeError, ValueError):
+    """Reported rewards are NaN, infinite, outside the reward range, or of the wrong shape."""
+
+
+class ReportError(SnoozeError, KeyError):
+    """A report names candidates that were never issued, or were already reported."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want it plain.
+        return str(self.args[0]) if self.args else ""
+
+
+class BatchShortError(SnoozeError, RuntimeError):
+    """The training batch could not be filled within ``max_gen_rounds`` and ``on_short='raise'``."""
+
+
+class StateError(SnoozeError, ValueError):
+    """A saved state is missing, truncated, corrupt, or of an unknown version."""
+
+
+class StateMismatchError(StateError):
+    """A saved state does not belong to this data or configuration (and no migration was asked)."""
+
+
+class IntegrationError(SnoozeError, RuntimeError):
+    """A training framework handed the adapter something it cannot use."""

@@ -1,0 +1,371 @@
+"""`Scheduler`: builds each GRPO training step's batch (SPEC sections 3 and 4).
+
+The loop, from the caller's side::
+
+    cands = sched.propose()            # snoozed and retired prompts are skipped as they are drawn
+    sched.report(cands, rewards)       # [len(cands), G]; signal groups join the step's batch
+    ...repeat until sched.batch_full or max_gen_rounds...
+    batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
+
+or ``batch = sched.step(rollout_fn)``, which is exactly that loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snooze.core.advantages import grpo_advantages
+from snooze.core.buffer import GroupBuffer
+from snooze.core.classify import SIGNAL, check_rewards, classify_groups
+from snooze.core.config import SchedulerConfig
+from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
+from snooze.core.metrics import StepMetrics
+from snooze.core.mixing import interleave, largest_remainder
+from snooze.core.prompts import EXCLUDED, PromptTable
+from snooze.core.stream import DatasetStream, dataset_key
+from snooze.core.types import Batch, Candidate, RolloutFn
+from snooze.data.source import Source, as_source
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Decides which prompts are rolled out and which groups are trained on.
+
+    ``datasets`` maps a dataset name to its records (a list of dicts with an ``id``), a path to a
+    ``.jsonl``/``.parquet`` file, a Hugging Face ``Dataset`` or a :class:`~snooze.Source`. Each
+    dataset owns a stream seeded by ``(seed, name, epoch)``.
+    """
+
+    def __init__(self, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int = 0) -> None:
+        self.config = config if config is not None else SchedulerConfig()
+        if not isinstance(self.config, SchedulerConfig):
+            raise ConfigError(f"config must be a SchedulerConfig, got {type(self.config).__name__}")
+        if not isinstance(datasets, Mapping) or not datasets:
+            raise DataError("datasets must be a non-empty mapping of dataset name to records or Source")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
+        self.seed = int(seed)
+        self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
+        self.names = [s.name for s in self.sources]
+        self.streams = [DatasetStream(len(s), self.seed, dataset_key(s.name), self.config.epochs) for s in self.sources]
+        self.tables = [PromptTable(len(s)) for s in self.sources]
+        self.weights = self._weights_from(self.config.weights)
+        self.issued = np.zeros(len(self.sources), dtype=np.int64)  # candidates issued per dataset, all steps
+        self.step_index = 0
+        self.round = 0
+        self.next_ticket = 0
+        self.pending: dict[int, tuple[int, int]] = {}  # ticket -> (dataset index, row)
+        G = self.config.group_size
+        self.batch = GroupBuffer(G)  # groups accepted into this step's batch
+        self.surplus = GroupBuffer(G)  # acceptable groups that found no room
+        self.zero = GroupBuffer(G)  # zero-signal groups left out (padding material)
+        self.counts = StepMetrics(self.names)
+        self.last_metrics: dict[str, float] = {}
+
+    # -- configuration hooks (curricula) -------------------------------------------------------
+    def _weights_from(self, weights: Mapping[str, float] | None) -> np.ndarray:
+        if weights is None:
+            return np.ones(len(self.sources), dtype=np.float64)
+        unknown = sorted(set(weights) - set(self.names))
+        if unknown:
+            raise ConfigError(f"weights name unknown dataset(s) {unknown}; datasets are {self.names}")
+        w = np.array([float(weights.get(n, 0.0)) for n in self.names])
+        if w.sum() <= 0:
+            raise ConfigError("weights: at least one dataset needs a weight above 0")
+        return w
+
+    def set_weights(self, weights: Mapping[str, float] | None) -> None:
+        """Change the mix weights from now on (``None``: equal). Unlisted datasets get weight 0."""
+        self.weights = self._weights_from(weights)
+
+    def set_excluded(self, dataset: str, ids: Sequence[Any], excluded: bool = True) -> int:
+        """Exclude prompts from drawing (or let them back in). Returns how many changed.
+
+        Excluded prompts are passed over like retired ones; counters of snoozed prompts are kept.
+        """
+        d = self._dataset_index(dataset)
+        rows = self.sources[d].rows_of(ids)
+        if (rows < 0).any():
+            bad = [i for i, r in zip(ids, rows) if r < 0][:3]
+            raise DataError(f"dataset {dataset!r} has no prompt(s) with id {bad}; check the curriculum file")
+        table = self.tables[d]
+        before = (table.flags[rows] & EXCLUDED) != 0
+        if excluded:
+            table.flags[rows] |= EXCLUDED
+        else:
+            table.flags[rows] &= ~EXCLUDED
+        table.recount()
+        return int(np.count_nonzero(before != excluded))
+
+    def _dataset_index(self, name: str) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}") from None
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def exhausted(self) -> bool:
+        """True when no dataset can issue another candidate (finite epochs used up, or all retired)."""
+        return not self._active().any()
+
+    @property
+    def batch_full(self) -> bool:
+        return len(self.batch) >= self.config.batch_size
+
+    def _active(self) -> np.ndarray:
+        alive = np.array([not s.exhausted and t.n_blocked < len(t.counter) for s, t in zip(self.streams, self.tables)])
+        return alive & (self.weights > 0)
+
+    # -- drawing --------------------------------------------------------------------------------
+    def propose(self, n: int | None = None) -> list[Candidate]:
+        """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
+
+        Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted.
+        """
+        n = self.config.gen_size if n is None else n
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ConfigError(f"propose(n={n!r}): n must be an integer >= 1")
+        self.round += 1
+        self.counts.add("gen/rounds", 1)
+        rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(self.sources)
+        want = int(n)
+        while want > 0:
+            active = self._active()
+            if not active.any():
+                break
+            alloc = self._allocate(want, active)
+            got_any = False
+            for d in np.flatnonzero(alloc):
+                rows, skipped, passed = self.tables[d].draw(self.streams[d], int(alloc[d]))
+                self.counts.add_ds(d, "skipped", skipped)
+                self.counts.add("snooze/skipped", skipped)
+                self.counts.add("filter/skipped", passed)
+                rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
+                got_any |= rows.shape[0] > 0
+                want -= rows.shape[0]
+            if not got_any:
+                break
+        return self._issue(rows_by_ds)
+
+    def _allocate(self, n: int, active: np.ndarray) -> np.ndarray:
+        w = np.where(active, self.weights, 0.0)
+        if self.config.mix == "quota":
+            open_slots = np.maximum(self._quotas() - self._filled(), 0) * active
+            if open_slots.sum() > 0:
+                return largest_remainder(n, open_slots.astype(np.float64))
+            return largest_remainder(n, w)
+        # stream: keep cumulative issues per dataset on target; spread the round's deficit.
+        target = (self.issued.sum() + n) * w / w.sum()
+        deficit = np.maximum(target - self.issued, 0.0) * active
+        return largest_remainder(n, deficit if deficit.sum() > 0 else w)
+
+    def _issue(self, rows_by_ds: list[np.ndarray]) -> list[Candidate]:
+        counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
+        self.issued += counts
+        owners = interleave(counts)
+        cursor = np.zeros(len(rows_by_ds), dtype=np.int64)
+        out: list[Candidate] = []
+        for d in owners.tolist():
+            row = int(rows_by_ds[d][cursor[d]])
+            cursor[d] += 1
+            cand = Candidate(self.sources[d], row, self.next_ticket)
+            self.pending[self.next_ticket] = (d, row)
+            self.next_ticket += 1
+            out.append(cand)
+        return out
+
+    # -- reporting ------------------------------------------------------------------------------
+    def report(self, candidates: Sequence[Candidate], rewards: Any) -> np.ndarray:
+        """Record each candidate's group of rewards (``[len(candidates), group_size]``).
+
+        Checks everything before changing anything: a bad report raises and records nothing.
+        Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
+        """
+        cfg = self.config
+        tickets = self._check_tickets(candidates)
+        arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
+        outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+        where = np.array([self.pending.pop(t) for t in tickets.tolist()], dtype=np.int64).reshape(-1, 2)
+        ds, rows = where[:, 0], where[:, 1]
+        for d in np.unique(ds).tolist():
+            sel = ds == d
+            changes = self.tables[d].apply(rows[sel], outcomes[sel], cfg)
+            self.counts.add("snooze/new", changes["new"])
+            self.counts.add("snooze/regressed", changes["regressed"])
+            self.counts.add("filter/new", changes["retired"])
+        self.counts.record_generated(ds, outcomes, cfg.group_size)
+        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
+        return outcomes
+
+    def _check_tickets(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        if isinstance(candidates, Candidate) or not isinstance(candidates, Sequence):
+            raise ReportError("report() takes a list of the Candidate objects that propose() returned")
+        tickets = np.array([c.ticket if isinstance(c, Candidate) else -1 for c in candidates], dtype=np.int64)
+        if (tickets < 0).any():
+            i = int(np.argmax(tickets < 0))
+            raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
+        uniq, counts = np.unique(tickets, return_counts=True)
+        if (counts > 1).any():
+            t = int(uniq[counts > 1][0])
+            raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
+        for i, t in enumerate(tickets.tolist()):
+            if t not in self.pending:
+                c = candidates[i]
+                state = "was already reported" if t < self.next_ticket else "was never issued by this scheduler"
+                raise ReportError(
+                    f"candidate {c.dataset!r}/{c.id!r} (ticket {t}) {state}; report only what propose() "
+                    "returned, once each. Nothing was recorded."
+                )
+        return tickets
+
+    def _accept(self, groups: GroupBuffer) -> None:
+        """Move acceptable groups into the batch while there is room; the rest to surplus or zero."""
+        acceptable = np.ones(len(groups), dtype=bool) if self.config.policy == "grpo" else groups.outcome == SIGNAL
+        self.zero.extend(groups, ~acceptable)
+        self.counts.add_dropped(groups.ds[~acceptable])
+        fits = self._fits(groups.ds, acceptable)
+        self.batch.extend(groups, fits)
+        self.surplus.extend(groups, acceptable & ~fits)
+
+    def _fits(self, ds: np.ndarray, acceptable: np.ndarray) -> np.ndarray:
+        room = self.config.batch_size - len(self.batch)
+        fits = np.zeros(ds.shape[0], dtype=bool)
+        idx = np.flatnonzero(acceptable)
+        if self.config.mix == "quota":
+            open_slots = np.maximum(self._quotas() - self._filled(), 0)
+            keep = [idx[ds[idx] == d][: open_slots[d]] for d in range(len(self.sources))]
+            idx = np.sort(np.concatenate(keep)) if keep else idx[:0]
+        fits[idx[:room]] = True
+        return fits
+
+    def _quotas(self) -> np.ndarray:
+        """Each dataset's slots in this step's batch: its weight's share, by largest remainder.
+
+        Datasets that can issue no more keep only what they already have; their slots go to the rest.
+        """
+        filled = self._filled()
+        active = self._active()
+        fixed = np.where(active, 0, filled)
+        quota = largest_remainder(self.config.batch_size - int(fixed.sum()), np.where(active, self.weights, 0.0))
+        return np.maximum(quota + fixed, np.where(active, 0, filled))
+
+    def _filled(self) -> np.ndarray:
+        return np.bincount(self.batch.ds, minlength=len(self.sources)).astype(np.int64)
+
+    # -- closing a step -------------------------------------------------------------------------
+    def step(self, rollout_fn: RolloutFn) -> Batch:
+        """One training step: propose, roll out, report until the batch is full or ``max_gen_rounds``."""
+        while not self.batch_full and self.round < self.config.max_gen_rounds:
+            candidates = self.propose()
+            if not candidates:
+                break
+            self.report(candidates, rollout_fn(candidates))
+        return self.finish_step()
+
+    def finish_step(self) -> Batch:
+        """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics."""
+        cfg = self.config
+        quotas = self._quotas() if cfg.mix == "quota" else None
+        starved = (quotas - self._filled() > 0) if quotas is not None else np.zeros(len(self.sources), dtype=bool)
+        if not self.batch_full and cfg.mix == "quota":
+            self._move(self.surplus, self.batch, cfg.batch_size - len(self.batch))  # starved slots go to the rest
+        if not self.batch_full and cfg.on_short == "raise":
+            raise BatchShortError(
+                f"step {self.step_index}: only {len(self.batch)} of batch_size={cfg.batch_size} groups with signal after "
+                f"{self.round} generation round(s) (max_gen_rounds={cfg.max_gen_rounds}"
+                + (", data exhausted" if self.exhausted else "")
+                + "). Raise max_gen_rounds or gen_batch_size, lower batch_size, or set on_short='partial' or 'pad'. "
+                "The groups gathered so far are kept: propose()/report() more, then finish_step() again."
+            )
+        padded = self._move(self.zero, self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
+        batch = self._build_batch(padded)
+        carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
+        self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
+        metrics = self.counts.finish(self, batch, padded, starved)
+        batch.metrics = metrics
+        self.last_metrics = metrics
+        self.step_index += 1
+        self.round = 0
+        self.batch, self.surplus, self.zero = GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size)
+        self.counts.start_step(carried_in=carried.ds)
+        if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
+            fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
+            self.batch.extend(carried, fits)
+            self.counts.add_discarded(carried.ds[~fits])
+        return batch
+
+    def _move(self, src: GroupBuffer, dst: GroupBuffer, k: int) -> int:
+        k = max(0, min(k, len(src)))
+        if k:
+            head = np.zeros(len(src), dtype=bool)
+            head[:k] = True
+            dst.extend(src, head)
+            rest = src.take(~head)
+            src.ds, src.row, src.ticket, src.outcome, src.rewards = rest.ds, rest.row, rest.ticket, rest.outcome, rest.rewards
+        return k
+
+    def _build_batch(self, padded: int) -> Batch:
+        b = self.batch
+        cands = [Candidate(self.sources[d], r, t) for d, r, t in zip(b.ds.tolist(), b.row.tolist(), b.ticket.tolist())]
+        adv = grpo_advantages(b.rewards, self.config.advantage)
+        return Batch(self.step_index, cands, b.rewards.copy(), adv, b.outcome == SIGNAL)
+
+    def metrics(self) -> dict[str, float]:
+        """The last finished step's metrics and the cumulative totals (SPEC section 5), as a flat dict."""
+        return dict(self.last_metrics)
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Versioned state: JSON-safe ``meta`` and numpy ``arrays``. No pickle anywhere."""
+        from snooze.core.state import scheduler_state
+
+        return scheduler_state(self)
+
+    def load_state_dict(
+        self, state: Mapping[str, Any], migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None
+    ) -> None:
+        """Restore :meth:`state_dict` output. A state saved with other data, seed, group size or weights
+        raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed data also needs
+        ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
+        from snooze.core.state import load_scheduler_state
+
+        load_scheduler_state(self, state, migrate=migrate, previous=previous_datasets)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the state into directory ``path`` atomically (write aside, fsync, rename). Returns the file."""
+        from snooze.core.checkpoint import save_state
+
+        return save_state(path, self.state_dict())
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        datasets: Mapping[str, Any],
+        config: SchedulerConfig | None = None,
+        seed: int | None = None,
+        migrate: bool = False,
+        previous_datasets: Mapping[str, Any] | None = None,
+    ) -> Scheduler:
+        """A scheduler restored from directory ``path``. Config and seed come from the state unless given;
+        a given one that differs in what the state depends on needs ``migrate=True``."""
+        from snooze.core.checkpoint import load_state
+
+        state = load_state(path)
+        try:
+            cfg = config if config is not None else SchedulerConfig.from_dict(state["meta"]["config"])
+            seed = int(state["meta"]["seed"]) if seed is None else seed
+        except (KeyError, TypeError) as exc:
+            raise StateError(f"{path}: scheduler state has no usable config/seed ({exc})") from None
+        sched = cls(datasets, cfg, seed=seed)
+        sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
+        return sched
