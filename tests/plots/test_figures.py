@@ -1,0 +1,125 @@
+"""Figures 1-3 render from synthetic runs, say the data's finding in their titles, and never crash."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snooze.plots import FIGURE_FILES, figure_dapo_waste, figure_efficiency, figure_mix, write_compare_figures
+from snooze.plots.style import ARM_COLORS, STRATUM_COLORS
+
+pytest.importorskip("matplotlib")
+
+ALL_ARMS = ("grpo", "dynamic_sampling", "filter", "snooze", "fig3-filter", "fig3-snooze", "fig3-snooze-quota")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _pixels_near(png: Path, hex_color: str, tol: float = 0.06) -> int:
+    """How many pixels of the image are within ``tol`` (per channel, 0-1) of ``hex_color``."""
+    import matplotlib.image as mpimg
+    from matplotlib.colors import to_rgb
+
+    img = mpimg.imread(png)[..., :3]  # [H, W, 3] floats in 0..1
+    return int(np.all(np.abs(img - np.array(to_rgb(hex_color))) < tol, axis=-1).sum())
+
+
+def test_all_three_figures_are_valid_pngs_with_the_arms_drawn(make_runs: Callable, tmp_path: Path) -> None:
+    out = tmp_path / "figs"
+    paths = write_compare_figures(out, make_runs(ALL_ARMS, seeds=2, steps=40))
+    assert [p.name for p in paths] == list(FIGURE_FILES)
+    import matplotlib.image as mpimg
+
+    for p in paths:
+        assert p.read_bytes()[:8] == PNG_MAGIC
+        img = mpimg.imread(p)
+        assert img.shape[0] > 300 and img.shape[1] > 900
+        assert img[..., :3].std() > 0.05  # not a blank canvas
+    fig1, fig2, fig3 = paths
+    assert _pixels_near(fig1, ARM_COLORS["dynamic_sampling"]) > 500
+    for arm in ("grpo", "dynamic_sampling", "filter", "snooze"):
+        assert _pixels_near(fig2, ARM_COLORS[arm]) > 300, arm
+    for color in STRATUM_COLORS.values():
+        assert _pixels_near(fig3, color) > 500
+
+
+def test_missing_arms_skip_their_figures(make_runs: Callable, tmp_path: Path) -> None:
+    runs = make_runs(("snooze", "fig3-snooze-quota"), seeds=1, steps=20)
+    paths = write_compare_figures(tmp_path / "figs", runs)
+    assert [p.name for p in paths] == ["fig2_efficiency.png", "fig3_mix.png"]
+    assert write_compare_figures(tmp_path / "none", {}) == []
+    assert not list((tmp_path / "none").glob("*.png"))
+
+
+def test_unreadable_and_absent_runs_are_left_out_with_a_warning(
+    make_runs: Callable, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs = make_runs(("dynamic_sampling",), seeds=2, steps=20)
+    (runs["dynamic_sampling"][1] / "metrics.jsonl").write_text('{"step": 1}\ngarbage\n{"step": 2}\n')
+    runs["filter"] = [tmp_path / "never-written"]
+    with caplog.at_level(logging.WARNING, logger="snooze.plots"):
+        paths = write_compare_figures(tmp_path / "figs", runs)
+    assert [p.name for p in paths] == ["fig1_dapo_waste.png", "fig2_efficiency.png"]
+    assert "never-written" in caplog.text and "metrics.jsonl:2" in caplog.text
+
+
+def _dapo_records() -> list[dict]:
+    """Rounds 1,1,1,1,1 then 4,4,4,4,4 (B = 16): 5*16 + 20*16 = 400 groups generated, 10*16 = 160 used."""
+    recs, gen, train = [{"step": 0, "eval/accuracy": 0.5}], 0, 0
+    for t in range(1, 11):
+        rounds = 1 if t <= 5 else 4
+        gen, train = gen + 16 * rounds, train + 16
+        recs.append(
+            {
+                "step": t,
+                "gen/rounds": rounds,
+                "gen/groups": 16 * rounds,
+                "train/groups": 16,
+                "total/gen_groups": gen,
+                "total/train_groups": train,
+            }
+        )
+    return recs
+
+
+def test_figure1_title_states_the_measured_waste() -> None:
+    import matplotlib.pyplot as plt
+
+    fig = figure_dapo_waste([_dapo_records()])
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    assert "rise from 1.0 to 4.0" in title  # first and last 10% of 10 steps = one step each
+    assert "only 40% of generated groups" in title  # 160 / 400
+
+
+def test_figure2_title_states_the_saving_and_accuracies() -> None:
+    import matplotlib.pyplot as plt
+
+    dapo = _dapo_records()  # 25 rounds in total
+    snooze = [{"step": t, "gen/rounds": 1} for t in range(1, 11)] + [{"step": 10, "eval/accuracy": 0.625}]
+    fig = figure_efficiency({"dynamic_sampling": [dapo], "snooze": [snooze]})
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    assert "data snoozing generated 2.5x fewer batches" in title  # 25 / 10
+    assert "DAPO 50.0%" in title and "snoozing 62.5%" in title
+
+
+def test_figure3_title_names_the_arm_that_drifts(make_runs: Callable) -> None:
+    import matplotlib.pyplot as plt
+
+    from snooze.plots import load_runs
+
+    fig = figure_mix(load_runs(make_runs(("fig3-filter", "fig3-snooze-quota"), seeds=1, steps=40)))
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    assert "filtering drifts most" in title and "snoozing+quota 50%" in title
+
+
+def test_builders_return_none_without_the_metrics_they_need() -> None:
+    bare = [[{"step": 1, "train/loss": 0.3}]]
+    assert figure_dapo_waste(bare[0:1]) is None
+    assert figure_efficiency({"snooze": bare}) is None
+    assert figure_mix({"fig3-filter": bare}) is None
