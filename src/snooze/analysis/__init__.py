@@ -4,9 +4,20 @@ numpy only at import; matplotlib and pyarrow are imported inside the functions t
 """
 
 from snooze.analysis.replay import ReplayPolicy, policy_names, replay, replay_policies
+from snooze.analysis.completions import Completions, read_completions
+from snooze.analysis.outputs import write_stratification
 from snooze.analysis.reward_log import RewardLog, RewardLogWriter, read_reward_log
+from snooze.analysis.stratify import STRATA, Stratification, StratifyConfig, signal_prob, stratify
 
 __all__ = [
+    "Completions",
+    "STRATA",
+    "Stratification",
+    "StratifyConfig",
+    "read_completions",
+    "signal_prob",
+    "stratify",
+    "write_stratification",
     "ReplayPolicy",
     "RewardLog",
     "RewardLogWriter",

@@ -1,0 +1,190 @@
+"""Reading baseline completions: one row per ``(dataset, id, model)`` from JSONL or Parquet files.
+
+A row carries either the list of rewards of its samples (``rewards``) or the counts ``n`` and
+``n_correct``. Rewards are scaled to ``[0, 1]`` by the reward range, so a row's ``correct`` is the sum
+of its scaled rewards (the number correct for binary rewards).
+
+Every problem raises :class:`~snooze.DataError` naming the file, the row (1-based; for JSONL the
+line) and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snooze.core.errors import ConfigError, DataError
+
+__all__ = ["Completions", "read_completions", "COLUMNS"]
+
+COLUMNS: tuple[str, ...] = ("dataset", "id", "model", "rewards", "n", "n_correct")
+DEFAULT_MODEL = "baseline"
+
+
+@dataclass
+class Completions:
+    """Rows of baseline completions, checked, as parallel lists / arrays."""
+
+    datasets: list[str] = field(default_factory=list)
+    """Dataset of each row."""
+
+    ids: list[str | int] = field(default_factory=list)
+    """Prompt id of each row."""
+
+    models: list[str] = field(default_factory=list)
+    """Baseline model of each row (``baseline`` when the input has no ``model`` column)."""
+
+    n: list[float] = field(default_factory=list)
+    """Samples in each row."""
+
+    correct: list[float] = field(default_factory=list)
+    """Sum of the scaled rewards of each row (number correct for binary rewards)."""
+
+    where: list[tuple[str, int]] = field(default_factory=list)
+    """``(file, row)`` of each row, for messages."""
+
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.n, dtype=np.float64), np.asarray(self.correct, dtype=np.float64)
+
+
+def _fail(path: str, row: int, column: str | None, what: str) -> DataError:
+    return DataError(f"{path}, row {row}" + (f", field {column!r}" if column else "") + f": {what}")
+
+
+def _iter_jsonl(path: str) -> Iterator[tuple[int, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        for line_no, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                yield line_no, json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
+    try:
+        import pyarrow.parquet as pq
+    except ModuleNotFoundError:
+        raise ConfigError("reading Parquet needs pyarrow: pip install 'snooze-rl[parquet]'") from None
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except Exception as exc:  # pyarrow raises many types for a corrupt file; translate at the boundary
+        raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+    for i, row in enumerate(rows, start=1):
+        yield i, {k: v for k, v in row.items() if v is not None}
+
+
+def _number(path: str, row: int, column: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _fail(path, row, column, f"{value!r} is not a finite number")
+    return float(value)
+
+
+def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[float, float]) -> tuple[float, float]:
+    has_rewards, has_counts = "rewards" in obj, ("n" in obj or "n_correct" in obj)
+    if has_rewards == has_counts:
+        raise _fail(
+            path, row, "rewards", "give either 'rewards' (a list) or both 'n' and 'n_correct', not both or neither"
+        )
+    if has_rewards:
+        rewards = obj["rewards"]
+        if not isinstance(rewards, list) or not rewards:
+            raise _fail(path, row, "rewards", "must be a non-empty list of numbers")
+        low, high = reward_range
+        values = [_number(path, row, "rewards", v) for v in rewards]
+        bad = [v for v in values if v < low or v > high]
+        if bad:
+            raise _fail(
+                path, row, "rewards", f"{bad[0]!r} is outside the reward range [{low}, {high}] (set --reward-range?)"
+            )
+        return float(len(values)), float(sum((v - low) / (high - low) for v in values))
+    for column in ("n", "n_correct"):
+        if column not in obj:
+            raise _fail(path, row, column, "missing: rows without 'rewards' need both 'n' and 'n_correct'")
+    n, k = _number(path, row, "n", obj["n"]), _number(path, row, "n_correct", obj["n_correct"])
+    if n < 1:
+        raise _fail(path, row, "n", f"{obj['n']!r}: a row needs at least one sample")
+    if not 0 <= k <= n:
+        raise _fail(path, row, "n_correct", f"{obj['n_correct']!r} is not between 0 and n={obj['n']!r}")
+    return n, k
+
+
+def _add_row(
+    out: Completions,
+    seen: dict[tuple[Any, ...], tuple[str, int]],
+    path: str,
+    row: int,
+    obj: Any,
+    reward_range: tuple[float, float],
+) -> None:
+    if not isinstance(obj, dict):
+        raise _fail(path, row, None, f"expected an object with columns {list(COLUMNS)}, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - set(COLUMNS))
+    if unknown:
+        raise _fail(path, row, unknown[0], f"unknown column; allowed columns are {list(COLUMNS)}")
+    for column in ("dataset", "id"):
+        if column not in obj:
+            raise _fail(path, row, column, "missing")
+    dataset, pid, model = obj["dataset"], obj["id"], obj.get("model", DEFAULT_MODEL)
+    if not isinstance(dataset, str) or not dataset:
+        raise _fail(path, row, "dataset", f"{dataset!r} is not a non-empty string")
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+        raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
+    if not isinstance(model, str) or not model or "/" in model:
+        raise _fail(path, row, "model", f"{model!r} must be a non-empty string without '/'")
+    n, k = _counts(path, row, obj, reward_range)
+    key = (dataset, pid, model)
+    if key in seen:
+        first = seen[key]
+        raise _fail(
+            path,
+            row,
+            "id",
+            f"duplicate row for (dataset={dataset!r}, id={pid!r}, model={model!r}); "
+            f"first seen at {first[0]}, row {first[1]}: merge the samples into one row",
+        )
+    seen[key] = (path, row)
+    out.datasets.append(dataset)
+    out.ids.append(pid)
+    out.models.append(model)
+    out.n.append(n)
+    out.correct.append(k)
+    out.where.append((path, row))
+
+
+def read_completions(
+    paths: Sequence[str | os.PathLike[str]],
+    reward_range: tuple[float, float] = (0.0, 1.0),
+    models: Sequence[str] | None = None,
+) -> Completions:
+    """Read and check baseline completions from ``.jsonl``/``.json`` and ``.parquet`` files.
+
+    ``models``: the models expected; one with no rows is an error (so a missing file or a typo in a
+    model name does not silently change the pooled pass rates).
+    """
+    out = Completions()
+    seen: dict[tuple[Any, ...], tuple[str, int]] = {}
+    for p in paths:
+        path = str(p)
+        if not Path(path).is_file():
+            raise DataError(f"{path}: baseline completions file not found")
+        rows = _iter_parquet(path) if path.endswith((".parquet", ".pq")) else _iter_jsonl(path)
+        for row, obj in rows:
+            _add_row(out, seen, path, row, obj, reward_range)
+    if not out.n:
+        raise DataError(f"{', '.join(map(str, paths))}: no rows of baseline completions")
+    for model in models or ():
+        if model not in set(out.models):
+            raise DataError(
+                f"{', '.join(map(str, paths))}: model {model!r} has no rows (field 'model'); "
+                f"models present: {sorted(set(out.models))}"
+            )
+    return out

@@ -1,0 +1,220 @@
+"""Offline difficulty stratification (the seed's first remedy; SPEC section 1).
+
+Baseline models roll out each prompt several times; the pooled pass rate ``p`` sorts prompts into
+strata and gives each prompt's chance that a group of ``G`` rollouts carries signal,
+``signal_prob = 1 - p**G - (1 - p)**G`` (binary rewards: the group has signal unless all G rollouts
+agree). From those the stratification writes a curriculum (:mod:`snooze.core.curriculum`):
+
+- ``too_easy`` prompts are dropped in every stage (unless ``drop_too_easy=False``);
+- stage 1 leaves out ``too_hard`` prompts, stage 2 lets them in (unless ``postpone_too_hard=False``,
+  then there is one stage);
+- each stage's dataset weights are raised toward the expected signal:
+  ``w_d = sum(max(signal_prob_i, weight_floor) for i in d if i is drawn in the stage)``, normalised
+  to sum to 1. Without the floor a dataset the baselines never solve would get weight 0 and could
+  never be learned; ``weight_floor`` (0.05) keeps it in the mix at a small share.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from snooze.analysis.completions import Completions, read_completions
+from snooze.core.errors import ConfigError
+
+__all__ = ["StratifyConfig", "Stratification", "stratify", "STRATA", "assign_strata", "signal_prob"]
+
+STRATA: tuple[str, ...] = ("too_easy", "easy", "medium", "hard", "too_hard")
+
+
+@dataclass(frozen=True)
+class StratifyConfig:
+    """How prompts are sorted into strata and what the curriculum does with them."""
+
+    group_size: int = 8
+    """G of the training run: ``signal_prob`` is the chance a group of G rollouts carries signal."""
+
+    too_hard: float = 0.0
+    """Pooled pass rate at or below which a prompt is ``too_hard``."""
+
+    hard: float = 0.25
+    """Pooled pass rate at or below which a prompt is ``hard`` (and above ``too_hard``)."""
+
+    easy: float = 0.75
+    """Pooled pass rate at or above which a prompt is ``easy`` (and below ``too_easy``)."""
+
+    too_easy: float = 1.0
+    """Pooled pass rate at or above which a prompt is ``too_easy``."""
+
+    reward_range: tuple[float, float] = (0.0, 1.0)
+    """Range of the rewards in ``rewards`` lists; they are scaled to [0, 1] before averaging."""
+
+    drop_too_easy: bool = True
+    """Leave ``too_easy`` prompts out of every curriculum stage."""
+
+    postpone_too_hard: bool = True
+    """Leave ``too_hard`` prompts out of stage 1; stage 2 lets them in."""
+
+    weight_floor: float = 0.05
+    """Smallest ``signal_prob`` a prompt counts with in the dataset weights (see the module docstring)."""
+
+    advance_step: int | None = None
+    """Move from stage 1 to stage 2 at this step; ``None``: when ``efficiency`` stays below
+    ``advance_efficiency`` for ``advance_for_steps`` steps (the included data has gone easy)."""
+
+    advance_efficiency: float = 0.25
+    """Efficiency (signal groups / generated groups) below which stage 1 counts as used up."""
+
+    advance_for_steps: int = 3
+    """Consecutive steps the efficiency must stay low before stage 2 starts."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ConfigError(f"group_size={self.group_size!r}: must be an integer >= 2")
+        cuts = (self.too_hard, self.hard, self.easy, self.too_easy)
+        if not all(isinstance(c, (int, float)) and 0.0 <= c <= 1.0 for c in cuts) or not (
+            self.too_hard < self.hard <= self.easy < self.too_easy
+        ):
+            raise ConfigError(
+                f"thresholds too_hard={self.too_hard}, hard={self.hard}, easy={self.easy}, too_easy={self.too_easy}: "
+                "must be pass rates in [0, 1] with too_hard < hard <= easy < too_easy"
+            )
+        if not (isinstance(self.weight_floor, (int, float)) and 0.0 <= self.weight_floor <= 1.0):
+            raise ConfigError(f"weight_floor={self.weight_floor!r}: must be in [0, 1]")
+        if self.advance_step is not None and (not isinstance(self.advance_step, int) or self.advance_step < 1):
+            raise ConfigError(f"advance_step={self.advance_step!r}: must be an integer >= 1 or None")
+        if not isinstance(self.advance_for_steps, int) or self.advance_for_steps < 1:
+            raise ConfigError(f"advance_for_steps={self.advance_for_steps!r}: must be an integer >= 1")
+        lo, hi = self.reward_range
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ConfigError(f"reward_range={self.reward_range!r}: must be (low, high) with finite low < high")
+
+
+@dataclass(frozen=True)
+class Stratification:
+    """The per-prompt table (column name -> array, one entry per prompt) and the curriculum."""
+
+    columns: dict[str, np.ndarray]
+    """``dataset``, ``id``, ``pass_rate``, ``pass_rate/<model>``..., ``n_samples``, ``signal_prob``, ``stratum``."""
+
+    models: list[str]
+    """Baseline models, in order of first appearance."""
+
+    curriculum: dict[str, Any]
+    """JSON-safe curriculum, loadable by :meth:`snooze.core.curriculum.Curriculum.from_dict`."""
+
+    def mix(self) -> dict[str, dict[str, int]]:
+        """Prompts per stratum per dataset."""
+        out: dict[str, dict[str, int]] = {}
+        for name, stratum in zip(self.columns["dataset"].tolist(), self.columns["stratum"].tolist(), strict=True):
+            out.setdefault(name, dict.fromkeys(STRATA, 0))[stratum] += 1
+        return out
+
+
+def signal_prob(pass_rate: np.ndarray, group_size: int) -> np.ndarray:
+    """``1 - p**G - (1 - p)**G``: chance that G Bernoulli(p) rollouts are not all equal."""
+    p = np.asarray(pass_rate, dtype=np.float64)
+    return 1.0 - p**group_size - (1.0 - p) ** group_size
+
+
+def assign_strata(pass_rate: np.ndarray, cfg: StratifyConfig) -> np.ndarray:
+    """Stratum name of each pass rate (``object [P]``), by the thresholds of ``cfg``."""
+    p = np.asarray(pass_rate, dtype=np.float64)
+    tol = 1e-12  # pooled rates are ratios of float sums; 1.0 must not miss too_easy by rounding
+    conditions = [p >= cfg.too_easy - tol, p >= cfg.easy, p <= cfg.too_hard + tol, p <= cfg.hard]
+    return np.select(conditions, ["too_easy", "easy", "too_hard", "hard"], default="medium").astype(object)
+
+
+def _table(rows: Completions, cfg: StratifyConfig) -> tuple[dict[str, np.ndarray], list[str]]:
+    keys: dict[tuple[str, Any], int] = {}
+    models: dict[str, int] = {}
+    p_idx = np.fromiter((keys.setdefault(k, len(keys)) for k in zip(rows.datasets, rows.ids, strict=True)), np.int64)
+    m_idx = np.fromiter((models.setdefault(m, len(models)) for m in rows.models), np.int64)
+    n_row, k_row = rows.counts()
+    n = np.zeros((len(keys), len(models)))  # [P, M] samples
+    k = np.zeros((len(keys), len(models)))  # [P, M] correct
+    np.add.at(n, (p_idx, m_idx), n_row)
+    np.add.at(k, (p_idx, m_idx), k_row)
+    pooled = k.sum(axis=1) / n.sum(axis=1)  # [P]
+    names = [d for d, _ in keys]
+    ids = [i for _, i in keys]
+    cols: dict[str, np.ndarray] = {
+        "dataset": np.asarray(names, dtype=object),
+        "id": np.asarray(ids, dtype=object),
+        "pass_rate": pooled,
+    }
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for model, j in models.items():
+            cols[f"pass_rate/{model}"] = np.where(n[:, j] > 0, k[:, j] / np.maximum(n[:, j], 1), np.nan)
+    cols["n_samples"] = n.sum(axis=1)
+    cols["signal_prob"] = signal_prob(pooled, cfg.group_size)
+    cols["stratum"] = assign_strata(pooled, cfg)
+    return cols, list(models)
+
+
+def _weights(cols: dict[str, np.ndarray], drawn: np.ndarray, floor: float) -> dict[str, float]:
+    names = sorted(set(cols["dataset"].tolist()))
+    score = np.maximum(cols["signal_prob"], floor) * drawn
+    raw = {d: float(score[cols["dataset"] == d].sum()) for d in names}
+    total = sum(raw.values())
+    if total <= 0:  # nothing drawn anywhere, or floor 0 and no signal: fall back to equal weights
+        return {d: 1.0 / len(names) for d in names}
+    return {d: raw[d] / total for d in names}
+
+
+def _ids_where(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for name, pid in zip(cols["dataset"][mask].tolist(), cols["id"][mask].tolist(), strict=True):
+        out.setdefault(name, []).append(pid)
+    return out
+
+
+def _curriculum(cols: dict[str, np.ndarray], cfg: StratifyConfig) -> dict[str, Any]:
+    stratum = cols["stratum"]
+    dropped = (stratum == "too_easy") if cfg.drop_too_easy else np.zeros(stratum.shape, dtype=bool)
+    postponed = (stratum == "too_hard") if cfg.postpone_too_hard else np.zeros(stratum.shape, dtype=bool)
+    final = {"name": "all", "weights": _weights(cols, ~dropped, cfg.weight_floor), "exclude": {}}
+    stages = [final]
+    if postponed.any():
+        if cfg.advance_step is not None:
+            advance: list[dict[str, Any]] = [{"step": cfg.advance_step}]
+        else:
+            advance = [
+                {"metric": "efficiency", "op": "<", "value": cfg.advance_efficiency, "for_steps": cfg.advance_for_steps}
+            ]
+        first = {
+            "name": "without-too-hard",
+            "weights": _weights(cols, ~dropped & ~postponed, cfg.weight_floor),
+            "exclude": _ids_where(cols, postponed),
+            "advance": advance,
+        }
+        stages = [first, final]
+    return {
+        "version": 1,
+        "made_by": "snooze stratify",
+        "group_size": cfg.group_size,
+        "thresholds": {"too_hard": cfg.too_hard, "hard": cfg.hard, "easy": cfg.easy, "too_easy": cfg.too_easy},
+        "drop": _ids_where(cols, dropped),
+        "stages": stages,
+    }
+
+
+def stratify(
+    inputs: Sequence[str | os.PathLike[str]] | Completions,
+    config: StratifyConfig | None = None,
+    models: Sequence[str] | None = None,
+) -> Stratification:
+    """Stratify prompts by their pooled baseline pass rate; see the module docstring.
+
+    ``inputs``: JSONL/Parquet files of baseline completions (or already-read :class:`Completions`).
+    ``models``: the baseline models expected in the input (each must have rows).
+    """
+    cfg = config if config is not None else StratifyConfig()
+    rows = inputs if isinstance(inputs, Completions) else read_completions(inputs, cfg.reward_range, models)
+    cols, model_names = _table(rows, cfg)
+    return Stratification(cols, model_names, _curriculum(cols, cfg))

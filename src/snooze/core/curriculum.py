@@ -1,0 +1,277 @@
+"""`Curriculum`: stages of dataset weights and excluded prompts, switched at a step or on a metric.
+
+The file (JSON; ``snooze stratify`` writes one) looks like::
+
+    {"version": 1,
+     "drop": {"math": [3, 17]},                       # excluded in every stage (e.g. too easy)
+     "stages": [
+       {"name": "without-too-hard", "weights": {"math": 0.6, "code": 0.4},
+        "exclude": {"math": [5, 9]},                  # excluded in this stage only
+        "advance": [{"step": 200},                    # any one of these starts the next stage
+                    {"metric": "efficiency", "op": "<", "value": 0.25, "for_steps": 3}]},
+       {"name": "all", "weights": {"math": 0.5, "code": 0.5}, "exclude": {}}]}
+
+A stage's ``weights`` go to :meth:`Scheduler.set_weights` (``null`` or absent: equal weights); its
+exclusions and ``drop`` go to :meth:`Scheduler.set_excluded`. ``{"step": N}`` starts the next stage at
+step ``N`` (after ``N`` finished steps). A metric condition holds when ``metrics[metric] op value``
+for ``for_steps`` consecutive steps of the stage (default 1); a NaN metric does not hold.
+
+Use::
+
+    cur = Curriculum.from_file("strata/curriculum.json")
+    cur.apply(sched)                        # stage 1 now
+    for step in ...:
+        batch = sched.step(rollout_fn)
+        cur.update(sched, batch.metrics)    # True when a new stage started
+
+After ``sched.load_state_dict(...)`` and ``cur.load_state_dict(...)`` call ``cur.apply(sched)`` again
+(it is idempotent) so the scheduler's weights and exclusions match the restored stage.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import operator
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from snooze.core.errors import ConfigError, StateError
+
+__all__ = ["Curriculum", "Stage", "Condition"]
+
+log = logging.getLogger(__name__)
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One way out of a stage: at a step, or when a metric holds for some steps."""
+
+    step: int | None = None
+    """Start the next stage at this step (after this many finished steps)."""
+
+    metric: str | None = None
+    """Key of the scheduler's step metrics (e.g. ``dataset/math/signal_rate``)."""
+
+    op: str = "<"
+    """Comparison of the metric with ``value``: one of ``<``, ``<=``, ``>``, ``>=``."""
+
+    value: float = 0.0
+    """Threshold the metric is compared with."""
+
+    for_steps: int = 1
+    """Consecutive steps the comparison must hold."""
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.step is not None:
+            return {"step": self.step}
+        return {"metric": self.metric, "op": self.op, "value": self.value, "for_steps": self.for_steps}
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a curriculum."""
+
+    name: str
+    """Label used in logs and metrics."""
+
+    weights: dict[str, float] | None
+    """Dataset weights while the stage lasts (``None``: equal)."""
+
+    exclude: dict[str, list[Any]]
+    """Prompt ids left out while the stage lasts, per dataset (on top of the curriculum's ``drop``)."""
+
+    advance: tuple[Condition, ...]
+    """Any one of these starts the next stage; empty for the last stage."""
+
+
+def _where(source: str, path: str) -> str:
+    return f"{source}: {path}" if source else path
+
+
+def _ids(source: str, path: str, value: Any) -> dict[str, list[Any]]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{_where(source, path)}: must map dataset names to lists of prompt ids")
+    for name, ids in value.items():
+        if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, (str, int)) for i in ids):
+            raise ConfigError(f"{_where(source, path)}[{name!r}]: must be a list of string or integer ids")
+    return {str(k): list(v) for k, v in value.items()}
+
+
+def _condition(source: str, path: str, raw: Any) -> Condition:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{_where(source, path)}: must be an object like {{'step': 100}} or {{'metric': ..., 'op': ..., 'value': ...}}"
+        )
+    if "step" in raw:
+        step = raw["step"]
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1 or len(raw) != 1:
+            raise ConfigError(f"{_where(source, path)}: {{'step': N}} needs one integer N >= 1 and nothing else")
+        return Condition(step=step)
+    unknown = sorted(set(raw) - {"metric", "op", "value", "for_steps"})
+    if unknown or "metric" not in raw or "value" not in raw:
+        raise ConfigError(
+            f"{_where(source, path)}: a metric condition needs 'metric' and 'value' (and optionally 'op', "
+            f"'for_steps'); unknown keys: {unknown}"
+        )
+    op, value, for_steps = raw.get("op", "<"), raw["value"], raw.get("for_steps", 1)
+    if op not in _OPS:
+        raise ConfigError(f"{_where(source, path)}.op: {op!r} is not one of {list(_OPS)}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"{_where(source, path)}.value: {value!r} is not a finite number")
+    if isinstance(for_steps, bool) or not isinstance(for_steps, int) or for_steps < 1:
+        raise ConfigError(f"{_where(source, path)}.for_steps: {for_steps!r} is not an integer >= 1")
+    if not isinstance(raw["metric"], str) or not raw["metric"]:
+        raise ConfigError(f"{_where(source, path)}.metric: {raw['metric']!r} is not a metric name")
+    return Condition(metric=raw["metric"], op=op, value=float(value), for_steps=for_steps)
+
+
+def _stage(source: str, i: int, raw: Any, last: bool) -> Stage:
+    path = f"stages[{i}]"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{_where(source, path)}: must be an object with 'weights', 'exclude' and 'advance'")
+    unknown = sorted(set(raw) - {"name", "weights", "exclude", "advance"})
+    if unknown:
+        raise ConfigError(f"{_where(source, path)}: unknown key(s) {unknown}; allowed: name, weights, exclude, advance")
+    weights = raw.get("weights")
+    if weights is not None:
+        ok = isinstance(weights, Mapping) and all(
+            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
+            for w in weights.values()
+        )
+        if not ok or not sum(weights.values()) > 0:
+            raise ConfigError(f"{_where(source, path)}.weights: must map dataset names to numbers >= 0, not all 0")
+        weights = {str(k): float(v) for k, v in weights.items()}
+    advance = raw.get("advance", [])
+    if not isinstance(advance, list):
+        raise ConfigError(f"{_where(source, path)}.advance: must be a list of conditions")
+    if not last and not advance:
+        raise ConfigError(f"{_where(source, path)}.advance: every stage but the last needs a way out")
+    conds = tuple(_condition(source, f"{path}.advance[{j}]", c) for j, c in enumerate(advance))
+    return Stage(
+        str(raw.get("name", f"stage-{i + 1}")), weights, _ids(source, f"{path}.exclude", raw.get("exclude")), conds
+    )
+
+
+class Curriculum:
+    """Stages applied to a :class:`~snooze.Scheduler` through its hooks; state is two counters."""
+
+    def __init__(self, stages: list[Stage], drop: Mapping[str, list[Any]] | None = None) -> None:
+        if not stages:
+            raise ConfigError("a curriculum needs at least one stage")
+        self.stages = list(stages)
+        self.drop = {k: list(v) for k, v in (drop or {}).items()}
+        self.stage = 0
+        self.streaks = [0] * len(self.stages[0].advance)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "") -> Curriculum:
+        """Build from the parsed curriculum file; errors name the offending field."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{_where(source, 'curriculum')}: must be a JSON object")
+        if data.get("version", 1) != 1:
+            raise ConfigError(f"{_where(source, 'version')}: {data.get('version')!r} is not a known version (1)")
+        raw = data.get("stages")
+        if not isinstance(raw, list) or not raw:
+            raise ConfigError(f"{_where(source, 'stages')}: must be a non-empty list of stages")
+        stages = [_stage(source, i, s, i == len(raw) - 1) for i, s in enumerate(raw)]
+        return cls(stages, _ids(source, "drop", data.get("drop")))
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> Curriculum:
+        """Load a curriculum JSON file (as written by ``snooze stratify``)."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: curriculum file not found") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        return cls.from_dict(data, source=str(path))
+
+    @property
+    def current(self) -> Stage:
+        return self.stages[self.stage]
+
+    def _excluded(self, stage: Stage) -> dict[str, list[Any]]:
+        out = {k: list(v) for k, v in self.drop.items()}
+        for name, ids in stage.exclude.items():
+            out.setdefault(name, []).extend(ids)
+        return out
+
+    def apply(self, sched: Any) -> None:
+        """Set the scheduler's weights and exclusions to the current stage's (idempotent)."""
+        sched.set_weights(self.current.weights)
+        now = self._excluded(self.current)
+        for other in self.stages:  # let back in what another stage excluded and this one does not
+            for name, ids in other.exclude.items():
+                keep = set(now.get(name, ()))
+                back = [i for i in ids if i not in keep]
+                if back:
+                    sched.set_excluded(name, back, excluded=False)
+        for name, ids in now.items():
+            if ids:
+                sched.set_excluded(name, ids, excluded=True)
+        log.info("curriculum stage %d/%d (%s) applied", self.stage + 1, len(self.stages), self.current.name)
+
+    def _holds(self, cond: Condition, metrics: Mapping[str, Any], j: int) -> bool:
+        if cond.step is not None:
+            return int(metrics.get("step", -1)) + 1 >= cond.step
+        metric = cond.metric or ""
+        if metric not in metrics:
+            near = sorted(k for k in metrics if k.split("/")[-1] == metric.split("/")[-1])[:5]
+            raise ConfigError(
+                f"curriculum stage {self.current.name!r}: metric {metric!r} is not in the step metrics"
+                + (f"; similar keys: {near}" if near else "; see docs/metrics.md for the names")
+            )
+        value = float(metrics[metric])
+        ok = not math.isnan(value) and _OPS[cond.op](value, cond.value)
+        self.streaks[j] = self.streaks[j] + 1 if ok else 0
+        return self.streaks[j] >= cond.for_steps
+
+    def update(self, sched: Any, metrics: Mapping[str, Any] | None = None) -> bool:
+        """Call after each finished step. Starts (and applies) the next stage when a condition holds."""
+        if self.stage == len(self.stages) - 1:
+            return False
+        metrics = sched.metrics() if metrics is None else metrics
+        fired = [self._holds(c, metrics, j) for j, c in enumerate(self.current.advance)]
+        if not any(fired):
+            return False
+        self.stage += 1
+        self.streaks = [0] * len(self.current.advance)
+        log.info(
+            "curriculum: stage %d (%s) starts after step %s", self.stage + 1, self.current.name, metrics.get("step")
+        )
+        self.apply(sched)
+        return True
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe: the stage index, the condition streaks, and the stage count (as a check)."""
+        return {"version": 1, "stage": self.stage, "streaks": list(self.streaks), "n_stages": len(self.stages)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`; then call :meth:`apply` on the restored scheduler."""
+        try:
+            stage, streaks, n = int(state["stage"]), [int(s) for s in state["streaks"]], int(state["n_stages"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StateError(
+                f"curriculum state is missing or has a bad field ({exc!r}); pass Curriculum.state_dict()"
+            ) from None
+        if n != len(self.stages) or not 0 <= stage < n or len(streaks) != len(self.stages[stage].advance):
+            raise StateError(
+                f"curriculum state (stage {stage} of {n}, {len(streaks)} streaks) does not fit this curriculum "
+                f"({len(self.stages)} stages): load the curriculum file the run started with"
+            )
+        self.stage, self.streaks = stage, streaks

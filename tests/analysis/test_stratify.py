@@ -1,0 +1,119 @@
+"""Strata, signal_prob, curriculum weights worked out by hand; input errors name file, row and field."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from snooze.analysis.outputs import write_stratification
+from snooze.analysis.stratify import StratifyConfig, assign_strata, signal_prob, stratify
+from snooze.core.curriculum import Curriculum
+from snooze.core.errors import DataError
+
+ROWS = [
+    {"dataset": "m", "id": 1, "model": "a", "rewards": [1, 1, 1, 1]},
+    {"dataset": "m", "id": 1, "model": "b", "n": 4, "n_correct": 4},  # pooled 8/8 = 1: too_easy
+    {"dataset": "m", "id": 2, "model": "a", "rewards": [1, 0, 1, 0]},
+    {"dataset": "m", "id": 2, "model": "b", "n": 4, "n_correct": 0},  # pooled 2/8 = 0.25: hard
+    {"dataset": "m", "id": 3, "model": "a", "n": 2, "n_correct": 1},  # 0.5: medium
+    {"dataset": "h", "id": "x", "model": "a", "n": 4, "n_correct": 0},  # 0: too_hard
+    {"dataset": "h", "id": "y", "model": "a", "n": 4, "n_correct": 3},  # 0.75: easy
+]
+
+
+def _jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_strata_pass_rates_and_signal_prob_by_hand(tmp_path: Path) -> None:
+    r = stratify([_jsonl(tmp_path / "b.jsonl", ROWS)], StratifyConfig(group_size=2))
+    c = r.columns
+    assert c["stratum"].tolist() == ["too_easy", "hard", "medium", "too_hard", "easy"]
+    assert c["pass_rate"].tolist() == [1.0, 0.25, 0.5, 0.0, 0.75]
+    np.testing.assert_array_equal(c["pass_rate/b"], [1.0, 0.0, np.nan, np.nan, np.nan])
+    assert c["n_samples"].tolist() == [8, 8, 2, 4, 4]
+    # G=2: 1 - p^2 - (1-p)^2 = 2p(1-p)
+    np.testing.assert_allclose(c["signal_prob"], [0.0, 0.375, 0.5, 0.0, 0.375])
+
+
+def test_curriculum_drops_too_easy_postpones_too_hard_and_weights_by_signal(tmp_path: Path) -> None:
+    r = stratify([_jsonl(tmp_path / "b.jsonl", ROWS)], StratifyConfig(group_size=2, advance_step=50))
+    cur = r.curriculum
+    assert cur["drop"] == {"m": [1]}
+    one, two = cur["stages"]
+    assert one["exclude"] == {"h": ["x"]} and one["advance"] == [{"step": 50}]
+    # stage 1: m = .375 + .5 = .875, h = .375 (y) -> .875/1.25, .375/1.25
+    assert one["weights"] == pytest.approx({"h": 0.3, "m": 0.7})
+    # stage 2 adds x with the floor 0.05: h = .425, m = .875 -> /1.3
+    assert two["weights"] == pytest.approx({"h": 0.425 / 1.3, "m": 0.875 / 1.3})
+    loaded = Curriculum.from_dict(json.loads(json.dumps(cur)))  # the scheduler side reads it as is
+    assert [s.name for s in loaded.stages] == ["without-too-hard", "all"] and loaded.drop == {"m": [1]}
+
+
+def test_outputs_and_parquet_input(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [dict(r, id=str(r["id"])) for r in ROWS if "n" in r]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "b.parquet")
+    written = write_stratification(stratify([tmp_path / "b.parquet"]), tmp_path / "out")
+    assert {p.name for p in written} == {
+        "prompts.csv",
+        "prompts.parquet",
+        "curriculum.json",
+        "pass_rates.png",
+        "strata.png",
+    }
+    with open(tmp_path / "out" / "prompts.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert [t["stratum"] for t in table] == ["too_easy", "too_hard", "medium", "too_hard", "easy"]
+    assert pq.read_table(tmp_path / "out" / "prompts.parquet").column("pass_rate/b").to_pylist()[:2] == [1.0, 0.0]
+
+
+def test_thresholds_are_configurable() -> None:
+    cfg = StratifyConfig(too_hard=0.1, hard=0.3, easy=0.6, too_easy=0.9)
+    assert assign_strata(np.array([0.05, 0.2, 0.5, 0.7, 0.95]), cfg).tolist() == [
+        "too_hard",
+        "hard",
+        "medium",
+        "easy",
+        "too_easy",
+    ]
+    assert signal_prob(np.array([0.5]), 8)[0] == pytest.approx(1 - 2 * 0.5**8)
+
+
+@pytest.mark.parametrize(
+    ("bad", "row", "field"),
+    [
+        ({"dataset": "m", "id": 9, "model": "a", "n": 2, "n_correct": 1, "score": 3}, 2, "score"),
+        ({"dataset": "m", "id": 9, "model": "a", "rewards": [1, 1.5]}, 2, "rewards"),
+        ({"dataset": "m", "id": 1, "model": "a", "n": 2, "n_correct": 1}, 2, "id"),  # duplicate of row 1
+        ({"dataset": "m", "id": 9, "model": "a", "n": 2, "n_correct": 3}, 2, "n_correct"),
+        ({"dataset": "m", "id": 9, "model": "a", "n": 2}, 2, "n_correct"),
+    ],
+)
+def test_bad_rows_name_file_row_and_field(tmp_path: Path, bad: dict, row: int, field: str) -> None:
+    path = _jsonl(tmp_path / "b.jsonl", [ROWS[0], bad])
+    with pytest.raises(DataError) as err:
+        stratify([path])
+    assert f"{path}, row {row}, field {field!r}" in str(err.value)
+
+
+def test_model_with_no_rows(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "b.jsonl", ROWS)
+    with pytest.raises(DataError, match=r"model 'c' has no rows \(field 'model'\)"):
+        stratify([path], models=["a", "c"])
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from snooze.cli.main import main
+
+    path = _jsonl(tmp_path / "b.jsonl", ROWS)
+    assert main(["stratify", str(path), "--out", str(tmp_path / "o"), "--group-size", "2", "--no-plot"]) == 0
+    assert json.loads((tmp_path / "o" / "curriculum.json").read_text())["drop"] == {"m": [1]}
+    assert "stage 2 (all)" in capsys.readouterr().out

@@ -1,0 +1,120 @@
+"""Curriculum stages on a real Scheduler, metric conditions, state, and file errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import snooze
+from snooze.core.curriculum import Curriculum
+from snooze.core.errors import ConfigError, StateError
+
+FILE = {
+    "version": 1,
+    "drop": {"a": [0, 1]},
+    "stages": [
+        {"name": "one", "weights": {"a": 1.0}, "exclude": {"a": [2, 3, 4, 5]}, "advance": [{"step": 2}]},
+        {"name": "two", "weights": None, "exclude": {}},
+    ],
+}
+
+
+def _signal(cands: list[snooze.Candidate]) -> np.ndarray:
+    return np.tile([1.0, 0.0], (len(cands), 1))  # [N, 2]: every group has signal
+
+
+def _drawn(sched: snooze.Scheduler) -> set[tuple[str, Any]]:
+    batch = sched.step(_signal)
+    return {(c.dataset, c.id) for c in batch.candidates}
+
+
+def test_stages_switch_at_the_step_and_change_what_is_drawn(tmp_path: Path) -> None:
+    data = {name: [{"id": i} for i in range(10)] for name in ("a", "b")}
+    sched = snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=4, group_size=2, policy="snooze"), seed=1)
+    (tmp_path / "c.json").write_text(json.dumps(FILE))
+    cur = Curriculum.from_file(tmp_path / "c.json")
+    cur.apply(sched)
+    stage_one: set[tuple[str, Any]] = set()
+    for step in range(2):
+        stage_one |= _drawn(sched)
+        assert cur.update(sched) is (step == 1)  # {"step": 2}: stage two starts at step 2
+    assert stage_one <= {("a", i) for i in range(6, 10)} and len(stage_one) == 4
+    assert cur.current.name == "two"
+    stage_two: set[tuple[str, Any]] = set()
+    for _ in range(6):
+        stage_two |= _drawn(sched)
+    assert any(d == "b" for d, _ in stage_two)  # weights None: b (weight 0 in stage one) is drawn now
+    assert any(d == "a" and i in (2, 3, 4, 5) for d, i in stage_two)  # let back in
+    assert not any(d == "a" and i in (0, 1) for d, i in stage_two)  # dropped for good
+
+
+class _Stub:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def set_weights(self, w: Any) -> None:
+        self.calls.append(("w", w))
+
+    def set_excluded(self, name: str, ids: list[Any], excluded: bool = True) -> int:
+        self.calls.append(("x", name, tuple(ids), excluded))
+        return len(ids)
+
+
+METRIC = {
+    "stages": [
+        {
+            "weights": {"m": 1.0},
+            "exclude": {"m": [9]},
+            "advance": [{"metric": "dataset/m/signal_rate", "op": "<", "value": 0.25, "for_steps": 2}],
+        },
+        {"weights": {"m": 1.0}},
+    ]
+}
+
+
+def test_metric_condition_needs_consecutive_steps_and_state_round_trips() -> None:
+    cur, stub = Curriculum.from_dict(METRIC), _Stub()
+    values = [0.3, 0.1, math.nan, 0.1, 0.1]  # streak 0, 1, 0 (NaN never holds), 1, 2 -> fires at the 5th
+    fired = []
+    for step, v in enumerate(values):
+        if step == 3:  # restore mid-streak into a fresh object: same outcome
+            state = json.loads(json.dumps(cur.state_dict()))
+            cur = Curriculum.from_dict(METRIC)
+            cur.load_state_dict(state)
+        fired.append(cur.update(stub, {"step": step, "dataset/m/signal_rate": v}))
+    assert fired == [False, False, False, False, True]
+    assert ("x", "m", (9,), False) in stub.calls  # stage 2 lets the excluded prompt back in
+    assert cur.update(stub, {"step": 5, "dataset/m/signal_rate": 0.0}) is False  # last stage: stays
+
+
+def test_unknown_metric_is_named() -> None:
+    cur = Curriculum.from_dict(METRIC)
+    with pytest.raises(ConfigError, match=r"dataset/m/signal_rate.*similar keys: \['dataset/x/signal_rate'\]"):
+        cur.update(_Stub(), {"step": 0, "dataset/x/signal_rate": 0.5})
+
+
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        ({"stages": []}, "stages"),
+        ({"stages": [{"weights": {"a": 1}}, {}]}, r"stages\[0\].advance"),
+        ({"stages": [{"advance": [{"metric": "x", "op": "!=", "value": 1}]}, {}]}, r"stages\[0\].advance\[0\].op"),
+        ({"stages": [{"weights": {"a": -1}}]}, r"stages\[0\].weights"),
+        ({"stages": [{"exclude": {"a": [True]}}]}, r"stages\[0\].exclude"),
+        ({"stages": [{"colour": 1}]}, r"stages\[0\]: unknown key"),
+    ],
+)
+def test_bad_file_names_the_field(data: dict, where: str) -> None:
+    with pytest.raises(ConfigError, match=where):
+        Curriculum.from_dict(data, source="c.json")
+
+
+def test_state_from_another_curriculum_is_refused() -> None:
+    cur = Curriculum.from_dict({"stages": [{}]})
+    with pytest.raises(StateError):
+        cur.load_state_dict({"stage": 1, "streaks": [0], "n_stages": 2})
