@@ -1,0 +1,179 @@
+"""End-to-end: the real TRL ``GRPOTrainer`` on CPU, a tiny Llama and a word-level tokenizer built here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl", reason="needs the [trl] extra")
+torch = pytest.importorskip("torch")
+
+import snooze  # noqa: E402
+from snooze.core.checkpoint import load_state  # noqa: E402
+
+pytestmark = pytest.mark.trl
+
+WORDS = ["yes", "no", "maybe", "ok", "easy", "hard", "mid", "q"]
+EASY, HARD = {"e0", "e1"}, {"h0"}
+PROMPTS = {"e": "q easy", "m": "q mid", "h": "q hard"}
+RECORDS = [{"id": i, "prompt": PROMPTS[i[0]]} for i in ["e0", "m0", "e1", "m1", "h0", "m2"]]
+
+
+def _tokenizer() -> Any:
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {w: i for i, w in enumerate(["<pad>", "<eos>", "<unk>", *WORDS])}
+    tok = Tokenizer(WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+def _model(vocab_size: int) -> Any:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=1,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+class Scorer:
+    """Easy prompts always pass, the hard one always fails, mid ones pass when 'yes' is generated."""
+
+    def __init__(self) -> None:
+        self.scored: list[str] = []  # the id of every generated completion, in order
+        self.__name__ = "scorer"
+
+    def __call__(self, prompts: list[Any], completions: list[str], id: list[str], **kw: Any) -> list[float]:
+        self.scored.extend(id)
+        return [1.0 if i in EASY else 0.0 if i in HARD else float("yes" in c.split()) for i, c in zip(id, completions)]
+
+
+def _trainer(tmp: Path, max_steps: int, scorer: Scorer, batches: list[Any]) -> Any:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from snooze.integrations.trl import SnoozeGRPOTrainer
+
+    torch.set_num_threads(2)
+    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="snooze", snooze_factor=5, max_gen_rounds=3)
+    sched = snooze.Scheduler({"toy": RECORDS}, cfg, seed=0)
+    args = GRPOConfig(
+        output_dir=str(tmp / "out"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        num_generations=4,
+        max_completion_length=3,
+        max_steps=max_steps,
+        learning_rate=5e-2,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=2,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        seed=0,
+        beta=0.0,
+        temperature=1.0,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+    )
+    tok = _tokenizer()
+    return SnoozeGRPOTrainer(
+        model=_model(len(tok)),
+        reward_funcs=scorer,
+        args=args,
+        train_dataset=Dataset.from_list(RECORDS),
+        processing_class=tok,
+        scheduler=sched,
+        reward_log=tmp / "rewards.jsonl",
+        on_batch=batches.append,
+    )
+
+
+def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> None:
+    scorer, batches = Scorer(), []
+    trainer = _trainer(tmp_path, 4, scorer, batches)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+
+    # 1. the scheduler ran every TRL step; easy prompts were generated once, then skipped before generation
+    assert [b.step for b in batches] == [0, 1, 2, 3]
+    sched = trainer.scheduler
+    assert sched.metrics()["total/skipped"] > 0
+    generated = {i: scorer.scored.count(i) // 4 for i in {r["id"] for r in RECORDS}}
+    assert all(generated[i] == 1 for i in EASY), generated
+    # 2. every trained group carried signal, and TRL got only those rows
+    assert sum(len(b) for b in batches) > 0
+    for b in batches:
+        assert b.signal.all() and (b.rewards.std(axis=1) > 0).all()
+        assert all(c.id not in EASY | HARD for c in b.candidates)
+    # 3. learning happened: every parameter moved
+    after = dict(trainer.model.named_parameters())
+    unchanged = [n for n, p in before.items() if torch.equal(p, after[n].detach())]
+    assert not unchanged, unchanged
+    # 4. TRL's logs carry the scheduler's metrics
+    logged = [h for h in trainer.state.log_history if "snooze/gen/rounds" in h]
+    assert len(logged) == 4 and all(h["snooze/gen/rounds"] >= 1 for h in logged)
+    # 5. the reward log has one line per generated group, in order
+    lines = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    assert len(lines) * 4 == len(scorer.scored) and [x["step"] for x in lines] == sorted(x["step"] for x in lines)
+
+    # 6. resume from checkpoint-2: the restored scheduler carries on from step 2, easy prompts stay asleep
+    ckpt = tmp_path / "out" / "checkpoint-2"
+    saved = load_state(ckpt / "snooze")
+    assert int(saved["meta"]["step"]) == 2
+    scorer2, batches2 = Scorer(), []
+    trainer2 = _trainer(tmp_path, 4, scorer2, batches2)
+    trainer2.train(resume_from_checkpoint=str(ckpt))
+    assert [b.step for b in batches2] == [2, 3]
+    totals_at_2 = batches[1].metrics["total/gen_groups"]
+    assert batches2[0].metrics["total/gen_groups"] == totals_at_2 + batches2[0].metrics["gen/groups"]
+    assert not EASY & set(scorer2.scored)
+    lines2 = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines2 if x["step"] < 2] == [x["step"] for x in lines if x["step"] < 2]
+    assert len([x for x in lines2 if x["step"] >= 2]) * 4 == len(scorer2.scored)
+
+
+def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from snooze.integrations.trl import SnoozeGRPOTrainer
+
+    sched = snooze.Scheduler({"toy": RECORDS}, snooze.SchedulerConfig(batch_size=2, group_size=2), seed=0)
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        max_steps=1,
+    )
+    tok = _tokenizer()
+    with pytest.raises(snooze.IntegrationError, match="num_generations=4"):
+        SnoozeGRPOTrainer(
+            model=_model(len(tok)),
+            reward_funcs=Scorer(),
+            args=args,
+            processing_class=tok,
+            train_dataset=Dataset.from_list(RECORDS),
+            scheduler=sched,
+        )
