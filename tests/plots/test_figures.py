@@ -118,8 +118,32 @@ def test_figure3_title_names_the_arm_that_drifts(make_runs: Callable) -> None:
     assert "filtering drifts most" in title and "snoozing+quota 50%" in title
 
 
+def test_figure3_verdict_names_tied_arms_together() -> None:
+    from snooze.plots.mix import _verdict
+
+    late = {"fig3-filter": ("h", 0.64, 0.5), "fig3-snooze": ("h", 0.65, 0.5), "fig3-snooze-quota": ("h", 0.5, 0.5)}
+    assert _verdict(late) == "filtering and snoozing drift most, snoozing+quota holds closest to the target"
+    assert _verdict({"fig3-filter": ("h", 0.51, 0.5), "fig3-snooze": ("h", 0.5, 0.5)}) == "all arms end alike"
+
+
 def test_builders_return_none_without_the_metrics_they_need() -> None:
     bare = [[{"step": 1, "train/loss": 0.3}]]
     assert figure_dapo_waste(bare[0:1]) is None
     assert figure_efficiency({"snooze": bare}) is None
     assert figure_mix({"fig3-filter": bare}) is None
+
+
+def test_figure3_ignores_steps_with_an_empty_batch() -> None:
+    import matplotlib.pyplot as plt
+
+    def rec(t: int, hard: float, size: int) -> dict:
+        frac = {"dataset/t-hard/batch_frac": hard, "dataset/t-easy/batch_frac": 1 - hard if size else 0.0}
+        return {"step": t, "train/size": size, **frac}
+
+    # step 10's batch is empty and is left out; the last 20% of the 9 other steps = steps 8, 9:
+    # (0.5 + 0.7) / 2 = 60%.  Counting step 10's logged 0 would give (0.7 + 0.0) / 2 = 35%.
+    recs = [rec(t, 0.5, 16) for t in range(1, 9)] + [rec(9, 0.7, 16), rec(10, 0.0, 0)]
+    fig = figure_mix({"fig3-filter": [recs]})
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    assert "filtering 60%" in title

@@ -27,6 +27,7 @@ SMOOTH_WINDOW = 5
 """Steps in the moving average of batch shares: short enough to show drift, long enough to hide one-step noise."""
 
 _SHORT = {"fig3-filter": "filtering", "fig3-snooze": "snoozing", "fig3-snooze-quota": "snoozing+quota"}
+_TIE = 0.02  # late shares within 2 points count as the same
 _LATE = 0.2  # "late" share in the titles = the mean over the last 20% of steps
 _FALLBACK = ("#e69f00", "#56318f", "#009e73", "#cc79a7")
 
@@ -39,8 +40,12 @@ def _stratum_color(name: str, i: int) -> str:
 
 
 def _shares(seeds: Sequence[Records], name: str, window: int) -> tuple[SeedAggregate, SeedAggregate]:
-    """(smoothed, raw) batch share of dataset ``name`` aggregated over seeds."""
-    raw = [series(r, f"dataset/{name}/batch_frac") for r in seeds]
+    """(smoothed, raw) batch share of dataset ``name`` aggregated over seeds.
+
+    Steps with an empty training batch (``train/size`` 0: the core logs every share as 0 there)
+    have no shares and are left out rather than dragging the average towards 0.
+    """
+    raw = [series([x for x in r if x.get("train/size") != 0], f"dataset/{name}/batch_frac") for r in seeds]
     smooth = [(s, moving_average(v, window)) for s, v in raw]
     return aggregate_seeds(smooth), aggregate_seeds(raw)
 
@@ -94,7 +99,7 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
         fontsize=8,
         color="#555555",
     )
-    fig.tight_layout(rect=(0, 0.03, 1, 0.93))
+    fig.tight_layout(rect=(0, 0.03, 1, 0.9))
     return fig
 
 
@@ -106,13 +111,15 @@ def _mix_title(late: dict[str, tuple[str, float, float]]) -> str:
     parts = [f"{_SHORT.get(a, a)} {share:.0%}" for a, (_, share, _) in late.items()]
     targets = {t for _, _, t in late.values()}
     target = f" (target {next(iter(targets)):.0%})" if len(targets) == 1 else ""
-    return f"Late batch share of {subject}: " + ", ".join(parts) + target + " — " + _verdict(late)
+    return f"Late batch share of {subject}: " + ", ".join(parts) + target + "\n" + _verdict(late)
 
 
 def _verdict(late: dict[str, tuple[str, float, float]]) -> str:
+    """Which arms end furthest from / closest to the target; arms within 2 points are named together."""
     drifts = {a: abs(share - target) for a, (_, share, target) in late.items()}
-    worst = max(drifts, key=lambda a: drifts[a])
-    best = min(drifts, key=lambda a: drifts[a])
-    if np.isclose(drifts[worst], drifts[best], atol=0.02):
-        return "all arms drift alike"
-    return f"{_SHORT.get(worst, worst)} drifts most, {_SHORT.get(best, best)} holds closest to the target"
+    top, bottom = max(drifts.values()), min(drifts.values())
+    if np.isclose(top, bottom, atol=_TIE):
+        return "all arms end alike"
+    worst = " and ".join(_SHORT.get(a, a) for a, d in drifts.items() if d >= top - _TIE)
+    best = " and ".join(_SHORT.get(a, a) for a, d in drifts.items() if d <= bottom + _TIE)
+    return f"{worst} drift{'' if ' and ' in worst else 's'} most, {best} hold{'' if ' and ' in best else 's'} closest to the target"
