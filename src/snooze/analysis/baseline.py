@@ -1,0 +1,152 @@
+"""Baseline completions for the built-in tasks, from one or more checkpoints of the reference model.
+
+Each model samples ``samples`` completions of every RL-pool prompt (temperature as in training) and
+the exact-answer verifier scores them; one output row per ``(dataset, id, model)`` with the list of
+rewards, which is what :func:`snooze.analysis.stratify` reads. torch and the trainer are imported
+inside the functions, so importing :mod:`snooze.analysis` stays numpy-only.
+
+The pool must be the one the training run draws from: same task specs, pool and test sizes and
+seed (the ids, ``"add:1-3/pool/17"``, are derived from them, so a mismatch shows up as unknown ids
+when the curriculum is applied).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from snooze.core.errors import ConfigError, DataError
+
+__all__ = ["BaselineConfig", "task_pool", "load_checkpoint", "baseline_completions", "write_completions"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """How baseline completions are sampled."""
+
+    samples: int = 16
+    """Completions per prompt and model. 16 resolves pass rates to 1/16; pass rate 1 (too easy) then
+    means all 16 were right."""
+
+    temperature: float = 1.0
+    """Sampling temperature (use the training run's, so pass rates predict its groups)."""
+
+    pool_size: int = 500
+    """RL-pool prompts per task (must match the training run)."""
+
+    test_size: int = 200
+    """Held-out prompts per task; drawn first and kept out of the pool (must match the training run)."""
+
+    seed: int = 0
+    """Seeds the task splits (must match the training run) and the sampling."""
+
+    chunk: int = 256
+    """Prompts per sampling call (bounds memory)."""
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "pool_size", "test_size", "chunk"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"BaselineConfig.{name}={value!r}: must be an integer >= 1")
+        if not self.temperature > 0:
+            raise ConfigError(f"BaselineConfig.temperature={self.temperature!r}: must be > 0 (sampling, not greedy)")
+
+
+def task_pool(specs: Sequence[Any], cfg: BaselineConfig) -> dict[str, list[dict[str, Any]]]:
+    """The RL pool of each task: test split first, pool drawn without its prompts (as the trainer does)."""
+    from snooze.trainer.tasks import make_split
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for spec in specs:
+        test = make_split(spec, "test", cfg.test_size, cfg.seed)
+        out[spec.name] = make_split(spec, "pool", cfg.pool_size, cfg.seed, exclude={r["prompt"] for r in test})
+    return out
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> Any:
+    """A :class:`TinyGPT` from a ``.pt`` state dict, or a folder with ``model.pt`` (and ``meta.json``).
+
+    The model's shape comes from ``meta.json``'s ``"model"`` (as the warm-up cache writes it), else
+    from the weights' shapes with ``ModelConfig``'s default head count.
+    """
+    import torch
+
+    from snooze.trainer.model import ModelConfig, TinyGPT
+
+    p = Path(path)
+    weights = p / "model.pt" if p.is_dir() else p
+    if not weights.is_file():
+        raise DataError(f"{path}: no checkpoint (expected a .pt state dict or a folder with model.pt)")
+    try:
+        sd = torch.load(weights, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a bad file; translate at the boundary
+        raise DataError(f"{weights}: not a loadable state dict ({exc})") from None
+    meta_path = weights.parent / "meta.json"
+    shape = json.loads(meta_path.read_text()).get("model") if meta_path.is_file() else None
+    if shape is None:
+        vocab, d_model = sd["tok.weight"].shape
+        n_layer = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+        shape = {"vocab_size": vocab, "d_model": d_model, "n_layer": n_layer, "max_len": sd["pos.weight"].shape[0]}
+    model = TinyGPT(ModelConfig(**shape))
+    try:
+        model.load_state_dict(sd)
+    except RuntimeError as exc:
+        raise DataError(f"{weights}: weights do not fit the model shape {shape} ({exc})") from None
+    return model.eval()
+
+
+def _rewards(model: Any, records: Sequence[Mapping[str, Any]], cfg: BaselineConfig, gen: Any) -> list[list[float]]:
+    import torch
+
+    from snooze.trainer.evaluate import MAX_NEW_TOKENS
+    from snooze.trainer.model import sample
+    from snooze.trainer.tasks import verify
+    from snooze.trainer.tokenizer import CharTokenizer
+
+    tok = CharTokenizer()
+    out: list[list[float]] = []
+    for start in range(0, len(records), cfg.chunk):
+        chunk = records[start : start + cfg.chunk]
+        ids, mask = tok.encode_prompts([r["prompt"] for r in chunk])
+        roll = sample(
+            model, torch.from_numpy(ids), torch.from_numpy(mask), cfg.samples, MAX_NEW_TOKENS, cfg.temperature, gen
+        )
+        texts = [tok.decode(t) for t in roll.tokens.numpy()]  # [N*K], row n*K + k
+        for n, rec in enumerate(chunk):
+            out.append([verify(texts[n * cfg.samples + k], rec["answer"]) for k in range(cfg.samples)])
+    return out
+
+
+def baseline_completions(
+    models: Mapping[str, Any],
+    pools: Mapping[str, Sequence[Mapping[str, Any]]],
+    cfg: BaselineConfig,
+    progress: Callable[[str, str], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Rows ``{"dataset", "id", "model", "rewards"}`` for every model (name -> TinyGPT) and pool prompt."""
+    import torch
+
+    rows: list[dict[str, Any]] = []
+    for m, (model_name, model) in enumerate(models.items()):
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + m)  # each model its own sampling stream
+        for dataset, records in pools.items():
+            if progress is not None:
+                progress(model_name, dataset)
+            for rec, rewards in zip(records, _rewards(model, records, cfg, gen)):
+                rows.append({"dataset": dataset, "id": rec["id"], "model": model_name, "rewards": rewards})
+    logger.info("baseline: %d rows from %d model(s)", len(rows), len(models))
+    return rows
+
+
+def write_completions(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Write rows as JSONL (the input format of ``snooze stratify``)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(r) + "\n" for r in rows)
