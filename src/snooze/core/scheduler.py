@@ -183,6 +183,10 @@ class Scheduler:
             out.append(cand)
         return out
 
+    def pending_candidates(self) -> list[Candidate]:
+        """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
+        return [Candidate(self.sources[d], r, t) for t, (d, r) in sorted(self.pending.items())]
+
     # -- reporting ------------------------------------------------------------------------------
     def report(self, candidates: Sequence[Candidate], rewards: Any) -> np.ndarray:
         """Record each candidate's group of rewards (``[len(candidates), group_size]``).

@@ -182,6 +182,14 @@ def _plain(value: Any) -> Any:
 
 
 def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
+    if not isinstance(ids, np.ndarray):
+        kinds = {type(_plain(v)) for v in ids}
+        if not (kinds <= {int} or kinds <= {str}):
+            names = sorted(k.__name__ for k in kinds)
+            raise DataError(
+                f"dataset {name!r}: ids must be all integers or all strings, got {names}; "
+                "convert them to one type so identities are stable"
+            )
     arr = np.asarray(ids)
     if arr.ndim != 1:
         raise DataError(f"dataset {name!r}: ids must be one-dimensional, got shape {arr.shape}")

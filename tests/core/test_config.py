@@ -1,0 +1,43 @@
+import pytest
+
+import snooze
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("batch_size", 0),
+        ("group_size", 1),
+        ("policy", "dapo"),
+        ("snooze_factor", -1),
+        ("easy_threshold", 1.5),
+        ("max_gen_rounds", 0),
+        ("on_short", "crash"),
+        ("mix", "random"),
+        ("reward_range", (1.0, 0.0)),
+        ("weights", {"a": -1.0}),
+        ("backoff", 0.5),
+        ("epochs", 0),
+    ],
+)
+def test_bad_field_names_field_and_value(field, value):
+    with pytest.raises(snooze.ConfigError) as err:
+        snooze.SchedulerConfig(**{field: value})
+    assert field in str(err.value)
+
+
+def test_thresholds_must_be_ordered():
+    with pytest.raises(snooze.ConfigError, match="hard_threshold"):
+        snooze.SchedulerConfig(easy_threshold=0.2, hard_threshold=0.5)
+
+
+def test_round_trip_and_unknown_keys():
+    cfg = snooze.SchedulerConfig(policy="filter", weights={"a": 2.0, "b": 1.0}, reward_range=(-1, 1))
+    assert snooze.SchedulerConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
+        snooze.SchedulerConfig.from_dict({"batch": 3})
+
+
+def test_gen_size_defaults_to_batch_size():
+    assert snooze.SchedulerConfig(batch_size=7).gen_size == 7
+    assert snooze.SchedulerConfig(batch_size=7, gen_batch_size=20).gen_size == 20

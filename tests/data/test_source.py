@@ -1,0 +1,86 @@
+"""Data sources: stable ids from lists, JSONL, Parquet and Hugging Face datasets; clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import snooze
+from snooze.data import Source
+
+
+def write_jsonl(path, rows):
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_records_jsonl_parquet_and_hf_agree(tmp_path):
+    rows = [{"id": f"q{i}", "prompt": f"{i}+1", "answer": str(i + 1)} for i in range(5)]
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d.parquet")
+    datasets = pytest.importorskip("datasets")
+    sources = [
+        snooze.as_source("d", rows),
+        snooze.as_source("d", write_jsonl(tmp_path / "d.jsonl", rows)),
+        snooze.as_source("d", str(tmp_path / "d.parquet")),
+        snooze.as_source("d", datasets.Dataset.from_list(rows)),
+    ]
+    for src in sources:
+        assert len(src) == 5
+        assert [src.id_of(r) for r in range(5)] == [r["id"] for r in rows]
+        assert src.record(3)["answer"] == "4"
+        assert src.fingerprint == sources[0].fingerprint
+
+
+def test_integer_ids_are_kept_as_integers():
+    src = Source.from_records("d", [{"id": 10}, {"id": 3}])
+    assert src.id_of(1) == 3 and isinstance(src.id_of(1), int)
+    assert src.rows_of([3, 10, 99]).tolist() == [1, 0, -1]
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ([], "is empty"),
+        ([{"id": "a"}, {"x": 1}], "record 1 has no 'id'"),
+        ([{"id": "a"}, {"id": "a"}], "id 'a' appears 2 times"),
+        ([{"id": "a"}, {"id": 2}], "all integers or all strings"),
+    ],
+)
+def test_bad_records(rows, match):
+    with pytest.raises(snooze.DataError, match=match) as err:
+        Source.from_records("math", rows)
+    assert "'math'" in str(err.value)
+
+
+def test_jsonl_errors_name_file_and_line(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"id": 1}\n{"id": 2\n')
+    with pytest.raises(snooze.DataError, match=r"bad.jsonl: line 2 .* not valid JSON"):
+        Source.from_jsonl("d", p)
+    p.write_text('{"id": 1}\n{"prompt": "x"}\n')
+    with pytest.raises(snooze.DataError, match=r"line 2 .* no 'id' field"):
+        Source.from_jsonl("d", p)
+
+
+def test_jsonl_record_size_is_capped(tmp_path):
+    p = write_jsonl(tmp_path / "big.jsonl", [{"id": 1, "text": "x" * 5000}])
+    with pytest.raises(snooze.DataError, match="over 100 bytes"):
+        Source.from_jsonl("d", p, max_record_bytes=100)
+
+
+def test_parquet_without_id_column(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pylist([{"prompt": "x"}]), tmp_path / "d.parquet")
+    with pytest.raises(snooze.DataError, match="no 'id' column"):
+        Source.from_parquet("d", tmp_path / "d.parquet")
+
+
+def test_unknown_file_type(tmp_path):
+    with pytest.raises(snooze.DataError, match="neither .jsonl nor .parquet"):
+        snooze.as_source("d", tmp_path / "d.csv")
