@@ -23,14 +23,23 @@ LogRow = tuple[int, str, str, Any]  # (step, kind, dataset, id): kind "gen" (rol
 def datasets(sizes: Sequence[int] = (37, 53, 91)) -> dict[str, snooze.Source]:
     """Fresh sources (built anew on every call, as a restarted process would)."""
     names = ("add", "rev", "mul", "sub", "div")
-    return {n: snooze.Source.from_ids(n, np.arange(1000 * i, 1000 * i + k)) for i, (n, k) in enumerate(zip(names, sizes))}
+    return {
+        n: snooze.Source.from_ids(n, np.arange(1000 * i, 1000 * i + k)) for i, (n, k) in enumerate(zip(names, sizes))
+    }
 
 
 def config(**changes: Any) -> snooze.SchedulerConfig:
     """Quota mix of weighted datasets, snoozing on, small batches so epochs turn over quickly."""
     base = dict(
-        batch_size=6, gen_batch_size=5, group_size=4, policy="snooze", snooze_factor=3, mix="quota",
-        weights={"add": 1.0, "rev": 2.0, "mul": 3.0}, max_gen_rounds=4, carry_surplus=True,
+        batch_size=6,
+        gen_batch_size=5,
+        group_size=4,
+        policy="snooze",
+        snooze_factor=3,
+        mix="quota",
+        weights={"add": 1.0, "rev": 2.0, "mul": 3.0},
+        max_gen_rounds=4,
+        carry_surplus=True,
     )
     base.update(changes)
     return snooze.SchedulerConfig(**base)

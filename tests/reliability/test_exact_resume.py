@@ -25,10 +25,15 @@ def _reference(cfg: snooze.SchedulerConfig, steps: int = STEPS) -> tuple[list[D.
     trace: list[dict[str, Any]] = []
 
     def record(s: snooze.Scheduler, action: int) -> snooze.Scheduler:
-        trace.append({
-            "action": action, "step": s.step_index, "round": s.round,
-            "streams": [(st.epoch, st.cursor, st.exhausted) for st in s.streams], "pending": len(s.pending),
-        })
+        trace.append(
+            {
+                "action": action,
+                "step": s.step_index,
+                "round": s.round,
+                "streams": [(st.epoch, st.cursor, st.exhausted) for st in s.streams],
+                "pending": len(s.pending),
+            }
+        )
         return s
 
     log: list[D.LogRow] = []
@@ -141,7 +146,11 @@ def test_five_chained_resumes_within_one_epoch(tmp_path: Path, trace: list[dict[
 def test_resume_after_a_finite_dataset_is_exhausted(tmp_path: Path) -> None:
     cfg = D.config(epochs=2)
     trace = _reference(cfg)[2]
-    at = _first(trace, lambda t: any(x for _, _, x in t["streams"]) and not all(x for _, _, x in t["streams"]), "one exhausted dataset")
+    at = _first(
+        trace,
+        lambda t: any(x for _, _, x in t["streams"]) and not all(x for _, _, x in t["streams"]),
+        "one exhausted dataset",
+    )
     end = _first(trace, lambda t: all(x for _, _, x in t["streams"]), "all datasets exhausted")
     _check(cfg, {at, end}, tmp_path)
 

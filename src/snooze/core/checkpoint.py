@@ -21,6 +21,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ __all__ = ["save_state", "load_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"
 CHECKPOINT_FORMAT = "snooze.checkpoint"
 CHECKPOINT_VERSION = 1
 _META_KEY = "__meta__"
-_FILE_RE = re.compile(r"^state-[0-9]{8,}-[0-9a-f]{8}\.npz$")
+_FILE_RE = re.compile(r"\Astate-[0-9]{8,}-[0-9a-f]{8}\.npz\Z")  # \Z: "$" would accept a trailing newline
 _KEEP = 2  # state files kept: the committed one and the one before it
 
 
@@ -87,11 +88,17 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
 
 
 def _prune(root: Path, keep: str) -> None:
-    files = sorted((p for p in root.iterdir() if _FILE_RE.match(p.name)), key=lambda p: p.stat().st_mtime_ns)
+    """Delete state files but the newest ``_KEEP`` (always ``keep``) and leftovers of interrupted saves."""
+    files = sorted(
+        (p for p in root.iterdir() if _FILE_RE.match(p.name) and p.is_file()), key=lambda p: p.stat().st_mtime_ns
+    )
     for old in [p for p in files if p.name != keep][: max(0, len(files) - _KEEP)]:
         old.unlink(missing_ok=True)
     for tmp in root.glob(".tmp-*"):
-        tmp.unlink(missing_ok=True)
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
 
 
 def _read_record(root: Path) -> dict[str, Any]:
@@ -116,15 +123,22 @@ def _read_record(root: Path) -> dict[str, Any]:
         )
     name = record.get("file")
     if not isinstance(name, str) or not _FILE_RE.match(name):
-        raise StateError(f"{latest}: names the file {name!r}, which is not a state file inside the checkpoint directory")
+        raise StateError(
+            f"{latest}: names the file {name!r}, which is not a state file inside the checkpoint directory"
+        )
     return record
 
 
 def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and verify the committed state of directory ``path``. Raises :class:`StateError` naming the file."""
+    """Read and verify the committed state of directory ``path``. Raises :class:`StateError` naming the file.
+
+    Returns ``{"meta", "arrays", "path"}``; ``path`` (the state file) lets later checks name the file too.
+    """
     root = Path(path)
     record = _read_record(root)
     file = root / record["file"]
+    if file.is_symlink():
+        raise StateError(f"{file}: is a symbolic link; a committed state file must be a plain file inside {root}")
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -142,4 +156,4 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise StateError(f"{file}: not a readable snooze state ({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict):
         raise StateError(f"{file}: metadata is not a JSON object")
-    return {"meta": meta, "arrays": arrays}
+    return {"meta": meta, "arrays": arrays, "path": str(file)}

@@ -3,6 +3,9 @@
 Streams are stored as ``(epoch, cursor)`` (their order is re-derived from the seed), prompt tables
 as three flat arrays, the step in progress as small group buffers. Loading checks that the state
 belongs to this data and configuration; ``migrate=True`` carries prompt memory over by id instead.
+
+Loading is all or nothing: everything is parsed and checked into new objects first, and only then
+swapped in, so a refused state leaves the scheduler exactly as it was.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import numpy as np
 
 from snooze.core.buffer import GroupBuffer
 from snooze.core.errors import StateError, StateMismatchError
+from snooze.core.metrics import StepMetrics
+from snooze.core.prompts import PromptTable
 
 if TYPE_CHECKING:
     from snooze.core.scheduler import Scheduler
@@ -25,6 +30,7 @@ log = logging.getLogger(__name__)
 STATE_FORMAT = "snooze.scheduler"
 STATE_VERSION = 1
 _BUFFERS = ("batch", "surplus", "zero")
+_TABLE_FIELDS = (("counter", np.int32), ("flags", np.uint8), ("streak", np.uint8))
 
 
 def scheduler_state(s: Scheduler) -> dict[str, Any]:
@@ -59,7 +65,7 @@ def _check_compatible(s: Scheduler, meta: Mapping[str, Any], migrate: bool) -> N
     problems = []
     if meta.get("seed") != s.seed:
         problems.append(f"seed {meta.get('seed')} (saved) != {s.seed} (now)")
-    saved_cfg = meta.get("config", {})
+    saved_cfg = meta["config"]
     for key in ("group_size", "reward_range"):
         now = s.config.to_dict()[key]
         if saved_cfg.get(key) != now:
@@ -71,99 +77,232 @@ def _check_compatible(s: Scheduler, meta: Mapping[str, Any], migrate: bool) -> N
     if [n for n, _ in saved] != [n for n, _ in now_ds]:
         problems.append(f"datasets {[n for n, _ in saved]} (saved) != {[n for n, _ in now_ds]} (now)")
     else:
-        problems += [f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now_ds) if a != b]
+        problems += [
+            f"dataset {n!r} changed (ids differ from the saved state)"
+            for (n, a), (_, b) in zip(saved, now_ds)
+            if a != b
+        ]
     if problems and not migrate:
         raise StateMismatchError(
-            "the saved state does not match this scheduler: " + "; ".join(problems)
+            "the saved state does not match this scheduler: "
+            + "; ".join(problems)
             + ". Load with the same data, seed and config, or pass migrate=True to carry each prompt's memory over "
-            "by (dataset, id) and start fresh streams (see docs/guarantees.md)."
+            "by (dataset, id) (see docs/guarantees.md)."
         )
+    return None
 
 
 def load_scheduler_state(
     s: Scheduler, state: Mapping[str, Any], migrate: bool = False, previous: Mapping[str, Any] | None = None
 ) -> None:
+    """Restore ``state`` into ``s`` (all or nothing). ``state["path"]``, when a checkpoint loader set
+    it, is named in every error."""
+    where = state.get("path") if isinstance(state, Mapping) else None
     try:
-        meta, arrays = state["meta"], state["arrays"]
-        if meta.get("format") != STATE_FORMAT:
-            raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
-        if meta.get("version") != STATE_VERSION:
+        _load(s, state, migrate, previous)
+    except StateError as exc:
+        if where and str(where) not in str(exc):
+            raise type(exc)(f"{where}: {exc}") from None
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+        raise StateError(
+            (f"{where}: " if where else "")
+            + f"scheduler state is incomplete or malformed ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _load(s: Scheduler, state: Mapping[str, Any], migrate: bool, previous: Mapping[str, Any] | None) -> None:
+    meta, arrays = state["meta"], state["arrays"]
+    if not isinstance(meta, Mapping) or not isinstance(arrays, Mapping):
+        raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
+    if meta.get("format") != STATE_FORMAT:
+        raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
+    if meta.get("version") != STATE_VERSION:
+        raise StateError(
+            f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
+            f"{STATE_VERSION}); load it with the snooze release that wrote it"
+        )
+    if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
+        raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
+    _check_compatible(s, meta, migrate)
+    if migrate and not _matches(s, meta):
+        _apply(s, _migrate(s, meta, arrays, previous))
+        return
+    _apply(s, _parse(s, meta, arrays))
+
+
+def _matches(s: Scheduler, meta: Mapping[str, Any]) -> bool:
+    """Whether ``meta`` passes every check of :func:`_check_compatible` (no migration needed)."""
+    try:
+        _check_compatible(s, meta, migrate=False)
+    except StateMismatchError:
+        return False
+    return True
+
+
+# -- exact restore ------------------------------------------------------------------------------
+def _count(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        raise StateError(f"{what}={value!r} is out of range; the state is corrupt")
+    return value
+
+
+def _table(arrays: Mapping[str, np.ndarray], key: str, n: int) -> PromptTable:
+    t = PromptTable(0)
+    for name, dtype in _TABLE_FIELDS:
+        arr = np.asarray(arrays[f"{key}.{name}"])
+        if arr.shape != (n,) or arr.dtype != dtype:
             raise StateError(
-                f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
-                f"{STATE_VERSION}); load it with the snooze release that wrote it"
+                f"array {key}.{name} has shape {arr.shape} / {arr.dtype}, expected ({n},) / {np.dtype(dtype)}"
             )
-        _check_compatible(s, meta, migrate)
-        if migrate and not _same_data(s, meta):
-            _migrate(s, meta, arrays, previous)
-            return
-        _restore(s, meta, arrays)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        if isinstance(exc, StateError):
-            raise
-        raise StateError(f"scheduler state is incomplete or malformed ({type(exc).__name__}: {exc})") from None
+        setattr(t, name, arr.copy())
+    if (t.counter < 0).any():
+        raise StateError(f"array {key}.counter holds negative snooze counters; the state is corrupt")
+    t.recount()
+    return t
 
 
-def _same_data(s: Scheduler, meta: Mapping[str, Any]) -> bool:
-    return [(d["name"], d["fingerprint"]) for d in meta["datasets"]] == [(x.name, x.fingerprint) for x in s.sources]
-
-
-def _restore(s: Scheduler, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
-    G = s.config.group_size
-    for d, (t, info) in enumerate(zip(s.tables, meta["datasets"])):
-        n = len(s.sources[d])
-        for name, dtype in (("counter", np.int32), ("flags", np.uint8), ("streak", np.uint8)):
-            arr = np.asarray(arrays[f"ds{d}.{name}"])
-            if arr.shape != (n,) or arr.dtype != dtype:
-                raise StateError(f"array ds{d}.{name} has shape {arr.shape} / {arr.dtype}, expected ({n},) / {np.dtype(dtype)}")
-            setattr(t, name, arr.copy())
-        if (t.counter < 0).any():
-            raise StateError(f"array ds{d}.counter holds negative snooze counters; the state is corrupt")
-        t.recount()
-        s.streams[d].load_state(info)
-    if meta["config"]["weights"] == s.config.to_dict()["weights"]:
-        s.weights = np.asarray(meta["weights"], dtype=np.float64)  # keeps curriculum changes
-    s.step_index, s.round, s.next_ticket = int(meta["step"]), int(meta["round"]), int(meta["next_ticket"])
-    s.issued = np.asarray(meta["issued"], dtype=np.int64)
+def _parse(s: Scheduler, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """Every attribute the state sets, checked, built into new objects (``s`` is not touched)."""
+    sizes = [len(src) for src in s.sources]
+    tables = [_table(arrays, f"ds{d}", n) for d, n in enumerate(sizes)]
+    streams = []
+    for d, (info, n) in enumerate(zip(meta["datasets"], sizes)):
+        streams.append(
+            {
+                "epoch": _count(info["epoch"], f"datasets[{d}].epoch"),
+                "cursor": _count(info["cursor"], f"datasets[{d}].cursor", 0, n - 1),
+            }
+        )
+    out: dict[str, Any] = {"tables": tables, "streams": streams}
+    out["step_index"] = _count(meta["step"], "step")
+    out["round"] = _count(meta["round"], "round")
+    out["next_ticket"] = _count(meta["next_ticket"], "next_ticket")
+    out["issued"] = np.asarray(meta["issued"], dtype=np.int64)
+    if out["issued"].shape != (len(sizes),) or (out["issued"] < 0).any():
+        raise StateError(f"issued={meta['issued']!r} does not fit {len(sizes)} datasets")
     pending = np.asarray(arrays["pending"], dtype=np.int64).reshape(-1, 3)
-    s.pending = {int(t): (int(d), int(r)) for t, d, r in pending.tolist()}
+    _check_rows(pending[:, 1], pending[:, 2], sizes, "pending")
+    if pending.shape[0] and (
+        pending[:, 0].min() < 0
+        or pending[:, 0].max() >= out["next_ticket"]
+        or np.unique(pending[:, 0]).shape[0] != pending.shape[0]
+    ):
+        raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
+    out["pending"] = {int(t): (int(d), int(r)) for t, d, r in pending.tolist()}
     for name in _BUFFERS:
-        setattr(s, name, GroupBuffer.from_arrays(arrays, name, G))
-    s.counts.load_state(meta["metrics"])
-    s.last_metrics = dict(meta["last_metrics"])
+        buf = GroupBuffer.from_arrays(dict(arrays), name, s.config.group_size)
+        if not len(buf.row) == len(buf.ticket) == len(buf.outcome) == len(buf) == buf.rewards.shape[0]:
+            raise StateError(f"buffer {name!r} has columns of different lengths; the state is corrupt")
+        _check_rows(buf.ds, buf.row, sizes, name)
+        out[name] = buf
+    counts = StepMetrics(s.names)
+    counts.load_state(meta["metrics"])
+    out["counts"] = counts
+    out["last_metrics"] = dict(meta["last_metrics"])
+    if meta["config"]["weights"] == s.config.to_dict()["weights"]:
+        out["weights"] = np.asarray(meta["weights"], dtype=np.float64)  # keeps curriculum changes
+        if out["weights"].shape != (len(sizes),) or not np.isfinite(out["weights"]).all() or (out["weights"] < 0).any():
+            raise StateError(f"weights={meta['weights']!r} do not fit {len(sizes)} datasets")
+    return out
 
 
+def _check_rows(ds: np.ndarray, rows: np.ndarray, sizes: list[int], what: str) -> None:
+    if ds.shape[0] == 0:
+        return
+    if ds.min() < 0 or ds.max() >= len(sizes):
+        raise StateError(f"{what} names a dataset index outside 0..{len(sizes) - 1}; the state is corrupt")
+    if rows.min() < 0 or (rows >= np.asarray(sizes)[ds]).any():
+        raise StateError(f"{what} names a row beyond its dataset; the state is corrupt")
+
+
+def _apply(s: Scheduler, parsed: dict[str, Any]) -> None:
+    """Swap the parsed state in (cannot fail)."""
+    for d, info in enumerate(parsed.pop("streams")):
+        s.streams[d].load_state(info)
+    for key, value in parsed.items():
+        setattr(s, key, value)
+
+
+# -- migration ----------------------------------------------------------------------------------
 def _migrate(
     s: Scheduler, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarray], previous: Mapping[str, Any] | None
-) -> None:
-    """Carry each prompt's memory (snooze counter, flags, streak) over by ``(dataset, id)``.
+) -> dict[str, Any]:
+    """A state saved with other data, seed, group size, reward range or weights, carried over.
 
-    A state stores fingerprints, not ids, so the previous datasets must be given to map saved rows
-    to ids. Prompts new to the data start fresh; prompts gone from it are dropped; streams restart
-    at epoch 0 with the new data; totals and the step number carry on.
+    Defined as follows (docs/guarantees.md):
+
+    - each prompt's memory (snooze counter, flags, streak) moves by ``(dataset, id)``; prompts new to
+      the data start fresh, prompts gone from it are dropped, datasets gone from the mix are dropped
+      (with a warning). A dataset whose ids changed needs ``previous[name]``, the data the state was
+      saved with, to map saved rows to ids;
+    - a dataset's stream keeps its position exactly when its ids and the seed are unchanged; otherwise
+      it starts over at the beginning of the epoch it was in (the order of the rest of that epoch is
+      not defined by the new data or seed);
+    - the step number, ticket counter, candidates issued per dataset and the cumulative totals carry on;
+    - the step in progress is dropped (candidates out for rollout can no longer be reported; the
+      groups gathered for the unfinished step are discarded) and the mix weights are the new config's.
     """
+    saved_seed = meta.get("seed")
+    tables = [PromptTable(len(src)) for src in s.sources]
+    streams = [{"epoch": 0, "cursor": 0} for _ in s.sources]
+    issued = np.zeros(len(s.sources), dtype=np.int64)
+    moved = 0
+    for i, info in enumerate(meta["datasets"]):
+        name = info["name"]
+        if name not in s.names:
+            log.warning("migration drops dataset %r: it is not in the new mix", name)
+            continue
+        d = s.names.index(name)
+        saved = _table(arrays, f"ds{i}", _count(info["size"], f"datasets[{i}].size", 1))
+        rows = _saved_rows_to_new(s, d, info, previous)
+        keep = rows >= 0
+        for field, _ in _TABLE_FIELDS:
+            getattr(tables[d], field)[rows[keep]] = getattr(saved, field)[keep]
+        tables[d].recount()
+        moved += int(keep.sum())
+        epoch = _count(info["epoch"], f"datasets[{i}].epoch")
+        exact = info["fingerprint"] == s.sources[d].fingerprint and saved_seed == s.seed
+        streams[d] = {
+            "epoch": epoch,
+            "cursor": _count(info["cursor"], "cursor", 0, len(s.sources[d]) - 1) if exact else 0,
+        }
+        issued[d] = _count(int(meta["issued"][i]), f"issued[{i}]")
+    counts = StepMetrics(s.names)
+    counts.totals = {k: int(meta["metrics"]["totals"][k]) for k in counts.totals}
+    G = s.config.group_size
+    log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
+    return {
+        "tables": tables,
+        "streams": streams,
+        "issued": issued,
+        "counts": counts,
+        "last_metrics": {},
+        "step_index": _count(meta["step"], "step"),
+        "round": 0,
+        "next_ticket": _count(meta["next_ticket"], "next_ticket"),
+        "pending": {},
+        "batch": GroupBuffer(G),
+        "surplus": GroupBuffer(G),
+        "zero": GroupBuffer(G),
+    }
+
+
+def _saved_rows_to_new(s: Scheduler, d: int, info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> np.ndarray:
+    """For each saved row of dataset ``d``, its row in the new data (``-1``: the prompt is gone)."""
     from snooze.data.source import as_source
 
-    if previous is None:
+    name, new = info["name"], s.sources[d]
+    if info["fingerprint"] == new.fingerprint:
+        return np.arange(len(new), dtype=np.int64)
+    if previous is None or name not in previous:
         raise StateMismatchError(
-            "migrating to changed data needs the previous datasets (previous_datasets=...) to map saved rows to ids"
+            f"dataset {name!r} changed since the state was saved; migrating needs the data it was saved with "
+            f"(previous_datasets={{{name!r}: ...}}) to match its prompts by id"
         )
-    moved = 0
-    for info_i, info in enumerate(meta["datasets"]):
-        name = info["name"]
-        if name not in s.names or name not in previous:
-            log.warning("migration drops dataset %r (not in the new data, or previous data not given)", name)
-            continue
-        old = as_source(name, previous[name])
-        if old.fingerprint != info["fingerprint"]:
-            raise StateMismatchError(f"previous_datasets[{name!r}] is not the data this state was saved with")
-        d = s.names.index(name)
-        rows = s.sources[d].rows_of(old.ids.tolist())
-        keep = rows >= 0
-        t = s.tables[d]
-        for field in ("counter", "flags", "streak"):
-            getattr(t, field)[rows[keep]] = np.asarray(arrays[f"ds{info_i}.{field}"])[keep]
-        t.recount()
-        moved += int(keep.sum())
-    s.step_index = int(meta["step"])
-    s.counts.totals = {k: int(v) for k, v in meta["metrics"]["totals"].items()}
-    log.info("migrated the memory of %d prompts by id; streams restart at epoch 0", moved)
+    old = as_source(name, previous[name])
+    if old.fingerprint != info["fingerprint"]:
+        raise StateMismatchError(
+            f"previous_datasets[{name!r}] is not the data this state was saved with (fingerprint differs)"
+        )
+    return new.rows_of(old.ids.tolist())
