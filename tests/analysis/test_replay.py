@@ -57,6 +57,8 @@ def test_snooze_2_sleeps_through_the_signal_encounter(results: dict) -> None:
     r = results["snooze:2"]
     assert (r["skipped_groups"], r["missed_signal_groups"], r["regressed"]) == (2, 1, 0)
     assert r["missed_signal_frac"] == pytest.approx(0.5)
+    # skipped 2 of 10 logged groups, missed half the signal: 1 - (1 - 0.2) / (1 - 0.5) < 0, i.e. a net loss
+    assert r["predicted_saved_frac"] == pytest.approx(-0.6)
 
 
 def test_filter_retires_at_the_first_easy_outcome(results: dict) -> None:

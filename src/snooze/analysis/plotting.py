@@ -34,6 +34,14 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
             continue
         ks = [k for k, _ in rows]
         ax.plot(ks, [100 * r["saved_frac"] for _, r in rows], marker=marker, label=f"{prefix[:-1]}: groups saved")
+        eq = [(k, r["predicted_saved_frac"]) for k, r in rows if r.get("predicted_saved_frac") is not None]
+        ax.plot(
+            [k for k, _ in eq],
+            [100 * v for _, v in eq],
+            marker=marker,
+            linestyle=":",
+            label=f"{prefix[:-1]}: saved at equal signal",
+        )
         ax.plot(
             ks,
             [100 * r["missed_signal_frac"] for _, r in rows],
@@ -50,7 +58,7 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
             label="filter: signal groups missed",
         )
     ax.set_xlabel("snooze factor")
-    ax.set_ylabel("% of logged groups (saved) / % of signal groups (missed)")
+    ax.set_ylabel("%  (saved: of groups; missed: of signal groups)", fontsize=8)
     ax.set_title("Replay of a logged run")
     ax.legend(fontsize=7)
     fig.tight_layout()

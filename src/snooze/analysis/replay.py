@@ -109,6 +109,16 @@ def _replay_table(table: np.ndarray, factor: int | None, snooze_hard: bool) -> t
     return skipped, regressed
 
 
+def _equal_signal_savings(saved: float, missed: float) -> float | None:
+    """Generation saved *at equal signal groups*: ``1 - (1 - saved) / (1 - missed)``.
+
+    ``saved_frac`` counts skipped groups of the logged run, but a real run must replace every missed
+    signal group by generating more. If the replacements come from the same mix, generation per
+    signal group scales by ``(1 - saved) / (1 - missed)``. ``None`` when every signal group is missed.
+    """
+    return None if missed >= 1.0 else 1.0 - (1.0 - saved) / (1.0 - missed)
+
+
 def _summarise(
     log: RewardLog, outcomes: np.ndarray, skipped: np.ndarray, regressed: int, factor: int | None
 ) -> dict[str, Any]:
@@ -127,6 +137,7 @@ def _summarise(
         "missed_signal_groups": missed,
         "saved_frac": n_skip / n,
         "missed_signal_frac": missed / n_signal if n_signal else 0.0,
+        "predicted_saved_frac": _equal_signal_savings(n_skip / n, missed / n_signal if n_signal else 0.0),
         "skipped_by_outcome": {OUTCOME_NAMES[i]: int(by_outcome[i]) for i in (SIGNAL, TOO_EASY, TOO_HARD, FLAT)},
         "regressed": regressed,
         "datasets": {},

@@ -53,14 +53,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip replay.png")
 
 
+def _pct(value: object) -> str:
+    return "n/a" if value is None else f"{100 * float(value):.1f}%"  # type: ignore[arg-type]
+
+
 def _table(results: dict[str, dict[str, object]]) -> str:
-    head = f"{'policy':<16}{'skipped groups':>16}{'saved':>9}{'missed signal':>15}{'of signal':>11}{'regressed':>11}"
-    rows = [head, "-" * len(head)]
+    cols = ("policy", "skipped groups", "saved", "missed signal", "of signal", "saved @ equal signal", "regressed")
+    widths = (16, 16, 8, 15, 11, 22, 11)
+    rows = ["".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cols, widths)))]
+    rows.append("-" * sum(widths))
     for name, r in results.items():
-        rows.append(
-            f"{name:<16}{r['skipped_groups']:>16,}{100 * float(r['saved_frac']):>8.1f}%"  # type: ignore[arg-type]
-            f"{r['missed_signal_groups']:>15,}{100 * float(r['missed_signal_frac']):>10.1f}%{r['regressed']:>11,}"  # type: ignore[arg-type]
+        cells = (
+            name,
+            f"{r['skipped_groups']:,}",
+            _pct(r["saved_frac"]),
+            f"{r['missed_signal_groups']:,}",
+            _pct(r["missed_signal_frac"]),
+            _pct(r["predicted_saved_frac"]),
+            f"{r['regressed']:,}",
         )
+        rows.append("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths))))
     return "\n".join(rows)
 
 
