@@ -146,7 +146,7 @@ class Scheduler:
             got_any = False
             for d in np.flatnonzero(alloc):
                 rows, skipped, passed = self.tables[d].draw(self.streams[d], int(alloc[d]))
-                self.counts.add_ds(d, "skipped", skipped)
+                self.counts.add_ds(d, "skipped", skipped + passed)
                 self.counts.add("snooze/skipped", skipped)
                 self.counts.add("filter/skipped", passed)
                 rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
