@@ -7,8 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from snooze.analysis import RewardLogWriter, policy_names, read_reward_log, replay_policies
+from snooze.analysis import RewardLog, RewardLogWriter, policy_names, read_reward_log, replay_policies
 from snooze.core.errors import DataError
 
 G = 4
@@ -145,3 +147,35 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{}\n")
     assert main(["replay", str(bad), "--out", str(tmp_path / "o2")]) == 2
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    outcomes=st.lists(
+        st.tuples(st.integers(0, 5), st.sampled_from(["easy", "hard", "signal", "flat"])), min_size=1, max_size=60
+    ),
+    factor=st.integers(0, 4),
+    hard=st.booleans(),
+)
+def test_replay_equals_the_spec_rule_one_encounter_at_a_time(outcomes: list, factor: int, hard: bool) -> None:
+    """Property: the vectorised replay equals SPEC section 3 applied encounter by encounter."""
+    rewards = {"easy": [1.0, 1.0], "hard": [0.0, 0.0], "signal": [1.0, 0.0], "flat": [0.5, 0.5]}
+    log = RewardLog(
+        "mem",
+        np.zeros(len(outcomes), dtype=np.int64),
+        ["d"] * len(outcomes),
+        [p for p, _ in outcomes],
+        np.array([rewards[o] for _, o in outcomes]),
+        np.arange(1, len(outcomes) + 1),
+    )
+    got = replay_policies(log, policy_names([factor], snooze_hard=hard))[f"snooze{'-hard' if hard else ''}:{factor}"]
+    counter: dict[int, int] = {}
+    skipped = missed = 0
+    for pid, outcome in outcomes:
+        if counter.get(pid, 0) > 0:
+            counter[pid] -= 1
+            skipped += 1
+            missed += outcome == "signal"
+        elif outcome == "easy" or (hard and outcome == "hard"):
+            counter[pid] = counter.get(pid, 0) + factor
+    assert (got["skipped_groups"], got["missed_signal_groups"]) == (skipped, missed)
