@@ -5,7 +5,7 @@ numpy only at import; matplotlib and pyarrow are imported inside the functions t
 
 from snooze.analysis.completions import Completions, read_completions
 from snooze.analysis.outputs import write_stratification
-from snooze.analysis.replay import ReplayPolicy, policy_names, replay, replay_policies
+from snooze.analysis.replay import ReplayPolicy, StepShape, policy_names, replay, replay_policies
 from snooze.analysis.reward_log import RewardLog, RewardLogWriter, read_reward_log
 from snooze.analysis.stratify import STRATA, Stratification, StratifyConfig, signal_prob, stratify
 
@@ -19,6 +19,7 @@ __all__ = [
     "stratify",
     "write_stratification",
     "ReplayPolicy",
+    "StepShape",
     "RewardLog",
     "RewardLogWriter",
     "policy_names",

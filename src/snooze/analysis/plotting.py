@@ -34,6 +34,14 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
             continue
         ks = [k for k, _ in rows]
         ax.plot(ks, [100 * r["saved_frac"] for _, r in rows], marker=marker, label=f"{prefix[:-1]}: groups saved")
+        sim = [(k, r["simulated"]["saved_frac"]) for k, r in rows if "saved_frac" in r.get("simulated", {})]
+        ax.plot(
+            [k for k, _ in sim],
+            [100 * v for _, v in sim],
+            marker=marker,
+            linestyle="-.",
+            label=f"{prefix[:-1]}: saved, step loop rebuilt",
+        )
         eq = [(k, r["predicted_saved_frac"]) for k, r in rows if r.get("predicted_saved_frac") is not None]
         ax.plot(
             [k for k, _ in eq],

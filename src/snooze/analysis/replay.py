@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis.reward_log import RewardLog
+from snooze.analysis.stepsim import infer_gen_size, simulate_steps
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
 
-__all__ = ["ReplayPolicy", "replay", "replay_policies", "policy_names"]
+__all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,29 +154,91 @@ def _summarise(
     return out
 
 
-def replay(log: RewardLog, policy: ReplayPolicy, config: SchedulerConfig | None = None) -> dict[str, Any]:
+def replay(
+    log: RewardLog, policy: ReplayPolicy, config: SchedulerConfig | None = None, shape: StepShape | None = None
+) -> dict[str, Any]:
     """Replay one policy over ``log``; see the module docstring. Returns a JSON-safe summary.
 
     ``config`` supplies the classification thresholds (``easy_threshold``, ``hard_threshold``,
     ``signal_tol``, ``reward_range``); its policy and factor fields are ignored.
     """
-    return replay_policies(log, [policy], config)[policy.name]
+    return replay_policies(log, [policy], config, shape)[policy.name]
 
 
 def _classify(log: RewardLog, cfg: SchedulerConfig) -> np.ndarray:
     return classify_groups(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
 
 
+@dataclass(frozen=True)
+class StepShape:
+    """The logged run's step loop, for rebuilding steps over the replayed stream (:mod:`.stepsim`)."""
+
+    batch_size: int
+    """Signal groups per training step."""
+
+    gen_batch_size: int
+    """Groups per generation round."""
+
+    max_gen_rounds: int
+    """Round limit per step."""
+
+    @classmethod
+    def infer(
+        cls,
+        log: RewardLog,
+        batch_size: int | None = None,
+        gen_batch_size: int | None = None,
+        max_gen_rounds: int | None = None,
+    ) -> StepShape | None:
+        """Fill what is not given from the log: ``gen_batch_size`` as the gcd of groups per step,
+        ``batch_size`` = ``gen_batch_size`` (the DAPO default), ``max_gen_rounds`` as the most rounds a
+        logged step took. ``None`` when no round size can be inferred (e.g. a snooze run's log)."""
+        gen = gen_batch_size if gen_batch_size is not None else infer_gen_size(log.steps)
+        if gen < 1:
+            return None
+        _, per_step = np.unique(log.steps, return_counts=True)
+        rounds = max_gen_rounds if max_gen_rounds is not None else int(-(-per_step.max() // gen))
+        return cls(batch_size if batch_size is not None else gen, gen, rounds)
+
+
+def _simulated(
+    signal: np.ndarray, skipped: np.ndarray, dapo: np.ndarray, n_steps: int, shape: StepShape
+) -> dict[str, Any]:
+    mine = simulate_steps(signal[~skipped], shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
+    steps = min(mine.shape[0], dapo.shape[0])
+    out: dict[str, Any] = {"steps": steps, "dapo_sim_matches_log": bool(dapo.shape[0] == n_steps)}
+    if steps:
+        out.update(
+            gen_groups=int(mine[steps - 1]),
+            dapo_gen_groups=int(dapo[steps - 1]),
+            saved_frac=1.0 - float(mine[steps - 1]) / float(dapo[steps - 1]),
+        )
+    return out
+
+
 def replay_policies(
-    log: RewardLog, policies: list[ReplayPolicy], config: SchedulerConfig | None = None
+    log: RewardLog, policies: list[ReplayPolicy], config: SchedulerConfig | None = None, shape: StepShape | None = None
 ) -> dict[str, dict[str, Any]]:
-    """:func:`replay` for each policy, keyed by policy name (classification done once)."""
+    """:func:`replay` for each policy, keyed by policy name (classification done once).
+
+    With ``shape`` each summary also gets ``simulated``: the step loop rebuilt over the kept lines
+    (:func:`~snooze.analysis.stepsim.simulate_steps`) against the same loop over every line, compared
+    over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, and
+    ``dapo_sim_matches_log`` (the loop over every line reproduces the logged step count: the shape is right).
+    """
     cfg = config if config is not None else SchedulerConfig(group_size=log.group_size)
     outcomes = _classify(log, cfg)
     table, prompt, rank = _encounter_matrix(log, outcomes)
     logger.info("replaying %d groups of %d prompts (depth %d)", len(log), table.shape[0], table.shape[1])
+    signal = outcomes == SIGNAL
+    dapo = None
+    if shape is not None:
+        dapo = simulate_steps(signal, shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
     out: dict[str, dict[str, Any]] = {}
     for pol in policies:
         skip_table, regressed = _replay_table(table, pol.factor, pol.snooze_hard)
-        out[pol.name] = _summarise(log, outcomes, skip_table[prompt, rank], regressed, pol.factor)
+        skipped = skip_table[prompt, rank]
+        out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
+        if shape is not None and dapo is not None:
+            out[pol.name]["simulated"] = _simulated(signal, skipped, dapo, int(np.unique(log.steps).shape[0]), shape)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from snooze.core.errors import ConfigError
 
@@ -50,6 +51,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hard-threshold", type=float, default=0.01, help="too hard at or below this fraction of the range"
     )
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="the logged run's batch_size (default: its gen batch size)"
+    )
+    parser.add_argument(
+        "--gen-batch-size",
+        type=int,
+        default=None,
+        help="the logged run's gen_batch_size (default: inferred, gcd of groups per step)",
+    )
+    parser.add_argument(
+        "--max-gen-rounds",
+        type=int,
+        default=None,
+        help="the logged run's max_gen_rounds (default: the most rounds a logged step took)",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip replay.png")
 
 
@@ -58,8 +74,17 @@ def _pct(value: object) -> str:
 
 
 def _table(results: dict[str, dict[str, object]]) -> str:
-    cols = ("policy", "skipped groups", "saved", "missed signal", "of signal", "saved @ equal signal", "regressed")
-    widths = (16, 16, 8, 15, 11, 22, 11)
+    cols = (
+        "policy",
+        "skipped groups",
+        "saved",
+        "missed signal",
+        "of signal",
+        "@ equal signal",
+        "step sim",
+        "regressed",
+    )
+    widths = (16, 16, 8, 15, 11, 16, 10, 11)
     rows = ["".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cols, widths)))]
     rows.append("-" * sum(widths))
     for name, r in results.items():
@@ -70,14 +95,31 @@ def _table(results: dict[str, dict[str, object]]) -> str:
             f"{r['missed_signal_groups']:,}",
             _pct(r["missed_signal_frac"]),
             _pct(r["predicted_saved_frac"]),
+            _pct(r.get("simulated", {}).get("saved_frac")),  # type: ignore[attr-defined]
             f"{r['regressed']:,}",
         )
         rows.append("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths))))
     return "\n".join(rows)
 
 
+def _print_sim_note(results: dict[str, dict[str, Any]], shape: Any) -> None:
+    if shape is None:
+        print("step sim: n/a (no generation batch size could be inferred; pass --gen-batch-size)")
+        return
+    first = next(iter(results.values()))["simulated"]
+    print(
+        f"step sim: batch_size={shape.batch_size}, gen_batch_size={shape.gen_batch_size}, "
+        f"max_gen_rounds={shape.max_gen_rounds}; generation saved over the steps both loops complete"
+        + (
+            ""
+            if first["dapo_sim_matches_log"]
+            else " -- WARNING: the loop over every line does not reproduce the logged steps; check these sizes"
+        )
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from snooze.analysis import policy_names, read_reward_log, replay_policies
+    from snooze.analysis import StepShape, policy_names, read_reward_log, replay_policies
     from snooze.core.config import SchedulerConfig
 
     log = read_reward_log(args.log, group_size=args.group_size, reward_range=args.reward_range)
@@ -90,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         raise ConfigError(f"{exc} (from the command line)") from None
-    results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg)
+    shape = StepShape.infer(log, args.batch_size, args.gen_batch_size, args.max_gen_rounds)
+    results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "replay.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
@@ -100,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         f"steps {int(log.steps[0])}..{int(log.steps[-1])}"
     )
     print(_table(results))
+    _print_sim_note(results, shape)
     if not args.no_plot:
         from snooze.analysis.plotting import plot_replay
 
