@@ -1,0 +1,177 @@
+"""Built-in verifiable tasks: procedurally generated, difficulty by *level*, exact-answer verifier.
+
+Three families, each a prompt the tiny char model reads and an answer it must write exactly:
+
+- ``add``: ``"37+205="`` -> ``"242"``; level = digits of each operand.
+- ``rev``: ``">hdfa="`` -> ``"afdh"``; level = string length (letters ``a``-``j``).
+- ``count``: ``"#c:acbcca="`` -> ``"3"``; level = string length (letters ``a``-``e``).
+
+A :class:`TaskSpec` names a family and a level range (``"add:1-3"``). Splits are disjoint by prompt
+text: the held-out *test* split is drawn first, the RL *pool* excludes it, and the warm-up draws a
+fresh stream of problems that excludes both (a warm-up on a fixed set memorises it). Every record
+has a stable string id (``"add:1-3/pool/17"``) made from the spec, the split and its position in a
+seeded generator, so the same spec and seed give the same ids on every machine.
+
+Strata for the seed's figure 3 are level sub-ranges of one spec: :meth:`TaskSpec.strata`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from snooze.core.errors import ConfigError, DataError
+
+__all__ = ["TaskSpec", "FAMILIES", "DEFAULT_LEVELS", "make_problem", "make_split", "verify", "warmup_stream", "parse_tasks"]
+
+FAMILIES: tuple[str, ...] = ("add", "rev", "count")
+DEFAULT_LEVELS: dict[str, tuple[int, int]] = {"add": (1, 3), "rev": (3, 7), "count": (4, 10)}
+_MAX_LEVEL: dict[str, int] = {"add": 6, "rev": 12, "count": 16}
+_REV_LETTERS = "abcdefghij"
+_COUNT_LETTERS = "abcde"
+_MAX_TRIES = 50  # draws per wanted problem before a split is declared too small for its level range
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One task: a family and an inclusive level range."""
+
+    family: str
+    """``add``, ``rev`` or ``count``."""
+
+    lo: int
+    """Lowest level (digits for ``add``, string length otherwise)."""
+
+    hi: int
+    """Highest level; each problem's level is drawn uniformly from ``lo..hi``."""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ConfigError(f"task family {self.family!r}: must be one of {', '.join(FAMILIES)}")
+        top = _MAX_LEVEL[self.family]
+        if not (isinstance(self.lo, int) and isinstance(self.hi, int) and 1 <= self.lo <= self.hi <= top):
+            raise ConfigError(f"task {self.family} levels {self.lo}-{self.hi}: need 1 <= lo <= hi <= {top}")
+
+    @property
+    def name(self) -> str:
+        """Canonical text form, e.g. ``"add:1-3"``; the dataset name used in metrics."""
+        return f"{self.family}:{self.lo}-{self.hi}"
+
+    @classmethod
+    def parse(cls, text: str) -> TaskSpec:
+        """``"add"`` (default levels), ``"add:2"`` or ``"add:1-3"``."""
+        family, _, levels = text.strip().partition(":")
+        if not levels:
+            lo, hi = DEFAULT_LEVELS.get(family, (1, 1))
+        else:
+            a, _, b = levels.partition("-")
+            try:
+                lo, hi = int(a), int(b or a)
+            except ValueError:
+                raise ConfigError(f"task {text!r}: levels must look like 'add:2' or 'add:1-3'") from None
+        return cls(family, lo, hi)
+
+    def strata(self) -> tuple[TaskSpec, TaskSpec]:
+        """Split the level range in two: (easy = lower half, hard = upper half). Needs ``hi > lo``."""
+        if self.hi <= self.lo:
+            raise ConfigError(f"task {self.name}: a single level cannot be split into strata; widen the range")
+        mid = (self.lo + self.hi) // 2
+        return TaskSpec(self.family, self.lo, mid), TaskSpec(self.family, mid + 1, self.hi)
+
+
+def parse_tasks(texts: str | Iterable[str]) -> list[TaskSpec]:
+    """Comma-separated or listed task specs; names must be distinct."""
+    items = texts.split(",") if isinstance(texts, str) else list(texts)
+    specs = [TaskSpec.parse(t) for t in items if t.strip()]
+    if not specs:
+        raise ConfigError("no tasks given: pass e.g. --tasks add,rev")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"tasks {names}: each task may appear once")
+    return specs
+
+
+def make_problem(family: str, level: int, rng: np.random.Generator) -> tuple[str, str]:
+    """One ``(prompt, answer)`` of the family at ``level``."""
+    if family == "add":
+        lo, hi = (0 if level == 1 else 10 ** (level - 1)), 10**level
+        a, b = (int(x) for x in rng.integers(lo, hi, size=2))
+        return f"{a}+{b}=", str(a + b)
+    if family == "rev":
+        s = "".join(rng.choice(list(_REV_LETTERS), size=level))
+        return f">{s}=", s[::-1]
+    if family == "count":
+        target = str(rng.choice(list(_COUNT_LETTERS)))
+        s = "".join(rng.choice(list(_COUNT_LETTERS), size=level))
+        return f"#{target}:{s}=", str(s.count(target))
+    raise ConfigError(f"task family {family!r}: must be one of {', '.join(FAMILIES)}")
+
+
+def _seed(*parts: Any) -> int:
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def _draw(spec: TaskSpec, rng: np.random.Generator) -> tuple[str, str]:
+    return make_problem(spec.family, int(rng.integers(spec.lo, spec.hi + 1)), rng)
+
+
+def make_split(
+    spec: TaskSpec, split: str, n: int, seed: int = 0, exclude: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """``n`` distinct problems (records ``{"id", "prompt", "answer", "task", "level"}``).
+
+    ``exclude``: prompt texts that must not appear (another split's). Deterministic in
+    ``(spec, split, n, seed, exclude)``.
+    """
+    rng = np.random.default_rng(_seed(spec.name, split, seed))
+    seen = set(exclude)
+    out: list[dict[str, Any]] = []
+    for _ in range(n * _MAX_TRIES):
+        if len(out) == n:
+            break
+        prompt, answer = _draw(spec, rng)
+        if prompt in seen:
+            continue
+        seen.add(prompt)
+        level = _level_of(spec.family, prompt)
+        out.append({"id": f"{spec.name}/{split}/{len(out)}", "prompt": prompt, "answer": answer, "task": spec.name, "level": level})
+    if len(out) < n:
+        raise DataError(
+            f"task {spec.name}: only {len(out)} distinct {split} problems found, {n} wanted; "
+            "ask for fewer or widen the level range"
+        )
+    return out
+
+
+def _level_of(family: str, prompt: str) -> int:
+    if family == "add":
+        return max(len(x) for x in prompt[:-1].split("+"))
+    return len(prompt) - 2 if family == "rev" else len(prompt) - 4
+
+
+def warmup_stream(specs: Sequence[TaskSpec], exclude: Iterable[str], seed: int = 0) -> Iterator[tuple[str, str]]:
+    """Endless fresh ``(prompt, answer)`` pairs over ``specs`` in turn, never a prompt in ``exclude``.
+
+    Levels are drawn uniformly from each spec's range, so the warm-up sees the whole difficulty span.
+    """
+    banned = frozenset(exclude)
+    rngs = [np.random.default_rng(_seed(s.name, "warmup", seed)) for s in specs]
+    while True:
+        for spec, rng in zip(specs, rngs):
+            for _ in range(_MAX_TRIES):
+                prompt, answer = _draw(spec, rng)
+                if prompt not in banned:
+                    yield prompt, answer
+                    break
+            else:
+                raise DataError(f"task {spec.name}: every warm-up draw hit the RL pool or test split; widen the range")
+
+
+def verify(completion: str, answer: str) -> float:
+    """Exact-answer reward: 1.0 when the completion (up to end of sequence) equals the answer."""
+    return 1.0 if completion == answer else 0.0

@@ -1,0 +1,189 @@
+"""Supervised warm-up: the tiny analogue of a pretrained base model, shared by every arm.
+
+Trains on a *fresh stream* of problems that never contains an RL-pool or test prompt (a warm-up on a
+fixed small set memorises it), and stops at a *target accuracy* on a fresh validation draw rather
+than after a fixed step count (where a small model's accuracy jumps depends on the seed). The result
+is cached on disk under a hash of everything that shapes it, so every arm, seed and later run starts
+from the same weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from snooze.core.errors import ConfigError
+from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
+from snooze.trainer.tasks import TaskSpec, warmup_stream
+from snooze.trainer.tokenizer import EOS, PAD, CharTokenizer
+
+__all__ = ["WarmupConfig", "WarmupResult", "warmup", "default_cache_dir", "encode_answers"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WarmupConfig:
+    """How the base model is made."""
+
+    target_accuracy: float = 0.5
+    """Stop once the mean (over tasks) greedy accuracy on a fresh validation draw reaches this."""
+
+    max_steps: int = 6000
+    """Give up (and keep the last weights) after this many optimizer steps."""
+
+    batch_size: int = 64
+    """Problems per supervised step."""
+
+    lr: float = 2e-3
+    """AdamW learning rate (cosine-free: constant after a short linear warm-up)."""
+
+    eval_every: int = 100
+    """Steps between validation checks."""
+
+    val_per_task: int = 100
+    """Validation problems per task (fresh, outside the RL pool and test split)."""
+
+    seed: int = 0
+    """Seeds the weights' init, the problem stream and the validation draw."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.target_accuracy <= 1.0:
+            raise ConfigError(f"WarmupConfig.target_accuracy={self.target_accuracy!r}: must be in (0, 1]")
+        for name in ("max_steps", "batch_size", "eval_every", "val_per_task"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ConfigError(f"WarmupConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
+
+
+@dataclass
+class WarmupResult:
+    """The base weights and how they were reached."""
+
+    state_dict: dict[str, torch.Tensor]
+    steps: int
+    val_accuracy: float
+    val_by_task: dict[str, float]
+    seconds: float
+    key: str
+    cached: bool
+
+
+def default_cache_dir() -> Path:
+    """``$SNOOZE_CACHE_DIR`` or ``~/.cache/snooze``."""
+    return Path(os.environ.get("SNOOZE_CACHE_DIR", Path.home() / ".cache" / "snooze"))
+
+
+def encode_answers(tok: CharTokenizer, answers: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Right-padded ``answer + EOS`` ids ``[N, T]`` and their mask."""
+    seqs = [[*tok.encode(a), EOS] for a in answers]
+    width = max(len(s) for s in seqs)
+    ids = np.full((len(seqs), width), PAD, dtype=np.int64)
+    for row, s in enumerate(seqs):
+        ids[row, : len(s)] = s
+    return ids, ids != PAD
+
+
+def _key(cfg: WarmupConfig, model_cfg: ModelConfig, specs: Sequence[TaskSpec], exclude: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps({"warmup": asdict(cfg), "model": model_cfg.to_dict(), "tasks": [s.name for s in specs]}, sort_keys=True).encode())
+    h.update("\x00".join(sorted(exclude)).encode())
+    return h.hexdigest()[:16]
+
+
+def _batches(stream: Iterator[tuple[str, str]], size: int) -> Iterator[tuple[list[str], list[str]]]:
+    while True:
+        pairs = [next(stream) for _ in range(size)]
+        yield [p for p, _ in pairs], [a for _, a in pairs]
+
+
+def warmup(
+    specs: Sequence[TaskSpec],
+    exclude: Iterable[str],
+    cfg: WarmupConfig,
+    model_cfg: ModelConfig,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+    evaluate: Callable[[TinyGPT, dict[str, list[dict[str, Any]]]], dict[str, float]] | None = None,
+) -> WarmupResult:
+    """Train (or load from cache) the base model. ``exclude``: every RL-pool and test prompt."""
+    from snooze.trainer.evaluate import accuracy_by_task
+
+    exclude = frozenset(exclude)
+    key = _key(cfg, model_cfg, specs, exclude)
+    path = (cache_dir or default_cache_dir()) / f"warmup-{key}"
+    if (path / "model.pt").exists() and (path / "meta.json").exists():
+        meta = json.loads((path / "meta.json").read_text())
+        sd = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+        logger.info("warm-up %s loaded from cache (%d steps, val accuracy %.3f)", key, meta["steps"], meta["val_accuracy"])
+        return WarmupResult(sd, meta["steps"], meta["val_accuracy"], meta["val_by_task"], meta["seconds"], key, True)
+    evaluate = evaluate or accuracy_by_task
+    result = _train(specs, exclude, cfg, model_cfg, device, evaluate)
+    result.key = key
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = path / "model.pt.tmp"
+    torch.save(result.state_dict, tmp)
+    tmp.replace(path / "model.pt")
+    meta = {"steps": result.steps, "val_accuracy": result.val_accuracy, "val_by_task": result.val_by_task, "seconds": result.seconds}
+    (path / "meta.json").write_text(json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1))
+    return result
+
+
+def _val_sets(specs: Sequence[TaskSpec], exclude: frozenset[str], cfg: WarmupConfig) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for spec in specs:
+        stream = warmup_stream([spec], exclude, seed=cfg.seed + 7919)  # a different draw from training's
+        out[spec.name] = [{"prompt": p, "answer": a} for p, a in (next(stream) for _ in range(cfg.val_per_task))]
+    return out
+
+
+def _train(
+    specs: Sequence[TaskSpec],
+    exclude: frozenset[str],
+    cfg: WarmupConfig,
+    model_cfg: ModelConfig,
+    device: str,
+    evaluate: Callable[[TinyGPT, dict[str, list[dict[str, Any]]]], dict[str, float]],
+) -> WarmupResult:
+    t0 = time.perf_counter()
+    torch.manual_seed(cfg.seed)
+    model = TinyGPT(model_cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
+    tok = CharTokenizer()
+    val = _val_sets(specs, exclude, cfg)
+    batches = _batches(warmup_stream(specs, exclude, seed=cfg.seed), cfg.batch_size)
+    acc: dict[str, float] = {}
+    step = 0
+    while step < cfg.max_steps:
+        prompts, answers = next(batches)
+        pi, pm = (torch.from_numpy(x).to(device) for x in tok.encode_prompts(prompts))
+        ai, am = (torch.from_numpy(x).to(device) for x in encode_answers(tok, answers))
+        logp = completion_logprobs(model, pi, pm, ai, am)  # [B, T]
+        loss = -logp.sum() / am.sum()
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / 100)  # linear warm-up of the lr over 100 steps
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % cfg.eval_every == 0 or step == cfg.max_steps:
+            acc = evaluate(model, val)
+            mean = float(np.mean(list(acc.values())))
+            logger.info("warm-up step %d loss %.3f val accuracy %.3f %s", step, loss.item(), mean, acc)
+            if mean >= cfg.target_accuracy:
+                break
+    if not acc or float(np.mean(list(acc.values()))) < cfg.target_accuracy:
+        logger.warning("warm-up stopped at max_steps=%d below target accuracy %.2f: %s", cfg.max_steps, cfg.target_accuracy, acc)
+    sd = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    mean = float(np.mean(list(acc.values()))) if acc else 0.0
+    return WarmupResult(sd, step, mean, acc, time.perf_counter() - t0, "", False)
