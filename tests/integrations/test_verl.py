@@ -143,6 +143,12 @@ def test_verl_builds_the_sampler_from_config_and_it_yields_every_prompt_once_per
     positions = list(iter(sampler))
     assert sorted(positions) == list(range(6))
     assert sampler.scheduler.names == ["gsm", "math"]
+    assert sampler.state_dir == tmp_path / "state"
+
+
+def test_state_dir_defaults_beside_verls_checkpoints(tmp_path: Path) -> None:
+    sampler, _ = _sampler(tmp_path, state_dir=None)
+    assert sampler.state_dir == tmp_path / "ckpt" / "snooze"
 
 
 def test_prefilter_observe_snoozes_easy_prompts_the_dapo_filter_hides(tmp_path: Path) -> None:
