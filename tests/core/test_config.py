@@ -41,3 +41,15 @@ def test_round_trip_and_unknown_keys():
 def test_gen_size_defaults_to_batch_size():
     assert snooze.SchedulerConfig(batch_size=7).gen_size == 7
     assert snooze.SchedulerConfig(batch_size=7, gen_batch_size=20).gen_size == 20
+
+
+def test_cancel_withdraws_pending_candidates():
+    recs = [{"id": i} for i in range(6)]
+    sched = snooze.Scheduler({"d": recs}, snooze.SchedulerConfig(batch_size=3, group_size=2), seed=0)
+    cands = sched.propose()
+    assert sched.cancel(cands[:2]) == 2
+    assert len(sched.pending) == 1
+    with pytest.raises(snooze.ReportError, match="already reported"):
+        sched.report(cands[:1], [[0.0, 1.0]])
+    sched.report(cands[2:], [[0.0, 1.0]])
+    assert sched.finish_step().metrics["gen/cancelled"] == 2

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["StepMetrics", "TOTAL_KEYS"]
 
 _DS_KEYS = ("gen_groups", "signal", "dropped", "skipped", "discarded", "carried_out", "carried_in")
-_SCALARS = ("gen/rounds", "snooze/skipped", "snooze/new", "snooze/regressed", "filter/new", "filter/skipped")
+_SCALARS = ("gen/rounds", "gen/cancelled", "snooze/skipped", "snooze/new", "snooze/regressed", "filter/new", "filter/skipped")
 TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
 
 
@@ -85,6 +85,7 @@ class StepMetrics:
             "gen/groups": gen,
             "gen/rollouts": gen * G,
             "gen/rounds": self.scalars["gen/rounds"],
+            "gen/cancelled": self.scalars["gen/cancelled"],
             "train/groups": train,
             "train/size": len(batch),
             "train/padded": int(padded),
@@ -132,6 +133,6 @@ class StepMetrics:
 
     def load_state(self, state: dict[str, Any]) -> None:
         self.totals = {k: int(state["totals"][k]) for k in TOTAL_KEYS}
-        self.scalars = {k: int(state["scalars"][k]) for k in _SCALARS}
+        self.scalars = {k: int(state["scalars"].get(k, 0)) for k in _SCALARS}
         self.outcomes = np.asarray(state["outcomes"], dtype=np.int64)
         self.ds = {k: np.asarray(state["ds"][k], dtype=np.int64) for k in _DS_KEYS}

@@ -187,6 +187,18 @@ class Scheduler:
         """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
         return [Candidate(self.sources[d], r, t) for t, (d, r) in sorted(self.pending.items())]
 
+    def cancel(self, candidates: Sequence[Candidate]) -> int:
+        """Withdraw issued candidates that will never be reported (e.g. a framework dropped them).
+
+        Their encounters stay spent (snooze counters moved as drawn); they are counted in
+        ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
+        """
+        tickets = self._check_tickets(candidates)
+        for t in tickets.tolist():
+            del self.pending[t]
+        self.counts.add("gen/cancelled", len(tickets))
+        return len(tickets)
+
     # -- reporting ------------------------------------------------------------------------------
     def report(self, candidates: Sequence[Candidate], rewards: Any) -> np.ndarray:
         """Record each candidate's group of rewards (``[len(candidates), group_size]``).
@@ -224,7 +236,7 @@ class Scheduler:
         for i, t in enumerate(tickets.tolist()):
             if t not in self.pending:
                 c = candidates[i]
-                state = "was already reported" if t < self.next_ticket else "was never issued by this scheduler"
+                state = "was already reported (or cancelled)" if t < self.next_ticket else "was never issued by this scheduler"
                 raise ReportError(
                     f"candidate {c.dataset!r}/{c.id!r} (ticket {t}) {state}; report only what propose() "
                     "returned, once each. Nothing was recorded."
