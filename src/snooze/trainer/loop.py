@@ -1,0 +1,283 @@
+"""The reference training loop: ``Scheduler.step(rollout_fn)`` then one GRPO update, every step.
+
+Reads top to bottom (CleanRL-style). Each arm of ``snooze compare`` is this loop with a different
+:class:`snooze.SchedulerConfig`; a user with their own data runs the same code path.
+
+Files written into ``run_dir``:
+
+- ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (SPEC section 5),
+  ``train/loss``, ``train/clip_frac``, ``train/kl``, ``time/step_s``, ``time/elapsed_s``, and on
+  evaluation steps ``eval/accuracy`` and ``eval/accuracy/<task>`` with ``eval/updates`` (how many
+  updates the evaluated weights had). Step ``s`` is evaluated *before* its update when
+  ``s % eval_every == 0`` (so step 0 carries the base model), and the last step *after* its update
+  (the final accuracy).
+- ``rewards.jsonl``: the reward log (one line per generated group, in generation order).
+- ``tb/``: TensorBoard events when ``tensorboard`` is installed.
+- ``checkpoint/``: model, optimizer, RNG states, stored rollouts and the scheduler, for exact resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from snooze.analysis.reward_log import RewardLogWriter
+from snooze.core.config import SchedulerConfig
+from snooze.core.errors import ConfigError
+from snooze.core.scheduler import Scheduler
+from snooze.core.types import Batch
+from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task
+from snooze.trainer.grpo import GRPOConfig, grpo_loss
+from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
+from snooze.trainer.rollout import Roller, collate
+
+__all__ = ["TrainConfig", "RunResult", "train", "METRICS_FILE", "REWARDS_FILE"]
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+REWARDS_FILE = "rewards.jsonl"
+_CKPT = "checkpoint"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The reference loop's knobs (the scheduler's are in :class:`snooze.SchedulerConfig`)."""
+
+    steps: int = 200
+    """Training steps (scheduler steps, one optimizer update each)."""
+
+    eval_every: int = 25
+    """Steps between held-out evaluations (greedy, exact match)."""
+
+    checkpoint_every: int = 50
+    """Steps between checkpoints; 0 writes one only at the end."""
+
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts."""
+
+    max_new_tokens: int = MAX_NEW_TOKENS
+    """Longest completion sampled."""
+
+    seed: int = 0
+    """Seeds the scheduler's streams and the sampling generator."""
+
+    device: str = "cpu"
+    """``cpu`` or ``cuda``."""
+
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """The policy update."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "eval_every"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
+        if not (isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0):
+            raise ConfigError(f"TrainConfig.checkpoint_every={self.checkpoint_every!r}: must be an integer >= 0")
+        if self.temperature <= 0:
+            raise ConfigError(f"TrainConfig.temperature={self.temperature!r}: must be > 0 (rollouts are sampled)")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"TrainConfig.device={self.device!r}: must be 'cpu' or 'cuda'")
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports."""
+
+    run_dir: Path
+    steps: int
+    base_accuracy: float
+    final_accuracy: float
+    final_by_task: dict[str, float]
+    totals: dict[str, float]
+    wall_seconds: float
+
+
+class _Run:
+    """The mutable pieces of one run: model, optimizer, generator, scheduler, rollout store."""
+
+    def __init__(self, datasets: Mapping[str, Any], sched_cfg: SchedulerConfig, cfg: TrainConfig, model_cfg: ModelConfig, base: Mapping[str, torch.Tensor]) -> None:
+        torch.manual_seed(cfg.seed)
+        self.model = TinyGPT(model_cfg).to(cfg.device)
+        self.model.load_state_dict(base)
+        self.ref: TinyGPT | None = None
+        if cfg.grpo.kl_coef > 0:
+            self.ref = TinyGPT(model_cfg).to(cfg.device)
+            self.ref.load_state_dict(base)
+            self.ref.requires_grad_(False)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=cfg.grpo.lr, weight_decay=cfg.grpo.weight_decay)
+        self.gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
+        self.sched = Scheduler(datasets, sched_cfg, seed=cfg.seed)
+        self.roller = Roller(self.model, sched_cfg.group_size, cfg.temperature, cfg.max_new_tokens, self.gen)
+        self.step = 0
+        self.elapsed = 0.0
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_name(path.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(self.model.state_dict(), tmp / "model.pt")
+        torch.save(self.opt.state_dict(), tmp / "optimizer.pt")
+        torch.save({"torch": torch.get_rng_state(), "gen": self.gen.get_state()}, tmp / "rng.pt")
+        torch.save(self.roller.state_dict(), tmp / "rollouts.pt")
+        self.sched.save(tmp / "scheduler")
+        (tmp / "trainer.json").write_text(json.dumps({"step": self.step, "elapsed": self.elapsed}))
+        old = path.with_name(path.name + ".old")
+        if path.exists():
+            path.rename(old)
+        tmp.rename(path)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load(self, path: Path, datasets: Mapping[str, Any]) -> None:
+        def load(name: str) -> Any:
+            return torch.load(path / name, map_location="cpu", weights_only=True)
+
+        self.model.load_state_dict(load("model.pt"))
+        self.opt.load_state_dict(load("optimizer.pt"))
+        rng = load("rng.pt")
+        torch.set_rng_state(rng["torch"])
+        self.gen.set_state(rng["gen"])
+        self.sched = Scheduler.load(path / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
+        meta = json.loads((path / "trainer.json").read_text())
+        self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
+        self.roller.step = self.step - 1
+        self.roller.load_state_dict(load("rollouts.pt"))
+
+
+def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
+    """One GRPO update on the batch's stored rollouts; loss stats (NaN when the batch is empty)."""
+    if len(batch) == 0:
+        return {"train/loss": math.nan, "train/clip_frac": math.nan, "train/kl": math.nan}
+    pid, pmask, tokens, old_logp, mask = collate(run.roller.take(batch.candidates), device)  # rows [B*G, ...]
+    adv = torch.as_tensor(batch.advantages.reshape(-1), dtype=torch.float32, device=device)  # [B*G]
+    ref_logp = None
+    if run.ref is not None:
+        with torch.no_grad():
+            ref_logp = completion_logprobs(run.ref, pid, pmask, tokens, mask, temperature)
+    stats: dict[str, float] = {}
+    for _ in range(cfg.updates_per_batch):
+        logp = completion_logprobs(run.model, pid, pmask, tokens, mask, temperature)  # [B*G, T]
+        loss, stats = grpo_loss(logp, old_logp, adv, mask, cfg, ref_logp)
+        run.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
+        run.opt.step()
+        stats["loss"] = loss.item()
+    return {"train/loss": stats["loss"], "train/clip_frac": stats["clip_frac"], "train/kl": stats["kl"]}
+
+
+def _eval(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], updates: int) -> dict[str, float]:
+    acc = accuracy_by_task(run.model, test_sets, run.roller.max_new)
+    out = {f"eval/accuracy/{k}": v for k, v in acc.items()}
+    out["eval/accuracy"] = float(np.mean(list(acc.values()))) if acc else math.nan
+    out["eval/updates"] = float(updates)
+    return out
+
+
+def _truncate(path: Path, below_step: int) -> None:
+    """Keep only the lines of steps before ``below_step`` (what a resumed run will write again)."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] < below_step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def _base_accuracy(path: Path) -> float:
+    with open(path, encoding="utf-8") as f:
+        first = f.readline()
+    return float(json.loads(first).get("eval/accuracy") or math.nan) if first.strip() else math.nan
+
+
+def _tensorboard(run_dir: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        return None
+    return SummaryWriter(str(run_dir / "tb"))
+
+
+def _jsonable(v: Any) -> Any:
+    return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def train(
+    run_dir: str | Path,
+    datasets: Mapping[str, Any],
+    test_sets: Mapping[str, Sequence[Mapping[str, Any]]],
+    sched_cfg: SchedulerConfig,
+    cfg: TrainConfig,
+    model_cfg: ModelConfig,
+    base: Mapping[str, torch.Tensor],
+    resume: bool = True,
+    stop_after: int | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Train from the ``base`` weights for ``cfg.steps`` steps (resuming from ``run_dir/checkpoint``).
+
+    ``datasets``: name -> records (dicts with ``id``, ``prompt``, ``answer``) or :class:`snooze.Source`.
+    ``test_sets``: task name -> held-out records. ``stop_after``: end early after this many steps in
+    this call (to test resume). ``on_step`` gets each step's metrics line (for progress bars).
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run = _Run(datasets, sched_cfg, cfg, model_cfg, base)
+    resumed = resume and (run_dir / _CKPT / "trainer.json").exists()
+    if resumed:
+        run.load(run_dir / _CKPT, datasets)
+        logger.info("resuming %s at step %d", run_dir, run.step)
+    for name in (METRICS_FILE, REWARDS_FILE):
+        if resumed:
+            _truncate(run_dir / name, run.step)
+        else:
+            (run_dir / name).unlink(missing_ok=True)
+    (run_dir / "config.json").write_text(json.dumps({"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}, indent=1, default=str))
+    tb = _tensorboard(run_dir)
+    last: dict[str, Any] = {}
+    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, open(run_dir / METRICS_FILE, "a", encoding="utf-8") as mlog:
+        run.roller.reward_log = rlog
+        end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
+        while run.step < end:
+            t0 = time.perf_counter()
+            line: dict[str, Any] = {}
+            if run.step % cfg.eval_every == 0:
+                line.update(_eval(run, test_sets, run.step))
+            run.roller.step = run.step
+            batch = run.sched.step(run.roller)
+            line = {**batch.metrics, **_update(run, batch, cfg.grpo, cfg.device, cfg.temperature), **line}
+            run.roller.prune(keep_carried=sched_cfg.carry_surplus)
+            run.step += 1
+            if run.step == cfg.steps or run.sched.exhausted:
+                line.update(_eval(run, test_sets, run.step))
+            step_s = time.perf_counter() - t0
+            run.elapsed += step_s
+            line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
+            mlog.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
+            mlog.flush()
+            if tb is not None:
+                for k, v in line.items():
+                    if isinstance(v, (int, float)) and math.isfinite(v):
+                        tb.add_scalar(k, v, run.step - 1)
+            last = line
+            if on_step is not None:
+                on_step(line)
+            if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end:
+                run.save(run_dir / _CKPT)
+            if run.sched.exhausted:
+                logger.warning("%s: every dataset is used up at step %d; stopping", run_dir, run.step)
+                break
+    if tb is not None:
+        tb.close()
+    base_acc = _base_accuracy(run_dir / METRICS_FILE)
+    final = {k.removeprefix("eval/accuracy/"): v for k, v in last.items() if k.startswith("eval/accuracy/")}
+    totals = {k: v for k, v in last.items() if k.startswith("total/")}
+    return RunResult(run_dir, run.step, base_acc, float(last.get("eval/accuracy", math.nan)), final, totals, run.elapsed)

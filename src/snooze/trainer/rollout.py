@@ -1,0 +1,126 @@
+"""The rollout function the scheduler calls, and the store of what it sampled.
+
+:class:`Roller` is a :class:`snooze.RolloutFn`: it samples ``G`` completions per candidate, checks
+them with the task's verifier, logs each group to the reward log in generation order, and keeps the
+sampled tokens and their log-probs under ``candidate.ticket``, so the update uses exactly the
+rollouts of ``batch.candidates`` (including groups carried over from an earlier step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from snooze.analysis.reward_log import RewardLogWriter
+from snooze.core.errors import StateError
+from snooze.core.types import Candidate
+from snooze.trainer.model import TinyGPT, sample
+from snooze.trainer.tasks import verify
+from snooze.trainer.tokenizer import PAD, CharTokenizer
+
+__all__ = ["Roller", "Group", "collate"]
+
+_FIELDS = ("prompt", "tokens", "logprobs", "mask")
+
+
+class Group:
+    """One prompt's ``G`` rollouts: ``prompt [P]`` (BOS + prompt, unpadded), ``tokens``/``logprobs``/``mask [G, T]``."""
+
+    __slots__ = _FIELDS
+
+    def __init__(self, prompt: torch.Tensor, tokens: torch.Tensor, logprobs: torch.Tensor, mask: torch.Tensor) -> None:
+        self.prompt, self.tokens, self.logprobs, self.mask = prompt, tokens, logprobs, mask
+
+
+class Roller:
+    """Samples and verifies rollouts for the scheduler; remembers them by ticket."""
+
+    def __init__(
+        self,
+        model: TinyGPT,
+        group_size: int,
+        temperature: float,
+        max_new: int,
+        generator: torch.Generator,
+        reward_log: RewardLogWriter | None = None,
+    ) -> None:
+        self.model = model
+        self.group_size = group_size
+        self.temperature = temperature
+        self.max_new = max_new
+        self.generator = generator
+        self.reward_log = reward_log
+        self.tok = CharTokenizer()
+        self.store: dict[int, Group] = {}
+        self._born: dict[int, int] = {}  # ticket -> step it was sampled in
+        self.step = 0
+        """The training step being built; stamped on every reward-log line."""
+
+    @torch.no_grad()
+    def __call__(self, candidates: list[Candidate]) -> np.ndarray:
+        records = [c.record for c in candidates]
+        device = next(self.model.parameters()).device
+        ids, mask = (torch.from_numpy(x).to(device) for x in self.tok.encode_prompts([r["prompt"] for r in records]))
+        was_training = self.model.training
+        self.model.eval()
+        out = sample(self.model, ids, mask, self.group_size, self.max_new, self.temperature, self.generator)
+        self.model.train(was_training)
+        g = self.group_size
+        texts = [self.tok.decode(t) for t in out.tokens.cpu().numpy()]
+        rewards = np.array([verify(texts[i], records[i // g]["answer"]) for i in range(len(texts))]).reshape(-1, g)
+        for n, cand in enumerate(candidates):
+            rows = slice(n * g, (n + 1) * g)
+            self.store[cand.ticket] = Group(ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
+            self._born[cand.ticket] = self.step
+        if self.reward_log is not None:
+            self.reward_log.write(self.step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
+        return rewards  # [N, G]
+
+    def take(self, candidates: Sequence[Candidate]) -> list[Group]:
+        """The stored groups of ``candidates`` (removed from the store)."""
+        missing = [c.ticket for c in candidates if c.ticket not in self.store]
+        if missing:
+            raise StateError(f"no stored rollouts for ticket(s) {missing[:5]}: the batch holds groups this trainer never sampled")
+        for c in candidates:
+            self._born.pop(c.ticket, None)
+        return [self.store.pop(c.ticket) for c in candidates]
+
+    def prune(self, keep_carried: bool) -> None:
+        """After a step: drop the stored groups that can no longer enter a batch.
+
+        Surplus is carried at most one step (never twice), so with ``keep_carried`` only groups
+        sampled in the step just finished are kept; without it, none.
+        """
+        keep = {t for t, s in self._born.items() if keep_carried and s == self.step}
+        self.store = {t: g for t, g in self.store.items() if t in keep}
+        self._born = {t: self.step for t in keep}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Stored groups as a flat ``{"<ticket>/<field>": tensor}`` (loadable with ``weights_only=True``)."""
+        return {f"{t}/{f}": getattr(grp, f).cpu() for t, grp in self.store.items() for f in _FIELDS}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        tickets = sorted({int(k.split("/")[0]) for k in state})
+        self.store = {t: Group(*(state[f"{t}/{f}"] for f in _FIELDS)) for t in tickets}
+        self._born = {t: self.step for t in tickets}
+
+
+def collate(groups: Sequence[Group], device: torch.device | str) -> tuple[torch.Tensor, ...]:
+    """Rows ``[B*G, ...]``: left-padded prompts and mask, right-padded tokens, log-probs and mask."""
+    prompts = [grp.prompt for grp in groups for _ in range(grp.tokens.shape[0])]
+    width = max(p.shape[0] for p in prompts)
+    pid = torch.full((len(prompts), width), PAD, dtype=torch.long)
+    for row, p in enumerate(prompts):
+        pid[row, width - p.shape[0] :] = p.cpu()
+    t_max = max(grp.tokens.shape[1] for grp in groups)
+
+    def pad(x: torch.Tensor, value: float | bool) -> torch.Tensor:
+        return torch.nn.functional.pad(x.cpu(), (0, t_max - x.shape[1]), value=value)
+
+    tokens = torch.cat([pad(grp.tokens, PAD) for grp in groups])
+    logp = torch.cat([pad(grp.logprobs, 0.0) for grp in groups])
+    mask = torch.cat([pad(grp.mask, False) for grp in groups])
+    return pid.to(device), (pid != PAD).to(device), tokens.to(device), logp.to(device), mask.to(device)
