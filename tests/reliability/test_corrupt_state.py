@@ -199,11 +199,6 @@ def test_malformed_state_dicts_raise_state_error() -> None:
         assert fresh.step_index == 0, f"state {i}: a refused load changed the scheduler"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Scheduler.load lets ConfigError from a corrupt saved config escape "
-    "without the file name (scheduler.py, lead's file; patch in the issue-6 report)",
-)
 def test_corrupt_saved_config_names_the_file(tmp_path: Path) -> None:
     root, _ = _saved(tmp_path)
     state = load_state(root)

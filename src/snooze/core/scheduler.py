@@ -377,11 +377,17 @@ class Scheduler:
         from snooze.core.checkpoint import load_state
 
         state = load_state(path)
+        file = str(state.get("path", path))
         try:
             cfg = config if config is not None else SchedulerConfig.from_dict(state["meta"]["config"])
             seed = int(state["meta"]["seed"]) if seed is None else seed
-        except (KeyError, TypeError) as exc:
-            raise StateError(f"{path}: scheduler state has no usable config/seed ({exc})") from None
+        except (KeyError, TypeError, ConfigError) as exc:
+            raise StateError(f"{file}: scheduler state has no usable config/seed ({exc})") from None
         sched = cls(datasets, cfg, seed=seed)
-        sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
+        try:
+            sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
+        except StateError as exc:
+            if file in str(exc):
+                raise
+            raise type(exc)(f"{file}: {exc}") from None
         return sched
