@@ -1,0 +1,277 @@
+"""Kill -9 harness: a training loop checkpointing every step is SIGKILLed at random moments and resumed.
+
+    python benchmarks/kill9.py --kills 100
+
+A worker subprocess (this file with ``--worker``) runs the step loop of ``_driver.py`` and calls
+``Scheduler.save`` after every finished step and after the first generation round of every step
+(so some checkpoints hold candidates out for rollout, which a resumed worker re-rolls from
+``Scheduler.pending_candidates()``). The harness kills it with SIGKILL at a random moment after it
+has started (sometimes while it is still loading), restarts it, and repeats; then lets it finish.
+
+The training log is crash-safe by construction (a write-ahead log): the line for step k is written
+and fsynced *before* the checkpoint that ends step k; a restarted worker first rewrites the log
+without the lines of steps its checkpoint has not committed (atomically: write aside, rename).
+The checker compares the final log with an uninterrupted in-process reference run: every
+(step, dataset, id) trained on must appear exactly as often as in the reference.
+
+The last line printed is one JSON object: kills, missing, duplicated, unexpected, resumes, ...
+Exit status 1 when anything is missing, duplicated or unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _driver as D  # noqa: E402
+
+import snooze  # noqa: E402
+
+SIZES = (300, 500, 700)
+SEED = 7
+
+
+def _config() -> snooze.SchedulerConfig:
+    return D.config(batch_size=8, gen_batch_size=8, group_size=4)
+
+
+# -- the worker -------------------------------------------------------------------------------
+def _recover_log(path: Path, committed_step: int) -> None:
+    """Keep only complete lines of committed steps (``step < committed_step``); atomic rewrite."""
+    if not path.exists():
+        return
+    keep = []
+    for raw in path.read_bytes().split(b"\n"):
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue  # a torn last line
+        if row["step"] < committed_step:
+            keep.append(raw)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(b"".join(line + b"\n" for line in keep))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _append(fh: Any, row: dict[str, Any]) -> None:
+    fh.write(json.dumps(row) + "\n")
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def worker(root: Path, steps: int, ready: Callable[[], None], sabotage: str = "") -> None:
+    """Resume from ``root/ckpt`` and train until ``steps``. ``sabotage`` breaks it on purpose so the
+    harness can show it catches the break: ``skip-recovery`` keeps uncommitted log lines."""
+    ckpt, log_path = root / "ckpt", root / "train.log"
+    sched = snooze.Scheduler.load(ckpt, D.datasets(SIZES))  # never starts afresh: the harness saved step 0
+    if sabotage != "skip-recovery":
+        _recover_log(log_path, sched.step_index)
+    held = sched.pending_candidates()  # out for rollout when the last checkpoint was taken: roll them again
+    ready()
+    G = sched.config.group_size
+    with open(log_path, "a") as log:
+        while sched.step_index < steps:
+            first = True
+            while not sched.batch_full and sched.round < sched.config.max_gen_rounds:
+                cands = held if held else sched.propose()
+                held = []
+                if not cands:
+                    break
+                if first:
+                    sched.save(ckpt)  # a mid-step checkpoint: candidates pending
+                    first = False
+                sched.report(cands, D.rewards(cands, G))
+            batch = sched.finish_step()
+            _append(log, {"step": batch.step, "train": [[c.dataset, c.id] for c in batch.candidates]})
+            sched.save(ckpt)  # commits step batch.step: its log line is already durable
+
+
+# -- the harness ------------------------------------------------------------------------------
+def reference(steps: int) -> dict[int, list[tuple[str, Any]]]:
+    sched = snooze.Scheduler(D.datasets(SIZES), _config(), seed=SEED)
+    out: dict[int, list[tuple[str, Any]]] = {}
+    for _ in range(steps):
+        batch = sched.step(lambda c: D.rewards(c, sched.config.group_size))
+        out[batch.step] = [(c.dataset, c.id) for c in batch.candidates]
+    return out
+
+
+class Worker:
+    """A worker process: forked from this (already imported) process, or a fresh interpreter (``exec``)."""
+
+    def __init__(self, root: Path, steps: int, how: str, sabotage: str) -> None:
+        if how == "exec":
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--dir", str(root), "--steps", str(steps)]
+            cmd += ["--sabotage", sabotage] if sabotage else []
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            assert self.proc.stdout is not None
+            self.pid, self.ready_fd = self.proc.pid, self.proc.stdout.fileno()
+            return
+        self.proc = None
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: run the worker, never return into the harness
+            code = 1
+            try:
+                os.close(r)
+                worker(root, steps, lambda: os.write(w, b"ready\n") and None, sabotage)
+                code = 0
+            except BaseException:  # noqa: BLE001 - report anything, then leave without cleanup
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.pid, self.ready_fd, self._status = pid, r, None
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait for the worker's ``ready`` line (it may arrive in pieces); False on EOF or timeout."""
+        got, deadline = b"", time.monotonic() + timeout
+        while not got.endswith(b"\n"):
+            ready, _, _ = select.select([self.ready_fd], [], [], max(0.0, deadline - time.monotonic()))
+            chunk = os.read(self.ready_fd, 64) if ready else b""
+            if not chunk:
+                return False
+            got += chunk
+        return got == b"ready\n"
+
+    def poll(self) -> int | None:
+        if self.proc is not None:
+            return self.proc.poll()
+        if self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+        return self._status
+
+    def wait(self, timeout: float = 600.0) -> int:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                raise RuntimeError("worker did not finish in time")
+            time.sleep(0.005)
+        if self.proc is None:
+            os.close(self.ready_fd)
+        return int(self.poll() or 0)
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        self.wait()
+
+
+def _inside_save(ckpt: Path) -> bool:
+    """Evidence that the kill landed inside ``save``: leftovers of a write, or a state file not yet committed."""
+    if any(p.name.startswith(".tmp-") for p in ckpt.iterdir()):
+        return True
+    committed = json.loads((ckpt / "LATEST").read_text())["file"]
+    newest = max((p for p in ckpt.iterdir() if p.name.startswith("state-")), key=lambda p: p.stat().st_mtime_ns)
+    return newest.name != committed
+
+
+def _check(root: Path, ref: dict[int, list[tuple[str, Any]]]) -> dict[str, int]:
+    got: collections.Counter[tuple[int, str, Any]] = collections.Counter()
+    for raw in (root / "train.log").read_text().splitlines():
+        row = json.loads(raw)
+        got.update((row["step"], ds, i) for ds, i in row["train"])
+    want = collections.Counter((s, ds, i) for s, rows in ref.items() for ds, i in rows)
+    extra = got - want
+    duplicated = sum(n for k, n in extra.items() if k in want)  # trained on more often than the reference
+    return {
+        "missing": sum((want - got).values()),
+        "duplicated": duplicated,
+        "unexpected": sum(extra.values()) - duplicated,
+    }
+
+
+def harness(
+    kills: int, steps: int, max_delay: float, seed: int, how: str = "fork", sabotage: str = ""
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    ref = reference(steps)
+    with tempfile.TemporaryDirectory(prefix="snooze-kill9-") as tmp:
+        root = Path(tmp)
+        snooze.Scheduler(D.datasets(SIZES), _config(), seed=SEED).save(root / "ckpt")
+        stats: collections.Counter[str] = collections.Counter()
+        while stats["kills"] < kills:
+            proc = Worker(root, steps, how, sabotage)
+            early = rng.random() < 0.1  # sometimes while it is still starting up or loading
+            if early:
+                time.sleep(rng.uniform(0.0, 0.02))
+            elif not proc.wait_ready(timeout=60.0):
+                raise RuntimeError(f"worker failed to start (exit {proc.wait()})")
+            else:
+                time.sleep(rng.uniform(0.0, max_delay))
+            if proc.poll() is not None:  # finished before the kill: the run is over
+                stats["finished_early"] += 1
+                break
+            proc.kill()
+            stats["kills"] += 1
+            stats["kills_before_ready"] += int(early)
+            stats["kills_inside_save"] += int(_inside_save(root / "ckpt"))
+            stats["resumes"] += 1
+        final = Worker(root, steps, how, sabotage)
+        if final.wait() != 0:
+            raise RuntimeError("the final worker failed")
+        result = _check(root, ref)
+        committed = snooze.Scheduler.load(root / "ckpt", D.datasets(SIZES))
+        result["state_equal"] = int(D.state_hash(committed) == _reference_hash(steps))
+    return {
+        "kills": stats["kills"], **result, "resumes": stats["resumes"],
+        "kills_inside_save": stats["kills_inside_save"], "kills_before_ready": stats["kills_before_ready"],
+        "finished_early": stats["finished_early"], "steps": steps, "seconds": round(time.perf_counter() - t0, 2),
+    }  # fmt: skip
+
+
+def _reference_hash(steps: int) -> str:
+    sched = snooze.Scheduler(D.datasets(SIZES), _config(), seed=SEED)
+    for _ in range(steps):
+        sched.step(lambda c: D.rewards(c, sched.config.group_size))
+    return D.state_hash(sched)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--kills", type=int, default=100, help="SIGKILLs to deliver")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: 3 per kill + 30)")
+    p.add_argument("--max-delay", type=float, default=0.04, help="longest wait after the worker is ready (s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the kill timings")
+    p.add_argument(
+        "--spawn", choices=("fork", "exec"), default="fork", help="fork workers, or start fresh interpreters"
+    )
+    p.add_argument("--sabotage", choices=("", "skip-recovery"), default="", help="break the worker on purpose")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    steps = args.steps if args.steps is not None else 3 * args.kills + 30
+    if args.worker:
+        worker(args.dir, steps, lambda: print("ready", flush=True), args.sabotage)
+        return 0
+    out = harness(args.kills, steps, args.max_delay, args.seed, args.spawn, args.sabotage)
+    print(json.dumps(out))
+    return 0 if out["missing"] == out["duplicated"] == out["unexpected"] == 0 and out["state_equal"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
