@@ -33,7 +33,7 @@ import torch
 
 from snooze.analysis.reward_log import RewardLogWriter
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import ConfigError
+from snooze.core.errors import ConfigError, StateError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
 from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task
@@ -41,7 +41,7 @@ from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.rollout import Roller, collate
 
-__all__ = ["TrainConfig", "RunResult", "train", "METRICS_FILE", "REWARDS_FILE"]
+__all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "REWARDS_FILE"]
 
 logger = logging.getLogger(__name__)
 
@@ -192,12 +192,6 @@ def _truncate(path: Path, below_step: int) -> None:
     path.write_text("".join(line + "\n" for line in keep))
 
 
-def _base_accuracy(path: Path) -> float:
-    with open(path, encoding="utf-8") as f:
-        first = f.readline()
-    return float(json.loads(first).get("eval/accuracy") or math.nan) if first.strip() else math.nan
-
-
 def _tensorboard(run_dir: Path) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
@@ -208,6 +202,34 @@ def _tensorboard(run_dir: Path) -> Any:
 
 def _jsonable(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig) -> dict[str, Any]:
+    """Evaluate (when due), build the batch through the scheduler, update; the step's metrics line."""
+    t0 = time.perf_counter()
+    line: dict[str, Any] = {}
+    if run.step % cfg.eval_every == 0:
+        line.update(_eval(run, test_sets, run.step))
+    run.roller.step = run.step
+    batch = run.sched.step(run.roller)
+    line = {**batch.metrics, **_update(run, batch, cfg.grpo, cfg.device, cfg.temperature), **line}
+    run.roller.prune(keep_carried=sched_cfg.carry_surplus)
+    run.step += 1
+    if run.step == cfg.steps or run.sched.exhausted:
+        line.update(_eval(run, test_sets, run.step))
+    step_s = time.perf_counter() - t0
+    run.elapsed += step_s
+    line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
+    return line
+
+
+def _write(mlog: Any, tb: Any, line: Mapping[str, Any]) -> None:
+    mlog.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
+    mlog.flush()
+    if tb is not None:
+        for k, v in line.items():
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                tb.add_scalar(k, v, int(line["step"]))
 
 
 def train(
@@ -242,32 +264,12 @@ def train(
             (run_dir / name).unlink(missing_ok=True)
     (run_dir / "config.json").write_text(json.dumps({"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}, indent=1, default=str))
     tb = _tensorboard(run_dir)
-    last: dict[str, Any] = {}
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, open(run_dir / METRICS_FILE, "a", encoding="utf-8") as mlog:
         run.roller.reward_log = rlog
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
         while run.step < end:
-            t0 = time.perf_counter()
-            line: dict[str, Any] = {}
-            if run.step % cfg.eval_every == 0:
-                line.update(_eval(run, test_sets, run.step))
-            run.roller.step = run.step
-            batch = run.sched.step(run.roller)
-            line = {**batch.metrics, **_update(run, batch, cfg.grpo, cfg.device, cfg.temperature), **line}
-            run.roller.prune(keep_carried=sched_cfg.carry_surplus)
-            run.step += 1
-            if run.step == cfg.steps or run.sched.exhausted:
-                line.update(_eval(run, test_sets, run.step))
-            step_s = time.perf_counter() - t0
-            run.elapsed += step_s
-            line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
-            mlog.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
-            mlog.flush()
-            if tb is not None:
-                for k, v in line.items():
-                    if isinstance(v, (int, float)) and math.isfinite(v):
-                        tb.add_scalar(k, v, run.step - 1)
-            last = line
+            line = _one_step(run, test_sets, sched_cfg, cfg)
+            _write(mlog, tb, line)
             if on_step is not None:
                 on_step(line)
             if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end:
@@ -277,7 +279,18 @@ def train(
                 break
     if tb is not None:
         tb.close()
-    base_acc = _base_accuracy(run_dir / METRICS_FILE)
-    final = {k.removeprefix("eval/accuracy/"): v for k, v in last.items() if k.startswith("eval/accuracy/")}
-    totals = {k: v for k, v in last.items() if k.startswith("total/")}
-    return RunResult(run_dir, run.step, base_acc, float(last.get("eval/accuracy", math.nan)), final, totals, run.elapsed)
+    return read_result(run_dir)
+
+
+def read_result(run_dir: str | Path) -> RunResult:
+    """A run's result from its ``metrics.jsonl``: base (step 0) and last evaluation, last totals."""
+    run_dir = Path(run_dir)
+    lines = [json.loads(x) for x in (run_dir / METRICS_FILE).read_text().splitlines() if x.strip()]
+    evals = [x for x in lines if x.get("eval/accuracy") is not None]
+    if not lines or not evals:
+        raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")
+    last, final = lines[-1], evals[-1]
+    by_task = {k.removeprefix("eval/accuracy/"): float(v) for k, v in final.items() if k.startswith("eval/accuracy/")}
+    totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
+    base = float(evals[0]["eval/accuracy"]) if evals[0]["step"] == 0 else math.nan
+    return RunResult(run_dir, int(last["step"]) + 1, base, float(final["eval/accuracy"]), by_task, totals, float(last["time/elapsed_s"]))

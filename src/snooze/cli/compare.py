@@ -1,0 +1,67 @@
+"""``snooze compare --out DIR``: DAPO, filter and snoozing trained from one base model, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze + figure-3 arms) from one base model and compare."
+
+_ALL_ARMS = ("grpo", "dynamic_sampling", "filter", "snooze", "fig3-filter", "fig3-snooze", "fig3-snooze-quota")
+
+
+def _arms(text: str) -> list[str]:
+    out = [a.strip() for a in text.split(",") if a.strip()]
+    bad = [a for a in out if a not in _ALL_ARMS]
+    if not out or bad:
+        raise argparse.ArgumentTypeError(f"{text!r}: arms must be among {', '.join(_ALL_ARMS)}")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, type=Path, help="output folder (runs, summary.json, summary.md, figures)")
+    parser.add_argument("--profile", choices=("quick", "default"), default="default", help="quick: CI smoke run (minutes); default: the reference experiment")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per main arm (default: the profile's)")
+    parser.add_argument("--tasks", default=None, help="task mix, e.g. rev:3-7,count:3-6 (default: the profile's)")
+    parser.add_argument("--fig3-task", default=None, help="task split into easy/hard strata for figure 3 (default: the profile's)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
+    parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
+    parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
+    parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from snooze.core.errors import ConfigError
+    from snooze.experiments.compare import FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
+
+    if args.seeds is not None and args.seeds < 1:
+        raise ConfigError(f"--seeds {args.seeds}: must be at least 1")
+    if args.steps is not None and args.steps < 1:
+        raise ConfigError(f"--steps {args.steps}: must be at least 1")
+    if args.factor < 0:
+        raise ConfigError(f"--factor {args.factor}: must be >= 0")
+    profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps)
+    if args.tasks and not args.fig3_task:
+        profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
+    seeds = args.seeds or profile.seeds
+    total = sum(profile.steps * (1 if a in FIG3_ARMS else seeds) for a in args.arms)
+    bar = tqdm(total=total, unit="step", desc="compare")
+    state: dict[str, Any] = {"t0": time.perf_counter()}
+
+    def on_step(arm: str, seed: int, line: dict[str, Any]) -> None:
+        bar.set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
+        bar.update(1)
+
+    print(f"snooze compare: profile {args.profile}, arms {', '.join(args.arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}")
+    try:
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step)
+    finally:
+        bar.close()
+    print(summary_table(summary))
+    print(f"\nwrote {args.out}/summary.json, summary.md and figures in {time.perf_counter() - state['t0']:.0f} s")
+    return 0

@@ -1,0 +1,1 @@
+"""Reference experiments built on the trainer (torch needed): ``snooze.experiments.compare``."""

@@ -1,0 +1,227 @@
+"""The reference experiment behind ``snooze compare``: every policy, one base model, several seeds.
+
+Arms (each a :class:`snooze.SchedulerConfig` over the same data, started from the same cached
+warm-up, trained for the same number of steps by :func:`snooze.trainer.loop.train`):
+
+- ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze`` (factor ``--factor``) on the task mix;
+- figure 3: an easy and a hard stratum (levels split in two) of one task at equal weight, under
+  ``filter`` (``fig3-filter``), ``snooze`` (``fig3-snooze``) and ``snooze`` with ``mix="quota"``
+  (``fig3-snooze-quota``).
+
+Output under ``out``: ``<arm>/seed<k>/{metrics,rewards}.jsonl``, ``summary.json``, ``summary.md``
+and the figures drawn by :func:`snooze.plots.write_compare_figures`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from snooze.core.config import SchedulerConfig
+from snooze.core.errors import ConfigError
+
+__all__ = ["Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table"]
+
+logger = logging.getLogger(__name__)
+
+MAIN_ARMS: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze")
+FIG3_ARMS: tuple[str, ...] = ("fig3-filter", "fig3-snooze", "fig3-snooze-quota")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The size of one comparison."""
+
+    tasks: str
+    """Comma-separated task specs of the main arms (``family:lo-hi``)."""
+
+    fig3_task: str
+    """The task whose level range is split into easy and hard strata for figure 3 (one of ``tasks``)."""
+
+    pool_size: int
+    """RL prompts per task: finite, so the too-easy side shows up within the run."""
+
+    test_size: int
+    """Held-out prompts per task."""
+
+    steps: int
+    """Training steps of every arm."""
+
+    eval_every: int
+    """Steps between held-out evaluations."""
+
+    batch_size: int
+    """Signal groups per training step."""
+
+    group_size: int
+    """Rollouts per prompt (G)."""
+
+    seeds: int
+    """Seeds per main arm (figure-3 arms run the first seed only)."""
+
+    lr: float
+    """GRPO learning rate."""
+
+    n_layer: int
+    """Transformer blocks of the policy."""
+
+    d_model: int
+    """Width of the policy."""
+
+    warmup_target: float
+    """Mean held-out-style accuracy the supervised warm-up stops at."""
+
+    max_gen_rounds: int = 8
+    """Generation rounds per step before training on a partial batch."""
+
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Reserved for future knobs (ignored)."""
+
+
+PROFILES: dict[str, Profile] = {
+    # CI: every arm, every file, a few steps. Numbers from it mean nothing.
+    "quick": Profile("rev:3-5", "rev:3-5", 48, 48, steps=8, eval_every=4, batch_size=4, group_size=4, seeds=1, lr=1e-3,
+                     n_layer=2, d_model=48, warmup_target=0.3, max_gen_rounds=4),
+    # The reference experiment (docs/reference-experiment.md).
+    "default": Profile("rev:3-7,count:3-6", "rev:3-7", 300, 200, steps=150, eval_every=25, batch_size=16, group_size=8, seeds=2,
+                       lr=1e-3, n_layer=2, d_model=64, warmup_target=0.5),
+}
+
+
+def _arm_config(arm: str, profile: Profile, factor: int, strata: Sequence[str]) -> SchedulerConfig:
+    base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor)
+    policy = arm.removeprefix("fig3-").removesuffix("-quota")
+    cfg = base.replace(policy=policy)
+    if arm.startswith("fig3-"):
+        cfg = cfg.replace(weights={s: 1.0 for s in strata}, mix="quota" if arm.endswith("-quota") else "stream")
+    return cfg
+
+
+def _data(profile: Profile, tasks: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], set[str]]:
+    from snooze.trainer.tasks import make_split, parse_tasks
+
+    pools, tests, banned = {}, {}, set()
+    for spec in parse_tasks(tasks):
+        test = make_split(spec, "test", profile.test_size)
+        pool = make_split(spec, "pool", profile.pool_size, exclude=[r["prompt"] for r in test])
+        pools[spec.name], tests[spec.name] = pool, test
+        banned |= {r["prompt"] for r in test + pool}
+    return pools, tests, banned
+
+
+def _strata(profile: Profile, pools: Mapping[str, list[dict[str, Any]]], tests: Mapping[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Easy and hard strata of the figure-3 task: its pool and test split divided by level."""
+    from snooze.trainer.tasks import TaskSpec
+
+    spec = TaskSpec.parse(profile.fig3_task)
+    if spec.name not in pools:
+        raise ConfigError(f"fig3 task {spec.name} is not among the tasks {sorted(pools)}: add it to --tasks")
+    out_pools, out_tests = {}, {}
+    for part, stratum in zip(("easy", "hard"), spec.strata()):
+        name = f"{part}:{stratum.name}"
+        out_pools[name] = [r for r in pools[spec.name] if stratum.lo <= r["level"] <= stratum.hi]
+        out_tests[name] = [r for r in tests[spec.name] if stratum.lo <= r["level"] <= stratum.hi]
+    return out_pools, out_tests
+
+
+def run_compare(
+    out: Path,
+    profile: Profile,
+    arms: Sequence[str],
+    seeds: int,
+    factor: int = 5,
+    device: str = "cpu",
+    cache_dir: Path | None = None,
+    on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Run every arm x seed into ``out``; write ``summary.json``/``summary.md`` and figures; return the summary."""
+    import torch
+
+    from snooze.trainer.grpo import GRPOConfig
+    from snooze.trainer.loop import TrainConfig, read_result, train
+    from snooze.trainer.model import ModelConfig
+    from snooze.trainer.tokenizer import CharTokenizer
+    from snooze.trainer.warmup import WarmupConfig, warmup
+
+    unknown = sorted(set(arms) - set(MAIN_ARMS) - set(FIG3_ARMS))
+    if unknown:
+        raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(MAIN_ARMS + FIG3_ARMS)}")
+    torch.set_num_threads(2)
+    out.mkdir(parents=True, exist_ok=True)
+    pools, tests, banned = _data(profile, profile.tasks)
+    strata_pools, strata_tests = _strata(profile, pools, tests) if any(a in FIG3_ARMS for a in arms) else ({}, {})
+    model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
+    from snooze.trainer.tasks import parse_tasks
+
+    base = warmup(parse_tasks(profile.tasks), banned, WarmupConfig(target_accuracy=profile.warmup_target), model_cfg, cache_dir=cache_dir, device=device)
+    runs: dict[str, list[Path]] = {}
+    for arm in arms:
+        fig3 = arm in FIG3_ARMS
+        data, test = (strata_pools, strata_tests) if fig3 else (pools, tests)
+        sched_cfg = _arm_config(arm, profile, factor, list(data))
+        for seed in range(1 if fig3 else seeds):
+            cfg = TrainConfig(steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, grpo=GRPOConfig(lr=profile.lr))
+            run_dir = out / arm / f"seed{seed}"
+            cb = (lambda line, arm=arm, seed=seed: on_step(arm, seed, line)) if on_step is not None else None
+            train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb)
+            runs.setdefault(arm, []).append(run_dir)
+    summary = {arm: _summarise([read_result(d) for d in dirs]) for arm, dirs in runs.items()}
+    meta = {"profile": profile.__dict__ | {"extra": dict(profile.extra)}, "factor": factor, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    (out / "summary.md").write_text(summary_table(summary, markdown=True) + "\n")
+    _figures(out, runs)
+    return summary
+
+
+def _summarise(results: Sequence[Any]) -> dict[str, Any]:
+    def mean(xs: Sequence[float]) -> float:
+        xs = [x for x in xs if not math.isnan(x)]
+        return sum(xs) / len(xs) if xs else math.nan
+
+    return {
+        "total_gen_groups": mean([r.totals.get("total/gen_groups", math.nan) for r in results]),
+        "total_rollouts": mean([r.totals.get("total/rollouts", math.nan) for r in results]),
+        "final_test_accuracy": mean([r.final_accuracy for r in results]),
+        "test_accuracy_by_seed": [r.final_accuracy for r in results],
+        "final_test_accuracy_by_task": {k: mean([r.final_by_task.get(k, math.nan) for r in results]) for k in results[0].final_by_task},
+        "base_test_accuracy": mean([r.base_accuracy for r in results]),
+        "steps": max(r.steps for r in results),
+        "wall_seconds": sum(r.wall_seconds for r in results),
+    }
+
+
+def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = False) -> str:
+    """One row per arm: generated groups (and vs DAPO), accuracy base -> final, wall time."""
+    ref = summary.get("dynamic_sampling", {}).get("total_gen_groups")
+    head = ["arm", "gen groups", "vs DAPO", "base acc", "final acc", "by seed", "steps", "wall s"]
+    rows = []
+    for arm, s in summary.items():
+        ratio = f"{ref / s['total_gen_groups']:.2f}x fewer" if ref and s["total_gen_groups"] and not arm.startswith("fig3") else "-"
+        by_seed = " ".join(f"{a:.3f}" for a in s["test_accuracy_by_seed"])
+        rows.append([arm, f"{s['total_gen_groups']:.0f}", ratio, f"{s['base_test_accuracy']:.3f}", f"{s['final_test_accuracy']:.3f}", by_seed, str(s["steps"]), f"{s['wall_seconds']:.0f}"])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths)) for r in [head, *rows])
+
+
+def _figures(out: Path, runs: Mapping[str, list[Path]]) -> list[Path]:
+    try:
+        from snooze.plots import write_compare_figures
+    except ImportError:
+        logger.warning("figures skipped: snooze.plots is not available")
+        return []
+    return write_compare_figures(out, runs)
+
+
+def with_overrides(profile: Profile, **changes: Any) -> Profile:
+    """The profile with the given fields changed (``None`` values are ignored)."""
+    return replace(profile, **{k: v for k, v in changes.items() if v is not None})
