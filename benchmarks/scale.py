@@ -1,0 +1,286 @@
+"""Scale benchmark: the scheduler at 10M prompts over 3 datasets, against a dict-per-prompt baseline.
+
+    python benchmarks/scale.py --prompts 10000000
+
+Measures, for the scheduler (``snooze.Scheduler`` over ``Source.from_ids`` with int ids):
+
+- ``bytes_per_prompt``: bytes of the committed checkpoint per prompt (what a save writes), and
+  ``memory_bytes_per_prompt``: the scheduler's own arrays per prompt (prompt tables + the cached
+  permutation of the current epoch; the dataset's ids belong to the data, not the state);
+- ``ms_per_1k_candidates``: wall time of ``propose`` + ``report`` + ``finish_step`` per 1,000 candidates (median over steps),
+  rewards precomputed outside the timer, in a late-run state (60% of prompts asleep, so draws skip);
+- ``save_s`` and ``load_s`` (load = ``Scheduler.load`` with freshly built sources, fingerprints included).
+
+and the same for ``DictScheduler`` below: one Python dict entry per prompt, one Python step per
+encounter, JSON state. The baseline is measured at ``--dict-prompts`` (default 1M: a dict per prompt
+at 10M needs several GB) and its per-prompt figures and save/load times are extrapolated linearly to
+``--prompts`` (marked ``dict_extrapolated_from``). The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tempfile
+import time
+import tracemalloc
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import snooze
+
+NAMES = ("math", "code", "logic")
+SHARES = (0.5, 0.3, 0.2)
+KIND_P = (0.5, 0.35, 0.1, 0.05)  # signal, too easy, too hard, flat
+G = 8
+
+
+def _sizes(n: int) -> list[int]:
+    sizes = [int(n * s) for s in SHARES]
+    sizes[0] += n - sum(sizes)
+    return sizes
+
+
+def _sources(n: int) -> dict[str, snooze.Source]:
+    out, start = {}, 0
+    for name, k in zip(NAMES, _sizes(n)):
+        out[name] = snooze.Source.from_ids(name, np.arange(start, start + k, dtype=np.int64))
+        start += k
+    return out
+
+
+def _rewards(rng: np.random.Generator, n: int) -> np.ndarray:
+    """``[n, G]`` rewards with the KIND_P mix of outcomes (not timed)."""
+    kind = rng.choice(4, size=n, p=KIND_P)
+    out = np.empty((n, G))
+    out[kind == 1] = 1.0
+    out[kind == 2] = 0.0
+    out[kind == 3] = 0.5
+    sig = kind == 0
+    out[sig] = rng.integers(0, 2, size=(int(sig.sum()), G))
+    out[sig, 0], out[sig, 1] = 0.0, 1.0
+    return out
+
+
+def _config() -> snooze.SchedulerConfig:
+    return snooze.SchedulerConfig(
+        batch_size=256, gen_batch_size=1024, group_size=G, policy="snooze", snooze_factor=5, mix="quota",
+        weights=dict(zip(NAMES, SHARES)), max_gen_rounds=4,
+    )  # fmt: skip
+
+
+def _late_run(tables: list[Any], rng: np.random.Generator) -> None:
+    """60% of prompts asleep with 1..5 encounters to go, as late in a run."""
+    for t in tables:
+        asleep = rng.random(t.counter.shape[0]) < 0.6
+        t.counter[asleep] = rng.integers(1, 6, size=int(asleep.sum()), dtype=np.int32)
+        t.flags[asleep] |= 2
+        t.recount()
+
+
+def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
+    """ms per 1,000 candidates of propose + report + finish_step (rewards made outside the timer).
+
+    The median over steps of each step's cost per candidate: robust to other processes on a shared machine."""
+    per_step = []
+    for _ in range(steps):
+        spent, n = 0.0, 0
+        while not sched.batch_full and sched.round < sched.config.max_gen_rounds:
+            t0 = time.perf_counter()
+            cands = sched.propose()
+            spent += time.perf_counter() - t0
+            if not cands:
+                break
+            r = _rewards(rng, len(cands))
+            t0 = time.perf_counter()
+            sched.report(cands, r)
+            spent += time.perf_counter() - t0
+            n += len(cands)
+        t0 = time.perf_counter()
+        sched.finish_step()
+        spent += time.perf_counter() - t0
+        per_step.append(1e6 * spent / max(n, 1))
+    return float(np.median(per_step))
+
+
+def bench_snooze(n: int, steps: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    sched = snooze.Scheduler(_sources(n), _config(), seed=0)
+    _late_run(sched.tables, rng)
+    _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
+    ms = _time_steps(sched, steps, rng)
+    memory = sum(t.nbytes for t in sched.tables) + sum(s._permutation().nbytes for s in sched.streams)
+    with tempfile.TemporaryDirectory(prefix="snooze-scale-") as tmp:
+        t0 = time.perf_counter()
+        file = sched.save(Path(tmp) / "ckpt")
+        save_s = time.perf_counter() - t0
+        fresh = _sources(n)
+        t0 = time.perf_counter()
+        loaded = snooze.Scheduler.load(Path(tmp) / "ckpt", fresh)
+        load_s = time.perf_counter() - t0
+        size = file.stat().st_size
+    assert loaded.step_index == sched.step_index
+    return {
+        "bytes_per_prompt": size / n, "memory_bytes_per_prompt": memory / n, "ms_per_1k_candidates": ms,
+        "save_s": save_s, "load_s": load_s,
+    }  # fmt: skip
+
+
+class DictScheduler:
+    """The straightforward implementation: ``{(dataset, id): [counter, easy_snoozed]}``, Python loops."""
+
+    def __init__(self, sizes: list[int], cfg: snooze.SchedulerConfig, seed: int) -> None:
+        self.cfg, self.seed, self.sizes = cfg, seed, sizes
+        self.prompts: dict[tuple[str, int], list[int]] = {}
+        start = 0
+        for name, k in zip(NAMES, sizes):
+            for i in range(start, start + k):
+                self.prompts[(name, i)] = [0, 0]
+            start += k
+        self.ids = [list(range(s, s + k)) for s, k in zip(np.cumsum([0, *sizes[:-1]]).tolist(), sizes)]
+        self.epoch, self.cursor = [0] * len(NAMES), [0] * len(NAMES)
+        self.orders = [self._order(d) for d in range(len(NAMES))]
+        self.pending: dict[int, tuple[str, int]] = {}
+        self.ticket, self.round, self.batch, self.totals = 0, 0, [], {"gen": 0, "skipped": 0, "new": 0, "regressed": 0}
+
+    def _order(self, d: int) -> list[int]:
+        rng = np.random.default_rng([self.seed, zlib.crc32(NAMES[d].encode()), self.epoch[d]])
+        return [self.ids[d][i] for i in rng.permutation(self.sizes[d]).tolist()]
+
+    @property
+    def batch_full(self) -> bool:
+        return len(self.batch) >= self.cfg.batch_size
+
+    def propose(self) -> list[tuple[int, str, int]]:
+        self.round += 1
+        out = []
+        for d, share in enumerate(SHARES):
+            want = round(self.cfg.gen_size * share)
+            while want > 0:
+                pid = self.orders[d][self.cursor[d]]
+                self.cursor[d] += 1
+                if self.cursor[d] == self.sizes[d]:
+                    self.epoch[d], self.cursor[d] = self.epoch[d] + 1, 0
+                    self.orders[d] = self._order(d)
+                p = self.prompts[(NAMES[d], pid)]
+                if p[0] > 0:
+                    p[0] -= 1
+                    self.totals["skipped"] += 1
+                    continue
+                self.pending[self.ticket] = (NAMES[d], pid)
+                out.append((self.ticket, NAMES[d], pid))
+                self.ticket += 1
+                want -= 1
+        return out
+
+    def report(self, cands: list[tuple[int, str, int]], rewards: np.ndarray) -> None:
+        lo, hi = self.cfg.reward_range
+        for (t, name, pid), row in zip(cands, rewards.tolist()):
+            key = self.pending.pop(t)
+            mean, spread = sum(row) / len(row), max(row) - min(row)
+            p = self.prompts[key]
+            self.totals["gen"] += 1
+            if spread > 0:
+                if p[1]:
+                    p[1], self.totals["regressed"] = 0, self.totals["regressed"] + 1
+                if len(self.batch) < self.cfg.batch_size:
+                    self.batch.append((name, pid, row))
+            elif mean >= lo + self.cfg.easy_threshold * (hi - lo):
+                self.totals["new"] += p[0] == 0
+                p[0] += self.cfg.snooze_factor
+                p[1] = 1
+
+    def finish_step(self) -> list[tuple[str, int, list[float]]]:
+        batch, self.batch, self.round = self.batch, [], 0
+        return batch
+
+    def save(self, path: Path) -> None:
+        state = {"prompts": [[k[0], k[1], v[0], v[1]] for k, v in self.prompts.items()], "epoch": self.epoch,
+                 "cursor": self.cursor, "ticket": self.ticket, "totals": self.totals}  # fmt: skip
+        path.write_text(json.dumps(state))
+
+    def load(self, path: Path) -> None:
+        state = json.loads(path.read_text())
+        self.prompts = {(a, b): [c, e] for a, b, c, e in state["prompts"]}
+        self.epoch, self.cursor, self.ticket = state["epoch"], state["cursor"], state["ticket"]
+        self.orders = [self._order(d) for d in range(len(NAMES))]
+
+
+def _dict_steps(sched: DictScheduler, steps: int, rng: np.random.Generator) -> float:
+    per_step = []
+    for _ in range(steps):
+        spent, n = 0.0, 0
+        while not sched.batch_full and sched.round < sched.cfg.max_gen_rounds:
+            t0 = time.perf_counter()
+            cands = sched.propose()
+            spent += time.perf_counter() - t0
+            r = _rewards(rng, len(cands))
+            t0 = time.perf_counter()
+            sched.report(cands, r)
+            spent += time.perf_counter() - t0
+            n += len(cands)
+        t0 = time.perf_counter()
+        sched.finish_step()
+        spent += time.perf_counter() - t0
+        per_step.append(1e6 * spent / max(n, 1))
+    return float(np.median(per_step))
+
+
+def bench_dict(n: int, steps: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    gc.collect()
+    tracemalloc.start()
+    sched = DictScheduler(_sizes(n), _config(), seed=0)
+    mem = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    for key in sched.prompts:  # the same late-run state: 60% asleep
+        if rng.random() < 0.6:
+            sched.prompts[key][:] = [int(rng.integers(1, 6)), 1]
+    ms = _dict_steps(sched, steps, rng)
+    with tempfile.TemporaryDirectory(prefix="snooze-scale-dict-") as tmp:
+        path = Path(tmp) / "state.json"
+        t0 = time.perf_counter()
+        sched.save(path)
+        save_s = time.perf_counter() - t0
+        size = path.stat().st_size
+        t0 = time.perf_counter()
+        sched.load(path)
+        load_s = time.perf_counter() - t0
+    return {"memory_bytes_per_prompt": mem / n, "bytes_per_prompt": size / n, "ms_per_1k_candidates": ms,
+            "save_s": save_s, "load_s": load_s}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--prompts", type=int, default=10_000_000, help="prompts over the 3 datasets")
+    p.add_argument("--dict-prompts", type=int, default=1_000_000, help="prompts for the dict baseline (extrapolated)")
+    p.add_argument("--steps", type=int, default=100, help="timed training steps (about 1,000 candidates each)")
+    args = p.parse_args(argv)
+    n, nd = args.prompts, min(args.dict_prompts, args.prompts)
+    ours = bench_snooze(n, args.steps)
+    base = bench_dict(nd, args.steps)
+    scale = n / nd
+    out: dict[str, Any] = {"prompts": n, **{k: round(v, 4) for k, v in ours.items()}}
+    out.update({f"dict_{k}": round(v, 4) for k, v in base.items() if k not in ("save_s", "load_s")})
+    out.update({"dict_save_s": round(base["save_s"] * scale, 3), "dict_load_s": round(base["load_s"] * scale, 3)})
+    out["dict_extrapolated_from"] = nd
+    for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
+        out[f"ratio_{key}"] = round(out[f"dict_{key}"] / max(out[key], 1e-9), 1)
+    out["targets_met"] = bool(
+        out["bytes_per_prompt"] <= 16 and out["ms_per_1k_candidates"] <= 1.0 and out["save_s"] + out["load_s"] <= 2.0
+    )
+    for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
+        print(
+            f"{key:>26}: snooze {out[key]:>10.4g}   dict {out['dict_' + key]:>10.4g}   dict/snooze {out['ratio_' + key]:>8.1f}x"
+        )
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
