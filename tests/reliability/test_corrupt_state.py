@@ -205,3 +205,9 @@ def test_corrupt_saved_config_names_the_file(tmp_path: Path) -> None:
     state["meta"]["config"]["batch_size"] = -1
     file = snooze.core.checkpoint.save_state(root, state)
     _expect_state_error(root, file.name)
+
+
+def test_oversized_commit_record_is_not_read_whole(tmp_path: Path) -> None:
+    root, _ = _saved(tmp_path)
+    (root / "LATEST").write_bytes(b" " * 200_000 + (root / "LATEST").read_bytes())
+    assert "over" in str(_expect_state_error(root, "LATEST"))

@@ -35,6 +35,7 @@ CHECKPOINT_FORMAT = "snooze.checkpoint"
 CHECKPOINT_VERSION = 1
 _META_KEY = "__meta__"
 _FILE_RE = re.compile(r"\Astate-[0-9]{8,}-[0-9a-f]{8}\.npz\Z")  # \Z: "$" would accept a trailing newline
+_MAX_RECORD = 64 * 1024  # bytes of LATEST read at most
 _KEEP = 2  # state files kept: the committed one and the one before it
 
 
@@ -111,9 +112,13 @@ def _read_record(root: Path) -> dict[str, Any]:
             "leaves only temporary files, which are never loaded); pass the directory given to save()"
         )
     try:
-        record = json.loads(latest.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateError(f"{latest}: not a valid commit record ({exc}); the checkpoint is corrupt") from None
+        with open(latest, "rb") as fh:
+            raw = fh.read(_MAX_RECORD + 1)  # a commit record is ~200 bytes; never read a huge file whole
+        if len(raw) > _MAX_RECORD:
+            raise StateError(f"{latest}: over {_MAX_RECORD} bytes, so not a commit record; the checkpoint is corrupt")
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        raise StateError(f"{latest}: not a readable commit record ({exc}); the checkpoint is corrupt") from None
     if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
         raise StateError(f"{latest}: not a snooze checkpoint record")
     if record.get("version") != CHECKPOINT_VERSION:
@@ -140,6 +145,12 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     if file.is_symlink():
         raise StateError(f"{file}: is a symbolic link; a committed state file must be a plain file inside {root}")
     try:
+        size = file.stat().st_size
+        if size != record.get("bytes"):  # checked before reading: a wrong file may be huge
+            raise StateError(
+                f"{file}: checksum mismatch ({size} bytes, expected {record.get('bytes')}); the file was truncated "
+                "or altered after it was committed. Restore it from a backup or start a new run explicitly."
+            )
         data = file.read_bytes()
     except OSError as exc:
         raise StateError(f"{file}: committed state file cannot be read ({exc.strerror})") from None
