@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +78,6 @@ class Profile:
 
     max_gen_rounds: int = 8
     """Generation rounds per step before training on a partial batch."""
-
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    """Reserved for future knobs (ignored)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -172,7 +168,7 @@ def run_compare(
             train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb)
             runs.setdefault(arm, []).append(run_dir)
     summary = {arm: _summarise([read_result(d) for d in dirs]) for arm, dirs in runs.items()}
-    meta = {"profile": profile.__dict__ | {"extra": dict(profile.extra)}, "factor": factor, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
+    meta = {"profile": asdict(profile), "factor": factor, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))
     (out / "summary.md").write_text(summary_table(summary, markdown=True) + "\n")

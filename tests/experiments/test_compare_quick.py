@@ -1,0 +1,60 @@
+"""``snooze compare --profile quick``: the CI run of the reference experiment, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from snooze.cli.main import main
+from snooze.experiments.compare import FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
+
+SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds"}
+
+
+@pytest.mark.slow
+def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["compare", "--out", str(out), "--profile", "quick", "--cache", str(tmp_path / "cache")]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
+    steps = PROFILES["quick"].steps
+    for arm, s in summary.items():
+        assert SUMMARY_KEYS <= set(s) and s["steps"] == steps, arm
+        lines = [json.loads(x) for x in (out / arm / "seed0" / "metrics.jsonl").read_text().splitlines()]
+        assert [x["step"] for x in lines] == list(range(steps))
+        assert lines[0]["eval/accuracy"] is not None and lines[-1]["eval/accuracy"] is not None
+        assert lines[-1]["total/gen_groups"] == s["total_gen_groups"]
+        groups = (out / arm / "seed0" / "rewards.jsonl").read_text().splitlines()
+        assert len(groups) == s["total_gen_groups"]
+    # every arm starts from the same cached base model
+    assert len({summary[a]["base_test_accuracy"] for a in MAIN_ARMS}) == 1
+    # grpo generates exactly one round per step; the filtering arms at least that
+    assert summary["grpo"]["total_gen_groups"] == steps * PROFILES["quick"].batch_size
+    assert all(summary[a]["total_gen_groups"] >= summary["grpo"]["total_gen_groups"] for a in ("dynamic_sampling", "filter", "snooze"))
+    fig3 = [json.loads(x) for x in (out / "fig3-snooze-quota" / "seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert any(k.startswith("dataset/easy:") for k in fig3[0]) and any(k.startswith("dataset/hard:") for k in fig3[0])
+    printed = capsys.readouterr().out
+    assert "dynamic_sampling" in printed and (out / "summary.md").read_text().startswith("| arm")
+    assert sorted(p.name for p in out.glob("*.png")) == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png"]
+
+
+def test_arm_configs_and_strata() -> None:
+    profile = PROFILES["quick"]
+    pools, tests, banned = _data(profile, profile.tasks)
+    sp, st = _strata(profile, pools, tests)
+    easy, hard = sp
+    assert max(r["level"] for r in sp[easy]) < min(r["level"] for r in sp[hard])
+    assert len(sp[easy]) + len(sp[hard]) == profile.pool_size and set(st) == set(sp)
+    assert _arm_config("snooze", profile, 5, []).snooze_factor == 5
+    quota = _arm_config("fig3-snooze-quota", profile, 5, list(sp))
+    assert (quota.policy, quota.mix, quota.weights) == ("snooze", "quota", {easy: 1.0, hard: 1.0})
+    assert _arm_config("fig3-filter", profile, 5, list(sp)).mix == "stream"
+    assert len(banned) == 2 * profile.pool_size
+
+
+def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["compare", "--out", str(tmp_path), "--arms", "dapo"])
+    assert "arms must be among" in capsys.readouterr().err
