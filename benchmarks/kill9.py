@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _driver as D  # noqa: E402
 
 import snooze  # noqa: E402
+from snooze.core.checkpoint import load_state  # noqa: E402
 
 SIZES = (300, 500, 700)
 SEED = 7
@@ -76,18 +77,56 @@ def _append(fh: Any, row: dict[str, Any]) -> None:
     os.fsync(fh.fileno())
 
 
-def worker(root: Path, steps: int, ready: Callable[[], None], sabotage: str = "") -> None:
+POINTS = ("after-log", "before-commit", "after-commit", "mid-step")
+"""Targeted kill points: after step k's log line, before its LATEST commit, after it (before the old
+files are pruned), and right after a mid-step checkpoint (candidates pending)."""
+
+
+_ARMED = {"point": "", "on": False}  # in a worker: where to kill itself, and whether it may yet
+
+
+def _hit(where: str) -> None:
+    if _ARMED["on"] and where == _ARMED["point"]:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _arm(point: str) -> None:
+    """Make this (worker) process SIGKILL itself at ``point`` once armed; hooks the checkpoint
+    writer for the two points inside ``save``."""
+    import snooze.core.checkpoint as ck
+
+    write, prune = ck._write_atomic, ck._prune
+
+    def write_hooked(path: Path, data: bytes) -> None:
+        if path.name == "LATEST":
+            _hit("before-commit")
+        write(path, data)
+
+    def prune_hooked(root: Path, keep: str) -> None:
+        _hit("after-commit")
+        prune(root, keep)
+
+    ck._write_atomic, ck._prune = write_hooked, prune_hooked
+    _ARMED["point"] = point
+
+
+def worker(root: Path, steps: int, ready: Callable[[], None], sabotage: str = "", kill_at: str = "") -> None:
     """Resume from ``root/ckpt`` and train until ``steps``. ``sabotage`` breaks it on purpose so the
-    harness can show it catches the break: ``skip-recovery`` keeps uncommitted log lines."""
+    harness can show it catches the break: ``skip-recovery`` keeps uncommitted log lines,
+    ``log-after-save`` writes a step's log line after the checkpoint that commits it.
+    ``kill_at`` (``POINTS``) makes the worker SIGKILL itself there in its second step."""
     ckpt, log_path = root / "ckpt", root / "train.log"
     sched = snooze.Scheduler.load(ckpt, D.datasets(SIZES))  # never starts afresh: the harness saved step 0
     if sabotage != "skip-recovery":
         _recover_log(log_path, sched.step_index)
     held = sched.pending_candidates()  # out for rollout when the last checkpoint was taken: roll them again
     ready()
-    G = sched.config.group_size
+    G, start = sched.config.group_size, sched.step_index
+    if kill_at:
+        _arm(kill_at)
     with open(log_path, "a") as log:
         while sched.step_index < steps:
+            _ARMED["on"] = sched.step_index > start  # from the second step on
             first = True
             while not sched.batch_full and sched.round < sched.config.max_gen_rounds:
                 cands = held if held else sched.propose()
@@ -96,11 +135,17 @@ def worker(root: Path, steps: int, ready: Callable[[], None], sabotage: str = ""
                     break
                 if first:
                     sched.save(ckpt)  # a mid-step checkpoint: candidates pending
+                    _hit("mid-step")
                     first = False
                 sched.report(cands, D.rewards(cands, G))
             batch = sched.finish_step()
-            _append(log, {"step": batch.step, "train": [[c.dataset, c.id] for c in batch.candidates]})
-            sched.save(ckpt)  # commits step batch.step: its log line is already durable
+            line = {"step": batch.step, "train": [[c.dataset, c.id] for c in batch.candidates]}
+            if sabotage == "log-after-save":
+                sched.save(ckpt)
+            _append(log, line)
+            _hit("after-log")
+            if sabotage != "log-after-save":
+                sched.save(ckpt)  # commits step batch.step: its log line is already durable
 
 
 # -- the harness ------------------------------------------------------------------------------
@@ -116,10 +161,10 @@ def reference(steps: int) -> dict[int, list[tuple[str, Any]]]:
 class Worker:
     """A worker process: forked from this (already imported) process, or a fresh interpreter (``exec``)."""
 
-    def __init__(self, root: Path, steps: int, how: str, sabotage: str) -> None:
+    def __init__(self, root: Path, steps: int, how: str, sabotage: str, kill_at: str) -> None:
         if how == "exec":
             cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--dir", str(root), "--steps", str(steps)]
-            cmd += ["--sabotage", sabotage] if sabotage else []
+            cmd += (["--sabotage", sabotage] if sabotage else []) + (["--kill-at", kill_at] if kill_at else [])
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
@@ -133,7 +178,7 @@ class Worker:
             code = 1
             try:
                 os.close(r)
-                worker(root, steps, lambda: os.write(w, b"ready\n") and None, sabotage)
+                worker(root, steps, lambda: os.write(w, b"ready\n") and None, sabotage, kill_at)
                 code = 0
             except BaseException:  # noqa: BLE001 - report anything, then leave without cleanup
                 import traceback
@@ -189,12 +234,18 @@ def _inside_save(ckpt: Path) -> bool:
     return newest.name != committed
 
 
-def _check(root: Path, ref: dict[int, list[tuple[str, Any]]]) -> dict[str, int]:
+def _check(root: Path, ref: dict[int, list[tuple[str, Any]]], upto: int | None = None) -> dict[str, int]:
+    """Compare the training log with the reference. ``upto``: only steps below it (the committed ones
+    at a crash), reading the log as a restarted worker would (torn lines and later steps ignored)."""
     got: collections.Counter[tuple[int, str, Any]] = collections.Counter()
-    for raw in (root / "train.log").read_text().splitlines():
-        row = json.loads(raw)
-        got.update((row["step"], ds, i) for ds, i in row["train"])
-    want = collections.Counter((s, ds, i) for s, rows in ref.items() for ds, i in rows)
+    for raw in (root / "train.log").read_bytes().split(b"\n") if (root / "train.log").exists() else []:
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue
+        if upto is None or row["step"] < upto:
+            got.update((row["step"], ds, i) for ds, i in row["train"])
+    want = collections.Counter((s, ds, i) for s, rows in ref.items() if upto is None or s < upto for ds, i in rows)
     extra = got - want
     duplicated = sum(n for k, n in extra.items() if k in want)  # trained on more often than the reference
     return {
@@ -204,9 +255,40 @@ def _check(root: Path, ref: dict[int, list[tuple[str, Any]]]) -> dict[str, int]:
     }
 
 
+def _committed_step(ckpt: Path) -> int:
+    return int(load_state(ckpt)["meta"]["step"])
+
+
+def _kill_once(root: Path, steps: int, how: str, sabotage: str, rng: random.Random, i: int) -> dict[str, int]:
+    """Start a worker and have it die by SIGKILL: every third kill at a targeted point (``POINTS``, in
+    turn), the others at a random moment. Returns what happened (``finished`` if it ran to the end)."""
+    targeted = i % 3 == 2
+    point = POINTS[(i // 3) % len(POINTS)] if targeted else ""
+    proc = Worker(root, steps, how, sabotage, point)
+    early = not targeted and rng.random() < 0.1  # sometimes while it is still starting up or loading
+    if targeted:
+        code = proc.wait()
+        return {"finished": int(code == 0), "targeted": int(code == -signal.SIGKILL)}
+    if early:
+        time.sleep(rng.uniform(0.0, 0.02))
+    elif not proc.wait_ready(timeout=60.0):
+        raise RuntimeError(f"worker failed to start (exit {proc.wait()})")
+    else:
+        time.sleep(rng.uniform(0.0, max_delay_s))
+    if proc.poll() is not None:
+        return {"finished": 1}
+    proc.kill()
+    return {"random": 1, "before_ready": int(early), "inside_save": int(_inside_save(root / "ckpt"))}
+
+
+max_delay_s = 0.04
+
+
 def harness(
     kills: int, steps: int, max_delay: float, seed: int, how: str = "fork", sabotage: str = ""
 ) -> dict[str, Any]:
+    global max_delay_s
+    max_delay_s = max_delay
     rng = random.Random(seed)
     t0 = time.perf_counter()
     ref = reference(steps)
@@ -215,32 +297,25 @@ def harness(
         snooze.Scheduler(D.datasets(SIZES), _config(), seed=SEED).save(root / "ckpt")
         stats: collections.Counter[str] = collections.Counter()
         while stats["kills"] < kills:
-            proc = Worker(root, steps, how, sabotage)
-            early = rng.random() < 0.1  # sometimes while it is still starting up or loading
-            if early:
-                time.sleep(rng.uniform(0.0, 0.02))
-            elif not proc.wait_ready(timeout=60.0):
-                raise RuntimeError(f"worker failed to start (exit {proc.wait()})")
-            else:
-                time.sleep(rng.uniform(0.0, max_delay))
-            if proc.poll() is not None:  # finished before the kill: the run is over
+            got = _kill_once(root, steps, how, sabotage, rng, stats["kills"])
+            if got.get("finished"):  # the run ended before this kill
                 stats["finished_early"] += 1
                 break
-            proc.kill()
-            stats["kills"] += 1
-            stats["kills_before_ready"] += int(early)
-            stats["kills_inside_save"] += int(_inside_save(root / "ckpt"))
-            stats["resumes"] += 1
-        final = Worker(root, steps, how, sabotage)
+            stats.update({"kills": 1, "resumes": 1, **{f"kills_{k}": v for k, v in got.items()}})
+            # at the crash, every committed step's log line is durable and matches the reference
+            interim = _check(root, ref, upto=_committed_step(root / "ckpt"))
+            stats.update({"crash_missing": interim["missing"], "crash_mismatched": interim["unexpected"]})
+        final = Worker(root, steps, how, sabotage, "")
         if final.wait() != 0:
             raise RuntimeError("the final worker failed")
         result = _check(root, ref)
         committed = snooze.Scheduler.load(root / "ckpt", D.datasets(SIZES))
         result["state_equal"] = int(D.state_hash(committed) == _reference_hash(steps))
+    keys = ("kills_random", "kills_targeted", "kills_inside_save", "kills_before_ready", "finished_early")
     return {
-        "kills": stats["kills"], **result, "resumes": stats["resumes"],
-        "kills_inside_save": stats["kills_inside_save"], "kills_before_ready": stats["kills_before_ready"],
-        "finished_early": stats["finished_early"], "steps": steps, "seconds": round(time.perf_counter() - t0, 2),
+        "kills": stats["kills"], **result, "resumes": stats["resumes"], **{k: stats[k] for k in keys},
+        "crash_missing": stats["crash_missing"], "crash_mismatched": stats["crash_mismatched"],
+        "steps": steps, "seconds": round(time.perf_counter() - t0, 2),
     }  # fmt: skip
 
 
@@ -260,17 +335,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--spawn", choices=("fork", "exec"), default="fork", help="fork workers, or start fresh interpreters"
     )
-    p.add_argument("--sabotage", choices=("", "skip-recovery"), default="", help="break the worker on purpose")
+    p.add_argument(
+        "--sabotage", choices=("", "skip-recovery", "log-after-save"), default="", help="break the worker on purpose"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--kill-at", choices=("", *POINTS), default="", help=argparse.SUPPRESS)
     p.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     steps = args.steps if args.steps is not None else 3 * args.kills + 30
     if args.worker:
-        worker(args.dir, steps, lambda: print("ready", flush=True), args.sabotage)
+        worker(args.dir, steps, lambda: print("ready", flush=True), args.sabotage, args.kill_at)
         return 0
     out = harness(args.kills, steps, args.max_delay, args.seed, args.spawn, args.sabotage)
     print(json.dumps(out))
-    return 0 if out["missing"] == out["duplicated"] == out["unexpected"] == 0 and out["state_equal"] else 1
+    clean = out["missing"] == out["duplicated"] == out["unexpected"] == out["crash_missing"] == 0
+    return 0 if clean and out["crash_mismatched"] == 0 and out["state_equal"] else 1
 
 
 if __name__ == "__main__":
