@@ -27,3 +27,14 @@ def test_log_running_out_mid_step_is_not_a_step() -> None:
 
 def test_gen_size_is_the_gcd_of_groups_per_step() -> None:
     assert infer_gen_size(np.array([0] * 4 + [1] * 8 + [2] * 12)) == 4
+
+
+def test_kept_lines_are_reinterleaved_by_dataset_share() -> None:
+    from snooze.analysis.stepsim import interleave_kept
+
+    dataset = np.array([0, 0, 0, 0, 1, 1, 1, 1])
+    # equal shares: alternate, each dataset in its own log order
+    assert interleave_kept(dataset, np.ones(8, dtype=bool)).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    # dataset 0 loses lines 1 and 2 to skips: its kept lines take the next slots, dataset 1 keeps its pace
+    kept = np.array([1, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
+    assert interleave_kept(dataset, kept).tolist() == [0, 4, 3, 5, 6, 7]

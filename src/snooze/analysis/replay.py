@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis.reward_log import RewardLog
-from snooze.analysis.stepsim import infer_gen_size, simulate_steps
+from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
@@ -202,9 +202,10 @@ class StepShape:
 
 
 def _simulated(
-    signal: np.ndarray, skipped: np.ndarray, dapo: np.ndarray, n_steps: int, shape: StepShape
+    signal: np.ndarray, skipped: np.ndarray, dataset: np.ndarray, dapo: np.ndarray, n_steps: int, shape: StepShape
 ) -> dict[str, Any]:
-    mine = simulate_steps(signal[~skipped], shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
+    order = interleave_kept(dataset, ~skipped)
+    mine = simulate_steps(signal[order], shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
     steps = min(mine.shape[0], dapo.shape[0])
     out: dict[str, Any] = {"steps": steps, "dapo_sim_matches_log": bool(dapo.shape[0] == n_steps)}
     if steps:
@@ -234,11 +235,15 @@ def replay_policies(
     dapo = None
     if shape is not None:
         dapo = simulate_steps(signal, shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
+    names = {n: i for i, n in enumerate(sorted(set(log.datasets)))}
+    dataset = np.fromiter((names[n] for n in log.datasets), dtype=np.int64, count=len(log))
     out: dict[str, dict[str, Any]] = {}
     for pol in policies:
         skip_table, regressed = _replay_table(table, pol.factor, pol.snooze_hard)
         skipped = skip_table[prompt, rank]
         out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
         if shape is not None and dapo is not None:
-            out[pol.name]["simulated"] = _simulated(signal, skipped, dapo, int(np.unique(log.steps).shape[0]), shape)
+            out[pol.name]["simulated"] = _simulated(
+                signal, skipped, dataset, dapo, int(np.unique(log.steps).shape[0]), shape
+            )
     return out

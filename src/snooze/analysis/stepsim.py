@@ -7,7 +7,11 @@ Walking the *kept* lines of the log in order through that loop gives the generat
 have spent for each step, surplus included, which the raw count of skipped groups cannot see.
 
 Assumes the stream mode without carried surplus (the DAPO default) and that the log's line order is
-the encounter order (true for the scheduler's streams, where a skip is an encounter).
+the encounter order within each dataset (true for the scheduler's streams, where a skip is an
+encounter). Across datasets the stream mode keeps each dataset's share of the *issued* candidates
+at its weight and replaces a skipped prompt from the same dataset, so the kept lines are re-interleaved
+by each dataset's share of the logged groups (:func:`interleave_kept`); dropping the skipped lines in
+place would shift the mix toward the datasets that are skipped less.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from functools import reduce
 
 import numpy as np
 
-__all__ = ["simulate_steps", "infer_gen_size"]
+__all__ = ["simulate_steps", "infer_gen_size", "interleave_kept"]
 
 
 def infer_gen_size(steps: np.ndarray) -> int:
@@ -48,3 +52,20 @@ def simulate_steps(signal: np.ndarray, batch_size: int, gen_size: int, max_gen_r
         spent += rounds * gen_size
         cumulative.append(spent)
     return np.asarray(cumulative, dtype=np.int64)
+
+
+def interleave_kept(dataset: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Order of the kept lines as the stream mode would issue them: ``int64 [K]`` indices into the log.
+
+    ``dataset``: ``int [N]`` dataset index of each logged line; ``kept``: ``bool [N]``. Each dataset's
+    kept lines stay in log order; datasets are merged so each holds its share of the logged lines
+    (line ``r`` of a dataset with share ``s`` goes at virtual position ``(r + 1) / s``).
+    """
+    counts = np.bincount(dataset)  # [D] logged lines per dataset
+    share = counts / counts.sum()  # [D]
+    idx = np.flatnonzero(kept)  # [K]
+    d = dataset[idx]
+    one_hot = np.zeros((idx.shape[0], counts.shape[0]), dtype=np.int64)
+    one_hot[np.arange(idx.shape[0]), d] = 1
+    rank = (np.cumsum(one_hot, axis=0) - 1)[np.arange(idx.shape[0]), d]  # [K] rank within its dataset
+    return idx[np.argsort((rank + 1) / share[d], kind="stable")]
