@@ -5,8 +5,12 @@
 A worker subprocess (this file with ``--worker``) runs the step loop of ``_driver.py`` and calls
 ``Scheduler.save`` after every finished step and after the first generation round of every step
 (so some checkpoints hold candidates out for rollout, which a resumed worker re-rolls from
-``Scheduler.pending_candidates()``). The harness kills it with SIGKILL at a random moment after it
-has started (sometimes while it is still loading), restarts it, and repeats; then lets it finish.
+``Scheduler.pending_candidates()``). The harness kills it with SIGKILL, restarts it, and repeats;
+then lets it finish. Two kills in three land at a random moment after the worker started (about
+one in ten while it is still loading); every third is aimed, in turn, at a point of the commit
+protocol (``POINTS``): after a step's log line, inside ``save`` before and after ``LATEST`` is
+replaced, and right after a mid-step checkpoint. After every kill the harness checks that each
+committed step's log line is on disk and matches the reference.
 
 The training log is crash-safe by construction (a write-ahead log): the line for step k is written
 and fsynced *before* the checkpoint that ends step k; a restarted worker first rewrites the log
