@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,14 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any],
         assert key in first, key
     groups = _lines(tmp_path / "a" / REWARDS_FILE)
     assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards"}
+
+
+def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path: Path) -> None:
+    sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
+    cfg = TrainConfig(steps=4, eval_every=2, checkpoint_every=1)
+    train(tmp_path, setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict, stop_after=1)
+    with pytest.raises(snooze.StateMismatchError, match="another configuration"):
+        train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, grpo=GRPOConfig(lr=1e-2)), MODEL, setup["base"].state_dict)
 
 
 @pytest.mark.slow

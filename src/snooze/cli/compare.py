@@ -27,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default=None, help="task mix, e.g. rev:3-7,count:3-6 (default: the profile's)")
     parser.add_argument("--fig3-task", default=None, help="task split into easy/hard strata for figure 3 (default: the profile's)")
     parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
+    parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
     parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
@@ -43,9 +44,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seeds {args.seeds}: must be at least 1")
     if args.steps is not None and args.steps < 1:
         raise ConfigError(f"--steps {args.steps}: must be at least 1")
+    if args.temperature is not None and not args.temperature > 0:
+        raise ConfigError(f"--temperature {args.temperature}: must be > 0")
     if args.factor < 0:
         raise ConfigError(f"--factor {args.factor}: must be >= 0")
-    profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps)
+    profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps, temperature=args.temperature)
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
     seeds = args.seeds or profile.seeds

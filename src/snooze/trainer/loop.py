@@ -33,7 +33,7 @@ import torch
 
 from snooze.analysis.reward_log import RewardLogWriter
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import ConfigError, StateError
+from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
 from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task
@@ -262,7 +262,13 @@ def train(
             _truncate(run_dir / name, run.step)
         else:
             (run_dir / name).unlink(missing_ok=True)
-    (run_dir / "config.json").write_text(json.dumps({"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}, indent=1, default=str))
+    config = json.loads(json.dumps({"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}, default=str))
+    if resumed and (run_dir / "config.json").exists() and json.loads((run_dir / "config.json").read_text()) != config:
+        raise StateMismatchError(
+            f"{run_dir}: the checkpoint was written with another configuration (see its config.json); "
+            "use a new run directory, or pass resume=False to start over"
+        )
+    (run_dir / "config.json").write_text(json.dumps(config, indent=1))
     tb = _tensorboard(run_dir)
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, open(run_dir / METRICS_FILE, "a", encoding="utf-8") as mlog:
         run.roller.reward_log = rlog
