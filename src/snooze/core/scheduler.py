@@ -12,6 +12,7 @@ or ``batch = sched.step(rollout_fn)``, which is exactly that loop.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -171,16 +172,14 @@ class Scheduler:
     def _issue(self, rows_by_ds: list[np.ndarray]) -> list[Candidate]:
         counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
         self.issued += counts
-        owners = interleave(counts)
-        cursor = np.zeros(len(rows_by_ds), dtype=np.int64)
-        out: list[Candidate] = []
-        for d in owners.tolist():
-            row = int(rows_by_ds[d][cursor[d]])
-            cursor[d] += 1
-            cand = Candidate(self.sources[d], row, self.next_ticket)
-            self.pending[self.next_ticket] = (d, row)
-            self.next_ticket += 1
-            out.append(cand)
+        owners = interleave(counts)  # [N] dataset of each slot
+        # slot i is the j-th slot of its dataset d: rows_by_ds[d][j], i.e. the inverse of a stable sort by owner
+        rows = np.concatenate(rows_by_ds)[np.argsort(np.argsort(owners, kind="stable"), kind="stable")]
+        ds_l, row_l = owners.tolist(), rows.tolist()
+        tickets = range(self.next_ticket, self.next_ticket + len(ds_l))
+        out = [Candidate(self.sources[d], r, t) for d, r, t in zip(ds_l, row_l, tickets)]
+        self.pending.update(zip(tickets, zip(ds_l, row_l)))
+        self.next_ticket += len(ds_l)
         return out
 
     def pending_candidates(self) -> list[Candidate]:
@@ -210,7 +209,8 @@ class Scheduler:
         tickets = self._check_tickets(candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
         outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
-        where = np.array([self.pending.pop(t) for t in tickets.tolist()], dtype=np.int64).reshape(-1, 2)
+        popped = list(map(self.pending.pop, tickets.tolist()))  # [(d, row)] * N
+        where = np.fromiter(itertools.chain.from_iterable(popped), dtype=np.int64, count=2 * len(popped)).reshape(-1, 2)
         ds, rows = where[:, 0], where[:, 1]
         for d in np.unique(ds).tolist():
             sel = ds == d
@@ -223,6 +223,10 @@ class Scheduler:
         return outcomes
 
     def _check_tickets(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        if isinstance(candidates, list) and all(type(c) is Candidate for c in candidates):  # fast path, no errors
+            tl = [c.ticket for c in candidates]
+            if len(set(tl)) == len(tl) and all(map(self.pending.__contains__, tl)):
+                return np.array(tl, dtype=np.int64)
         if isinstance(candidates, Candidate) or not isinstance(candidates, Sequence):
             raise ReportError("report() takes a list of the Candidate objects that propose() returned")
         tickets = np.array([c.ticket if isinstance(c, Candidate) else -1 for c in candidates], dtype=np.int64)
