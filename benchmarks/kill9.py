@@ -86,12 +86,24 @@ POINTS = ("after-log", "before-commit", "after-commit", "mid-step")
 files are pruned), and right after a mid-step checkpoint (candidates pending)."""
 
 
-_ARMED = {"point": "", "on": False}  # in a worker: where to kill itself, and whether it may yet
+_ARMED = {"point": "", "on": False, "commit": False}
+"""In a worker: where to kill itself, whether it may yet, and whether the running ``save`` is the one
+that commits a finished step (only that save carries the "before-commit"/"after-commit" points; the
+mid-step save before it in the same step must not, or the kill lands where nothing is at stake)."""
 
 
 def _hit(where: str) -> None:
     if _ARMED["on"] and where == _ARMED["point"]:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _commit_step(sched: snooze.Scheduler, ckpt: Path) -> None:
+    """The save that commits a finished step: the only one the in-``save`` kill points aim at."""
+    _ARMED["commit"] = True
+    try:
+        sched.save(ckpt)
+    finally:
+        _ARMED["commit"] = False
 
 
 def _arm(point: str) -> None:
@@ -102,12 +114,13 @@ def _arm(point: str) -> None:
     write, prune = ck._write_atomic, ck._prune
 
     def write_hooked(path: Path, data: bytes) -> None:
-        if path.name == "LATEST":
+        if path.name == "LATEST" and _ARMED["commit"]:
             _hit("before-commit")
         write(path, data)
 
     def prune_hooked(root: Path, keep: str) -> None:
-        _hit("after-commit")
+        if _ARMED["commit"]:
+            _hit("after-commit")
         prune(root, keep)
 
     ck._write_atomic, ck._prune = write_hooked, prune_hooked
@@ -145,11 +158,11 @@ def worker(root: Path, steps: int, ready: Callable[[], None], sabotage: str = ""
             batch = sched.finish_step()
             line = {"step": batch.step, "train": [[c.dataset, c.id] for c in batch.candidates]}
             if sabotage == "log-after-save":
-                sched.save(ckpt)
+                _commit_step(sched, ckpt)
             _append(log, line)
             _hit("after-log")
             if sabotage != "log-after-save":
-                sched.save(ckpt)  # commits step batch.step: its log line is already durable
+                _commit_step(sched, ckpt)  # commits step batch.step: its log line is already durable
 
 
 # -- the harness ------------------------------------------------------------------------------

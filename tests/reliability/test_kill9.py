@@ -43,6 +43,6 @@ def test_harness_catches_a_worker_that_replays_uncommitted_steps() -> None:
 
 
 def test_harness_catches_a_worker_that_logs_after_committing() -> None:
-    code, out = _run("--kills", "12", "--seed", "2", "--sabotage", "log-after-save")
+    code, out = _run("--kills", "12", "--seed", "2", "--sabotage", "log-after-save")  # kill 9 is aimed after the commit
     assert out["crash_missing"] > 0 and out["missing"] > 0  # killed between commit and log line: lost
     assert code == 1
