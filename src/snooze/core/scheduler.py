@@ -12,7 +12,6 @@ or ``batch = sched.step(rollout_fn)``, which is exactly that loop.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,7 +28,8 @@ from snooze.core.metrics import StepMetrics
 from snooze.core.mixing import interleave, largest_remainder
 from snooze.core.prompts import EXCLUDED, PromptTable
 from snooze.core.stream import DatasetStream, dataset_key
-from snooze.core.types import Batch, Candidate, RolloutFn
+from snooze.core.pending import PendingSet
+from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 from snooze.data.source import Source, as_source
 
 __all__ = ["Scheduler"]
@@ -63,7 +63,7 @@ class Scheduler:
         self.step_index = 0
         self.round = 0
         self.next_ticket = 0
-        self.pending: dict[int, tuple[int, int]] = {}  # ticket -> (dataset index, row)
+        self.pending = PendingSet()  # issued, not yet reported: ticket -> (dataset index, row)
         G = self.config.group_size
         self.batch = GroupBuffer(G)  # groups accepted into this step's batch
         self.surplus = GroupBuffer(G)  # acceptable groups that found no room
@@ -127,7 +127,7 @@ class Scheduler:
         return alive & (self.weights > 0)
 
     # -- drawing --------------------------------------------------------------------------------
-    def propose(self, n: int | None = None) -> list[Candidate]:
+    def propose(self, n: int | None = None) -> Candidates:
         """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
 
         Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted.
@@ -169,22 +169,21 @@ class Scheduler:
         deficit = np.maximum(target - self.issued, 0.0) * active
         return largest_remainder(n, deficit if deficit.sum() > 0 else w)
 
-    def _issue(self, rows_by_ds: list[np.ndarray]) -> list[Candidate]:
+    def _issue(self, rows_by_ds: list[np.ndarray]) -> Candidates:
         counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
         self.issued += counts
         owners = interleave(counts)  # [N] dataset of each slot
-        # slot i is the j-th slot of its dataset d: rows_by_ds[d][j], i.e. the inverse of a stable sort by owner
+        # slot i is the j-th slot of its dataset: the inverse of a stable sort by owner
         rows = np.concatenate(rows_by_ds)[np.argsort(np.argsort(owners, kind="stable"), kind="stable")]
-        ds_l, row_l = owners.tolist(), rows.tolist()
-        tickets = range(self.next_ticket, self.next_ticket + len(ds_l))
-        out = [Candidate(self.sources[d], r, t) for d, r, t in zip(ds_l, row_l, tickets)]
-        self.pending.update(zip(tickets, zip(ds_l, row_l)))
-        self.next_ticket += len(ds_l)
-        return out
+        tickets = np.arange(self.next_ticket, self.next_ticket + owners.shape[0], dtype=np.int64)
+        self.pending.add(tickets, owners, rows)
+        self.next_ticket += int(owners.shape[0])
+        return Candidates(self.sources, owners, rows, tickets)
 
-    def pending_candidates(self) -> list[Candidate]:
+    def pending_candidates(self) -> Candidates:
         """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
-        return [Candidate(self.sources[d], r, t) for t, (d, r) in sorted(self.pending.items())]
+        p = self.pending
+        return Candidates(self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy())
 
     def cancel(self, candidates: Sequence[Candidate]) -> int:
         """Withdraw issued candidates that will never be reported (e.g. a framework dropped them).
@@ -192,9 +191,8 @@ class Scheduler:
         Their encounters stay spent (snooze counters moved as drawn); they are counted in
         ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
         """
-        tickets = self._check_tickets(candidates)
-        for t in tickets.tolist():
-            del self.pending[t]
+        tickets, index = self._check_tickets(candidates)
+        self.pending.pop(index)
         self.counts.add("gen/cancelled", len(tickets))
         return len(tickets)
 
@@ -206,12 +204,10 @@ class Scheduler:
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
         cfg = self.config
-        tickets = self._check_tickets(candidates)
+        tickets, index = self._check_tickets(candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
         outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
-        popped = list(map(self.pending.pop, tickets.tolist()))  # [(d, row)] * N
-        where = np.fromiter(itertools.chain.from_iterable(popped), dtype=np.int64, count=2 * len(popped)).reshape(-1, 2)
-        ds, rows = where[:, 0], where[:, 1]
+        ds, rows = self.pending.pop(index)
         for d in np.unique(ds).tolist():
             sel = ds == d
             changes = self.tables[d].apply(rows[sel], outcomes[sel], cfg)
@@ -222,30 +218,31 @@ class Scheduler:
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
         return outcomes
 
-    def _check_tickets(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        if isinstance(candidates, list) and all(type(c) is Candidate for c in candidates):  # fast path, no errors
-            tl = [c.ticket for c in candidates]
-            if len(set(tl)) == len(tl) and all(map(self.pending.__contains__, tl)):
-                return np.array(tl, dtype=np.int64)
-        if isinstance(candidates, Candidate) or not isinstance(candidates, Sequence):
-            raise ReportError("report() takes a list of the Candidate objects that propose() returned")
-        tickets = np.array([c.ticket if isinstance(c, Candidate) else -1 for c in candidates], dtype=np.int64)
-        if (tickets < 0).any():
-            i = int(np.argmax(tickets < 0))
-            raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
+    def _check_tickets(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+        """Tickets of a report and their index in the pending set; raises before anything changes."""
+        if isinstance(candidates, Candidates):
+            tickets = candidates.ticket
+        elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str)):
+            if not all(isinstance(c, Candidate) for c in candidates):
+                i = next(i for i, c in enumerate(candidates) if not isinstance(c, Candidate))
+                raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
+            tickets = np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=len(candidates))
+        else:
+            raise ReportError("report() takes the candidates that propose() returned (or a list of them)")
         uniq, counts = np.unique(tickets, return_counts=True)
         if (counts > 1).any():
             t = int(uniq[counts > 1][0])
             raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
-        for i, t in enumerate(tickets.tolist()):
-            if t not in self.pending:
-                c = candidates[i]
-                state = "was already reported (or cancelled)" if t < self.next_ticket else "was never issued by this scheduler"
-                raise ReportError(
-                    f"candidate {c.dataset!r}/{c.id!r} (ticket {t}) {state}; report only what propose() "
-                    "returned, once each. Nothing was recorded."
-                )
-        return tickets
+        index = self.pending.find(tickets)
+        if (index < 0).any():
+            c = candidates[int(np.argmax(index < 0))]
+            t = c.ticket
+            state = "was already reported (or cancelled)" if t < self.next_ticket else "was never issued by this scheduler"
+            raise ReportError(
+                f"candidate {c.dataset!r}/{c.id!r} (ticket {t}) {state}; report only what propose() "
+                "returned, once each. Nothing was recorded."
+            )
+        return tickets, index
 
     def _accept(self, groups: GroupBuffer) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero."""
@@ -335,7 +332,7 @@ class Scheduler:
 
     def _build_batch(self, padded: int) -> Batch:
         b = self.batch
-        cands = [Candidate(self.sources[d], r, t) for d, r, t in zip(b.ds.tolist(), b.row.tolist(), b.ticket.tolist())]
+        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row.copy(), b.ticket.copy())
         adv = grpo_advantages(b.rewards, self.config.advantage)
         return Batch(self.step_index, cands, b.rewards.copy(), adv, b.outcome == SIGNAL)
 

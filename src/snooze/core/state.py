@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snooze.core.buffer import GroupBuffer
+from snooze.core.pending import PendingSet
 from snooze.core.errors import StateError, StateMismatchError
 from snooze.core.metrics import StepMetrics
 from snooze.core.prompts import PromptTable
@@ -54,8 +55,7 @@ def scheduler_state(s: Scheduler) -> dict[str, Any]:
     arrays: dict[str, np.ndarray] = {}
     for d, t in enumerate(s.tables):
         arrays[f"ds{d}.counter"], arrays[f"ds{d}.flags"], arrays[f"ds{d}.streak"] = t.counter, t.flags, t.streak
-    pending = np.array([(t, d, r) for t, (d, r) in s.pending.items()], dtype=np.int64).reshape(-1, 3)
-    arrays["pending"] = pending
+    arrays["pending"] = s.pending.to_array()
     for name in _BUFFERS:
         arrays.update(getattr(s, name).to_arrays(name))
     return {"meta": meta, "arrays": {k: np.array(v, copy=True) for k, v in arrays.items()}}
@@ -189,7 +189,7 @@ def _parse(s: Scheduler, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarra
         or np.unique(pending[:, 0]).shape[0] != pending.shape[0]
     ):
         raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
-    out["pending"] = {int(t): (int(d), int(r)) for t, d, r in pending.tolist()}
+    out["pending"] = PendingSet.from_array(pending)
     for name in _BUFFERS:
         buf = GroupBuffer.from_arrays(dict(arrays), name, s.config.group_size)
         if not len(buf.row) == len(buf.ticket) == len(buf.outcome) == len(buf) == buf.rewards.shape[0]:
@@ -281,7 +281,7 @@ def _migrate(
         "step_index": _count(meta["step"], "step"),
         "round": 0,
         "next_ticket": _count(meta["next_ticket"], "next_ticket"),
-        "pending": {},
+        "pending": PendingSet(),
         "batch": GroupBuffer(G),
         "surplus": GroupBuffer(G),
         "zero": GroupBuffer(G),

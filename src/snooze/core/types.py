@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import numpy as np
 
 from snooze.data.source import Source
 
-__all__ = ["Candidate", "Batch", "RolloutFn"]
+__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn"]
 
 
 class Candidate:
@@ -48,13 +49,45 @@ class Candidate:
         return hash(self.ticket)
 
 
+class Candidates(Sequence[Candidate]):
+    """What :meth:`Scheduler.propose` returns: a read-only list of :class:`Candidate`, stored as three
+    arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) so issuing and reporting thousands of candidates
+    costs numpy work, not Python objects. Indexing, slicing and iterating behave like a list."""
+
+    __slots__ = ("_sources", "ds", "row", "ticket")
+
+    def __init__(self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray) -> None:
+        self._sources = sources
+        self.ds, self.row, self.ticket = ds, row, ticket
+
+    def __len__(self) -> int:
+        return int(self.ticket.shape[0])
+
+    @overload
+    def __getitem__(self, i: int) -> Candidate: ...
+    @overload
+    def __getitem__(self, i: slice) -> Candidates: ...
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, (slice, list, np.ndarray)):
+            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i])
+        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]))
+
+    def __iter__(self) -> Iterator[Candidate]:
+        sources = self._sources
+        for d, r, t in zip(self.ds.tolist(), self.row.tolist(), self.ticket.tolist()):
+            yield Candidate(sources[d], r, t)
+
+    def __repr__(self) -> str:
+        return f"Candidates({len(self)}: {list(self)[:3]}{'...' if len(self) > 3 else ''})"
+
+
 @dataclass
 class Batch:
     """One training step's groups. Shapes: ``rewards`` and ``advantages`` ``[B, G]``; ``signal`` ``[B]``
     (False for zero-signal groups, which enter only under ``grpo`` or as padding)."""
 
     step: int
-    candidates: list[Candidate]
+    candidates: Sequence[Candidate]
     rewards: np.ndarray
     advantages: np.ndarray
     signal: np.ndarray
