@@ -26,9 +26,9 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
 from snooze.core.metrics import StepMetrics
 from snooze.core.mixing import interleave, largest_remainder
+from snooze.core.pending import PendingSet
 from snooze.core.prompts import EXCLUDED, PromptTable
 from snooze.core.stream import DatasetStream, dataset_key
-from snooze.core.pending import PendingSet
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 from snooze.data.source import Source, as_source
 

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snooze.core.buffer import GroupBuffer
-from snooze.core.pending import PendingSet
 from snooze.core.errors import StateError, StateMismatchError
 from snooze.core.metrics import StepMetrics
+from snooze.core.pending import PendingSet
 from snooze.core.prompts import PromptTable
 
 if TYPE_CHECKING:
