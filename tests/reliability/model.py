@@ -86,6 +86,22 @@ class Model:
                 taken.append(row)
         return taken
 
+    def walk(self, d: int, encounters: int) -> list[int]:
+        """Exactly ``encounters`` encounters of dataset ``d`` (stream mix: the mixed stream decides how
+        many each dataset spends); returns the awake prompts met, in order."""
+        taken: list[int] = []
+        for _ in range(encounters):
+            row = self.streams[d].next()
+            p = self.prompts[(d, row)]
+            if p.retired:
+                self.step["passed"][d] += 1
+            elif p.counter > 0:
+                p.counter -= 1  # skipped before any rollout
+                self.step["skipped"][d] += 1
+            else:
+                taken.append(row)
+        return taken
+
     def report(self, groups: list[tuple[int, int, str]]) -> None:
         """Apply one report: ``(dataset, row, outcome)`` per group. Outcomes of one report act together:
         a prompt was "easy-snoozed" if it was before the report."""

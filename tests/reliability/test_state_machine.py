@@ -59,12 +59,17 @@ class SchedulerMachine(RuleBasedStateMachine):
     # -- valid actions --------------------------------------------------------------------------
     @rule(n=st.integers(1, 5))
     def propose(self, n: int) -> None:
+        before = self.sched.drawn.copy()
         cands = self.sched.propose(n)
         assert len(cands) <= n
+        spent = self.sched.drawn - before  # stream mix: encounters each dataset spent in the mixed stream
         for d in range(len(NAMES)):
             got = [c.row for c in cands if c.dataset == NAMES[d]]
-            drain = self.sched.streams[d].exhausted
-            assert self.model.draw(d, len(got), drain) == got, f"dataset {NAMES[d]} issued the wrong prompts"
+            if self.cfg.mix == "stream":
+                walked = self.model.walk(d, int(spent[d]))
+            else:
+                walked = self.model.draw(d, len(got), self.sched.streams[d].exhausted)
+            assert walked == got, f"dataset {NAMES[d]} issued the wrong prompts"
         if len(cands) < n:  # fewer only when no dataset can give more
             assert self.sched.exhausted
         self.outstanding += cands

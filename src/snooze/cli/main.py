@@ -31,7 +31,7 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     wanted = argv[0] if argv and not argv[0].startswith("-") else None
     for name, module_name in SUBCOMMANDS.items():
         if wanted is not None and name != wanted:
-            sub.add_parser(name, help="(see snooze %s --help)" % name)
+            sub.add_parser(name, help=f"(see snooze {name} --help)")
             continue
         try:
             module = importlib.import_module(module_name)

@@ -66,24 +66,30 @@ class PromptTable:
         while got < k and not stream.exhausted:
             if self.n_blocked == self.counter.shape[0]:
                 break  # every prompt retired or excluded: nothing can be drawn
-            chunk = stream.peek(max(2 * (k - got), _MIN_CHUNK))  # [m] rows, distinct within an epoch
-            counter = self.counter[chunk]
-            retired = (self.flags[chunk] & BLOCKED) != 0
-            awake = np.flatnonzero((counter == 0) & ~retired)
+            chunk, awake = self.peek(stream, max(2 * (k - got), _MIN_CHUNK))
+            hits = np.flatnonzero(awake)
             need = k - got
-            used = int(awake[need - 1]) + 1 if awake.shape[0] >= need else chunk.shape[0]
-            seen = chunk[:used]
-            sleeping = seen[counter[:used] > 0]
-            self.counter[sleeping] -= 1
-            self.n_asleep -= int(np.count_nonzero(self.counter[sleeping] == 0))
-            taken = seen[(counter[:used] == 0) & ~retired[:used]]
+            used = int(hits[need - 1]) + 1 if hits.shape[0] >= need else chunk.shape[0]
+            taken, s, p = self.consume(stream, chunk, awake, used)
             out.append(taken)
-            got += taken.shape[0]
-            skipped += sleeping.shape[0]
-            passed += int(np.count_nonzero(retired[:used]))
-            stream.advance(used)
+            got, skipped, passed = got + taken.shape[0], skipped + s, passed + p
         rows = np.concatenate(out) if out else np.empty(0, dtype=np.int64)
         return rows.astype(np.int64), skipped, passed
+
+    def peek(self, stream: DatasetStream, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next (up to) ``m`` encounters of the current epoch and which of them are awake. Changes nothing."""
+        chunk = stream.peek(m)  # [m] rows, distinct within an epoch
+        return chunk, (self.counter[chunk] == 0) & ((self.flags[chunk] & BLOCKED) == 0)
+
+    def consume(self, stream: DatasetStream, chunk: np.ndarray, awake: np.ndarray, used: int) -> tuple[np.ndarray, int, int]:
+        """Spend the first ``used`` encounters of a :meth:`peek`: sleeping prompts are skipped (counter
+        down by one), blocked ones passed over, awake ones returned. Returns ``(rows, skipped, passed)``."""
+        seen, awake = chunk[:used], awake[:used]
+        sleeping = seen[self.counter[seen] > 0]
+        self.counter[sleeping] -= 1
+        self.n_asleep -= int(np.count_nonzero(self.counter[sleeping] == 0))
+        stream.advance(used)
+        return seen[awake].astype(np.int64), int(sleeping.shape[0]), int(used - awake.sum() - sleeping.shape[0])
 
     def apply(self, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> dict[str, int]:
         """Update the table for reported groups of this dataset under ``cfg.policy``.

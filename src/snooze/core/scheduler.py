@@ -59,7 +59,7 @@ class Scheduler:
         self.streams = [DatasetStream(len(s), self.seed, dataset_key(s.name), self.config.epochs) for s in self.sources]
         self.tables = [PromptTable(len(s)) for s in self.sources]
         self.weights = self._weights_from(self.config.weights)
-        self.issued = np.zeros(len(self.sources), dtype=np.int64)  # candidates issued per dataset, all steps
+        self.drawn = np.zeros(len(self.sources), dtype=np.int64)  # encounters (stream) / issues (quota) per dataset
         self.step_index = 0
         self.round = 0
         self.next_ticket = 0
@@ -137,44 +137,83 @@ class Scheduler:
             raise ConfigError(f"propose(n={n!r}): n must be an integer >= 1")
         self.round += 1
         self.counts.add("gen/rounds", 1)
+        if self.config.mix == "stream":
+            return self._issue(*self._draw_stream(int(n)))
         rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * len(self.sources)
         want = int(n)
         while want > 0:
             active = self._active()
             if not active.any():
                 break
-            alloc = self._allocate(want, active)
+            open_slots = np.maximum(self._quotas() - self._filled(), 0) * active
+            alloc = largest_remainder(want, open_slots if open_slots.sum() > 0 else np.where(active, self.weights, 0.0))
             got_any = False
             for d in np.flatnonzero(alloc):
                 rows, skipped, passed = self.tables[d].draw(self.streams[d], int(alloc[d]))
-                self.counts.add_ds(d, "skipped", skipped + passed)
-                self.counts.add("snooze/skipped", skipped)
-                self.counts.add("filter/skipped", passed)
+                self._count_skips(d, skipped, passed)
                 rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
                 got_any |= rows.shape[0] > 0
                 want -= rows.shape[0]
-            if not got_any:
-                break
-        return self._issue(rows_by_ds)
-
-    def _allocate(self, n: int, active: np.ndarray) -> np.ndarray:
-        w = np.where(active, self.weights, 0.0)
-        if self.config.mix == "quota":
-            open_slots = np.maximum(self._quotas() - self._filled(), 0) * active
-            if open_slots.sum() > 0:
-                return largest_remainder(n, open_slots.astype(np.float64))
-            return largest_remainder(n, w)
-        # stream: keep cumulative issues per dataset on target; spread the round's deficit.
-        target = (self.issued.sum() + n) * w / w.sum()
-        deficit = np.maximum(target - self.issued, 0.0) * active
-        return largest_remainder(n, deficit if deficit.sum() > 0 else w)
-
-    def _issue(self, rows_by_ds: list[np.ndarray]) -> Candidates:
+            if not got_any and np.array_equal(self._active(), active):
+                break  # no dataset gave a prompt and none ran out: nothing more to draw
         counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
-        self.issued += counts
+        self.drawn += counts
         owners = interleave(counts)  # [N] dataset of each slot
         # slot i is the j-th slot of its dataset: the inverse of a stable sort by owner
         rows = np.concatenate(rows_by_ds)[np.argsort(np.argsort(owners, kind="stable"), kind="stable")]
+        return self._issue(owners, rows)
+
+    def _count_skips(self, d: int, skipped: int, passed: int) -> None:
+        self.counts.add_ds(d, "skipped", skipped + passed)
+        self.counts.add("snooze/skipped", skipped)
+        self.counts.add("filter/skipped", passed)
+
+    def _draw_stream(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walk the mixed stream: encounters interleaved by weight, a skipped one replaced by the next
+        encounter of the *mixed* stream (so time saved on a mastered dataset goes to the others).
+
+        Cumulative encounters per dataset (``self.drawn``) are kept on target by largest-remainder
+        rounding of each chunk's deficit. Returns ``(owners, rows)`` of the ``<= n`` awake prompts.
+        """
+        owners_out: list[np.ndarray] = []
+        rows_out: list[np.ndarray] = []
+        need = n
+        while need > 0:
+            active = self._active()
+            if not active.any():
+                break
+            m = max(2 * need, 64)
+            w = np.where(active, self.weights, 0.0)
+            deficit = np.maximum((self.drawn.sum() + m) * w / w.sum() - self.drawn, 0.0) * active
+            alloc = largest_remainder(m, deficit if deficit.sum() > 0 else w)
+            peeks = [self.tables[d].peek(self.streams[d], int(alloc[d])) for d in range(len(self.sources))]
+            counts = np.array([c.shape[0] for c, _ in peeks], dtype=np.int64)  # short where an epoch ends
+            owners = interleave(alloc)  # [m] dataset of each planned encounter, in mixed-stream order
+            rank = np.argsort(np.argsort(owners, kind="stable"), kind="stable") - (np.cumsum(alloc) - alloc)[owners]
+            short = np.flatnonzero(rank >= counts[owners])  # planned past the end of an epoch: stop there
+            owners = owners[: short[0]] if short.shape[0] else owners
+            at = (np.cumsum(counts) - counts)[owners] + rank[: owners.shape[0]]  # [M] index into the peeks
+            awake = np.concatenate([a for _, a in peeks])[at]
+            rows = np.concatenate([c for c, _ in peeks])[at]
+            hits = np.flatnonzero(awake)
+            cut = int(hits[need - 1]) + 1 if hits.shape[0] >= need else owners.shape[0]
+            if cut == 0:
+                break
+            used = np.bincount(owners[:cut], minlength=len(self.sources))
+            for d in np.flatnonzero(used):
+                chunk, aw = peeks[d]
+                _, skipped, passed = self.tables[d].consume(self.streams[d], chunk, aw, int(used[d]))
+                self._count_skips(d, skipped, passed)
+            self.drawn += used
+            take = awake[:cut]
+            owners_out.append(owners[:cut][take])
+            rows_out.append(rows[:cut][take])
+            need -= int(take.sum())
+        if not owners_out:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.concatenate(owners_out).astype(np.int64), np.concatenate(rows_out).astype(np.int64)
+
+    def _issue(self, owners: np.ndarray, rows: np.ndarray) -> Candidates:
         tickets = np.arange(self.next_ticket, self.next_ticket + owners.shape[0], dtype=np.int64)
         self.pending.add(tickets, owners, rows)
         self.next_ticket += int(owners.shape[0])

@@ -44,7 +44,7 @@ def scheduler_state(s: Scheduler) -> dict[str, Any]:
         "step": s.step_index,
         "round": s.round,
         "next_ticket": s.next_ticket,
-        "issued": s.issued.tolist(),
+        "drawn": s.drawn.tolist(),
         "metrics": s.counts.state(),
         "last_metrics": s.last_metrics,
         "datasets": [
@@ -178,9 +178,9 @@ def _parse(s: Scheduler, meta: Mapping[str, Any], arrays: Mapping[str, np.ndarra
     out["step_index"] = _count(meta["step"], "step")
     out["round"] = _count(meta["round"], "round")
     out["next_ticket"] = _count(meta["next_ticket"], "next_ticket")
-    out["issued"] = np.asarray(meta["issued"], dtype=np.int64)
-    if out["issued"].shape != (len(sizes),) or (out["issued"] < 0).any():
-        raise StateError(f"issued={meta['issued']!r} does not fit {len(sizes)} datasets")
+    out["drawn"] = np.asarray(meta["drawn"], dtype=np.int64)
+    if out["drawn"].shape != (len(sizes),) or (out["drawn"] < 0).any():
+        raise StateError(f"drawn={meta['drawn']!r} does not fit {len(sizes)} datasets")
     pending = np.asarray(arrays["pending"], dtype=np.int64).reshape(-1, 3)
     _check_rows(pending[:, 1], pending[:, 2], sizes, "pending")
     if pending.shape[0] and (
@@ -239,14 +239,14 @@ def _migrate(
     - a dataset's stream keeps its position exactly when its ids and the seed are unchanged; otherwise
       it starts over at the beginning of the epoch it was in (the order of the rest of that epoch is
       not defined by the new data or seed);
-    - the step number, ticket counter, candidates issued per dataset and the cumulative totals carry on;
+    - the step number, ticket counter, encounters drawn per dataset and the cumulative totals carry on;
     - the step in progress is dropped (candidates out for rollout can no longer be reported; the
       groups gathered for the unfinished step are discarded) and the mix weights are the new config's.
     """
     saved_seed = meta.get("seed")
     tables = [PromptTable(len(src)) for src in s.sources]
     streams = [{"epoch": 0, "cursor": 0} for _ in s.sources]
-    issued = np.zeros(len(s.sources), dtype=np.int64)
+    drawn = np.zeros(len(s.sources), dtype=np.int64)
     moved = 0
     for i, info in enumerate(meta["datasets"]):
         name = info["name"]
@@ -267,7 +267,7 @@ def _migrate(
             "epoch": epoch,
             "cursor": _count(info["cursor"], "cursor", 0, len(s.sources[d]) - 1) if exact else 0,
         }
-        issued[d] = _count(int(meta["issued"][i]), f"issued[{i}]")
+        drawn[d] = _count(int(meta["drawn"][i]), f"drawn[{i}]")
     counts = StepMetrics(s.names)
     counts.totals = {k: int(meta["metrics"]["totals"][k]) for k in counts.totals}
     G = s.config.group_size
@@ -275,7 +275,7 @@ def _migrate(
     return {
         "tables": tables,
         "streams": streams,
-        "issued": issued,
+        "drawn": drawn,
         "counts": counts,
         "last_metrics": {},
         "step_index": _count(meta["step"], "step"),
