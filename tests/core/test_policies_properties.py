@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from helpers_core import records, reference_issued, rewards_for, stream_order
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
 from snooze.core.mixing import largest_remainder
-
-from helpers_core import rewards_for, records, reference_issued, stream_order
 
 KINDS = st.sampled_from(["signal", "easy", "hard", "flat"])
 
