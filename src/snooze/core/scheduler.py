@@ -172,8 +172,10 @@ class Scheduler:
         """Walk the mixed stream: encounters interleaved by weight, a skipped one replaced by the next
         encounter of the *mixed* stream (so time saved on a mastered dataset goes to the others).
 
-        Cumulative encounters per dataset (``self.drawn``) are kept on target by largest-remainder
-        rounding of each chunk's deficit. Returns ``(owners, rows)`` of the ``<= n`` awake prompts.
+        The mixed order is stride scheduling: dataset ``d``'s next encounters are due at
+        ``(drawn_d + j + 0.5) / p_d``, so cumulative encounters per dataset (``self.drawn``) never
+        stray more than one from ``p_d`` times the total. Returns ``(owners, rows)`` of the ``<= n``
+        awake prompts, in mixed-stream order.
         """
         owners_out: list[np.ndarray] = []
         rows_out: list[np.ndarray] = []
@@ -183,16 +185,20 @@ class Scheduler:
             if not active.any():
                 break
             m = max(2 * need, 64)
-            w = np.where(active, self.weights, 0.0)
-            deficit = np.maximum((self.drawn.sum() + m) * w / w.sum() - self.drawn, 0.0) * active
-            alloc = largest_remainder(m, deficit if deficit.sum() > 0 else w)
-            peeks = [self.tables[d].peek(self.streams[d], int(alloc[d])) for d in range(len(self.sources))]
+            p = np.where(active, self.weights, 0.0) / np.where(active, self.weights, 0.0).sum()
+            want = np.where(active, np.ceil(m * p).astype(np.int64) + 1, 0)
+            peeks = [self.tables[d].peek(self.streams[d], int(want[d])) for d in range(len(self.sources))]
             counts = np.array([c.shape[0] for c, _ in peeks], dtype=np.int64)  # short where an epoch ends
-            owners = interleave(alloc)  # [m] dataset of each planned encounter, in mixed-stream order
-            rank = np.argsort(np.argsort(owners, kind="stable"), kind="stable") - (np.cumsum(alloc) - alloc)[owners]
-            short = np.flatnonzero(rank >= counts[owners])  # planned past the end of an epoch: stop there
-            owners = owners[: short[0]] if short.shape[0] else owners
-            at = (np.cumsum(counts) - counts)[owners] + rank[: owners.shape[0]]  # [M] index into the peeks
+            rank = np.concatenate([np.arange(c) for c in counts])
+            owners = np.repeat(np.arange(len(self.sources)), counts)
+            # Stride scheduling: dataset d's j-th next encounter is due at (drawn_d + j + 0.5) / p_d.
+            due = (self.drawn[owners] + rank + 0.5) / np.maximum(p[owners], 1e-300)
+            short = (counts < want) & active  # an epoch ends inside the chunk: stop where it would go on
+            cutoff = ((self.drawn + counts + 0.5) / np.maximum(p, 1e-300))[short].min() if short.any() else np.inf
+            order = np.argsort(due, kind="stable")
+            order = order[due[order] < cutoff][:m]
+            at = (np.cumsum(counts) - counts)[owners[order]] + rank[order]  # [M] index into the peeks
+            owners = owners[order]
             awake = np.concatenate([a for _, a in peeks])[at]
             rows = np.concatenate([c for c, _ in peeks])[at]
             hits = np.flatnonzero(awake)
