@@ -91,7 +91,7 @@ PROFILES: dict[str, Profile] = {
     # The reference experiment (docs/reference-experiment.md).
     # lr 1e-4: 1e-3 made this base's held-out accuracy fall (0.62 -> 0.39 in 50 steps); T 0.7: at 1.0 ~80% of
     # groups keep signal for 100 steps, so DAPO never wastes more than its second round (see the doc).
-    # 300 steps: the gap between DAPO and snoozing widens with training (1.15x at 100 steps, 1.36x at 300).
+    # 300 steps: the gap between DAPO and snoozing widens with training (1.15x at 100 steps, 1.37x at 300).
     "default": Profile("rev:3-7,count:3-6", "rev:3-7", 300, 200, steps=300, eval_every=25, batch_size=16, group_size=8, seeds=2,
                        lr=1e-4, n_layer=2, d_model=64, warmup_target=0.5, temperature=0.7),
 }
