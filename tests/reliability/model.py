@@ -70,37 +70,34 @@ class Model:
     def all_retired(self, d: int) -> bool:
         return all(self.prompts[(d, r)].retired for r in range(self.sizes[d]))
 
+    def _encounter(self, d: int) -> int | None:
+        """One encounter of dataset ``d``: the awake prompt met, or None when it was passed over."""
+        row = self.streams[d].next()
+        p = self.prompts[(d, row)]
+        if p.retired:
+            self.step["passed"][d] += 1
+            return None
+        if p.counter > 0:
+            p.counter -= 1  # skipped before any rollout
+            self.step["skipped"][d] += 1
+            return None
+        return row
+
     def draw(self, d: int, k: int, drain: bool) -> list[int]:
         """The next ``k`` awake prompts of dataset ``d``; ``drain``: keep walking to the stream's end
         (the scheduler asked for more than the data had)."""
         taken: list[int] = []
         while (len(taken) < k or drain) and not self.streams[d].exhausted and not self.all_retired(d):
-            row = self.streams[d].next()
-            p = self.prompts[(d, row)]
-            if p.retired:
-                self.step["passed"][d] += 1
-            elif p.counter > 0:
-                p.counter -= 1  # skipped before any rollout
-                self.step["skipped"][d] += 1
-            else:
+            row = self._encounter(d)
+            if row is not None:
                 taken.append(row)
         return taken
 
     def walk(self, d: int, encounters: int) -> list[int]:
         """Exactly ``encounters`` encounters of dataset ``d`` (stream mix: the mixed stream decides how
         many each dataset spends); returns the awake prompts met, in order."""
-        taken: list[int] = []
-        for _ in range(encounters):
-            row = self.streams[d].next()
-            p = self.prompts[(d, row)]
-            if p.retired:
-                self.step["passed"][d] += 1
-            elif p.counter > 0:
-                p.counter -= 1  # skipped before any rollout
-                self.step["skipped"][d] += 1
-            else:
-                taken.append(row)
-        return taken
+        met = (self._encounter(d) for _ in range(encounters))
+        return [row for row in met if row is not None]
 
     def report(self, groups: list[tuple[int, int, str]]) -> None:
         """Apply one report: ``(dataset, row, outcome)`` per group. Outcomes of one report act together:
