@@ -135,7 +135,7 @@ class DictScheduler:
     """The straightforward implementation: ``{(dataset, id): [counter, easy_snoozed]}``, Python loops."""
 
     def __init__(self, sizes: list[int], cfg: snooze.SchedulerConfig, seed: int) -> None:
-        self.cfg, self.seed, self.sizes = cfg, seed, sizes
+        self.config, self.seed, self.sizes = cfg, seed, sizes
         self.prompts: dict[tuple[str, int], list[int]] = {}
         start = 0
         for name, k in zip(NAMES, sizes):
@@ -154,13 +154,13 @@ class DictScheduler:
 
     @property
     def batch_full(self) -> bool:
-        return len(self.batch) >= self.cfg.batch_size
+        return len(self.batch) >= self.config.batch_size
 
     def propose(self) -> list[tuple[int, str, int]]:
         self.round += 1
         out = []
         for d, share in enumerate(SHARES):
-            want = round(self.cfg.gen_size * share)
+            want = round(self.config.gen_size * share)
             while want > 0:
                 pid = self.orders[d][self.cursor[d]]
                 self.cursor[d] += 1
@@ -179,7 +179,7 @@ class DictScheduler:
         return out
 
     def report(self, cands: list[tuple[int, str, int]], rewards: np.ndarray) -> None:
-        lo, hi = self.cfg.reward_range
+        lo, hi = self.config.reward_range
         for (t, name, pid), row in zip(cands, rewards.tolist()):
             key = self.pending.pop(t)
             mean, spread = sum(row) / len(row), max(row) - min(row)
@@ -188,11 +188,11 @@ class DictScheduler:
             if spread > 0:
                 if p[1]:
                     p[1], self.totals["regressed"] = 0, self.totals["regressed"] + 1
-                if len(self.batch) < self.cfg.batch_size:
+                if len(self.batch) < self.config.batch_size:
                     self.batch.append((name, pid, row))
-            elif mean >= lo + self.cfg.easy_threshold * (hi - lo):
+            elif mean >= lo + self.config.easy_threshold * (hi - lo):
                 self.totals["new"] += p[0] == 0
-                p[0] += self.cfg.snooze_factor
+                p[0] += self.config.snooze_factor
                 p[1] = 1
 
     def finish_step(self) -> list[tuple[str, int, list[float]]]:
@@ -211,26 +211,6 @@ class DictScheduler:
         self.orders = [self._order(d) for d in range(len(NAMES))]
 
 
-def _dict_steps(sched: DictScheduler, steps: int, rng: np.random.Generator) -> float:
-    per_step = []
-    for _ in range(steps):
-        spent, n = 0.0, 0
-        while not sched.batch_full and sched.round < sched.cfg.max_gen_rounds:
-            t0 = time.perf_counter()
-            cands = sched.propose()
-            spent += time.perf_counter() - t0
-            r = _rewards(rng, len(cands))
-            t0 = time.perf_counter()
-            sched.report(cands, r)
-            spent += time.perf_counter() - t0
-            n += len(cands)
-        t0 = time.perf_counter()
-        sched.finish_step()
-        spent += time.perf_counter() - t0
-        per_step.append(1e6 * spent / max(n, 1))
-    return float(np.median(per_step))
-
-
 def bench_dict(n: int, steps: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     gc.collect()
@@ -241,7 +221,7 @@ def bench_dict(n: int, steps: int) -> dict[str, float]:
     for key in sched.prompts:  # the same late-run state: 60% asleep
         if rng.random() < 0.6:
             sched.prompts[key][:] = [int(rng.integers(1, 6)), 1]
-    ms = _dict_steps(sched, steps, rng)
+    ms = _time_steps(sched, steps, rng)
     with tempfile.TemporaryDirectory(prefix="snooze-scale-dict-") as tmp:
         path = Path(tmp) / "state.json"
         t0 = time.perf_counter()

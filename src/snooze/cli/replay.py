@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from snooze.cli._args import reward_range
 from snooze.core.errors import ConfigError
 
 HELP = "Replay a reward log under filter and snooze:k and report the groups each would have skipped."
@@ -22,14 +23,6 @@ def _factors(text: str) -> list[int]:
     return sorted(set(out))
 
 
-def _range(text: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected LOW,HIGH, e.g. 0,1") from None
-    return lo, hi
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "log", metavar="LOG", help="reward log, JSONL, one line per generated group (docs/reward-log.md)"
@@ -43,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--group-size", type=int, default=None, help="expected G (default: the first line's)")
     parser.add_argument(
-        "--reward-range", type=_range, default=(0.0, 1.0), help="LOW,HIGH of valid rewards (default 0,1)"
+        "--reward-range", type=reward_range, default=(0.0, 1.0), help="LOW,HIGH of valid rewards (default 0,1)"
     )
     parser.add_argument(
         "--easy-threshold", type=float, default=0.99, help="too easy at or above this fraction of the range"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from snooze.cli._args import reward_range
+
 HELP = "Stratify prompts by baseline pass rate; write prompts.csv/.parquet, curriculum.json and plots."
 
 
@@ -17,14 +19,6 @@ def _thresholds(text: str) -> tuple[float, float, float, float]:
     return a, b, c, d
 
 
-def _range(text: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected LOW,HIGH, e.g. 0,1") from None
-    return lo, hi
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="baseline completions, .jsonl or .parquet")
     parser.add_argument("--out", required=True, help="output folder")
@@ -36,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="pass-rate cuts TOO_HARD,HARD,EASY,TOO_EASY (default 0,0.25,0.75,1)",
     )
     parser.add_argument(
-        "--reward-range", type=_range, default=(0.0, 1.0), help="LOW,HIGH of rewards lists (default 0,1)"
+        "--reward-range", type=reward_range, default=(0.0, 1.0), help="LOW,HIGH of rewards lists (default 0,1)"
     )
     parser.add_argument("--models", default=None, help="comma-separated baseline models that must be present")
     parser.add_argument("--keep-too-easy", action="store_true", help="do not drop too_easy prompts from the curriculum")
