@@ -19,7 +19,11 @@ __all__ = ["grpo_advantages", "ADVANTAGE_SCALES"]
 
 def _scale_group(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
     # Sample std (ddof=1), as TRL and verl compute it: a [1, 0, 0, 0] group scores [1.5, -.5, -.5, -.5].
-    return centred / (rewards.std(axis=1, ddof=1, keepdims=True) + eps)
+    G = centred.shape[1]
+    if G < 2:
+        return centred / (rewards.std(axis=1, ddof=1, keepdims=True) + eps)
+    std = np.sqrt(np.square(centred.T).sum(axis=0) / (G - 1))  # [N]; .T: numpy reduces a short inner axis slowly
+    return centred / (std[:, None] + eps)
 
 
 def _scale_batch(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
@@ -50,5 +54,5 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
         raise ConfigError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
     if r.shape[0] == 0:
         return r.copy()
-    centred = r - r.mean(axis=1, keepdims=True)  # [N, G]
+    centred = r - (np.ascontiguousarray(r.T).sum(axis=0) / r.shape[1])[:, None]  # [N, G]
     return ADVANTAGE_SCALES[scale](centred, r, eps)

@@ -26,9 +26,12 @@ class GroupBuffer:
     def extend(self, other: GroupBuffer, mask: np.ndarray | None = None) -> None:
         """Append ``other``'s groups (those where ``mask`` is true, if given), keeping order."""
         sel = slice(None) if mask is None else mask
-        for name in _FIELDS:
+        if len(self) == 0:  # the common case in a step's first round: a copy, no concatenation
+            for name in (*_FIELDS, "rewards"):
+                setattr(self, name, getattr(other, name)[sel].copy() if mask is None else getattr(other, name)[sel])
+            return
+        for name in (*_FIELDS, "rewards"):
             setattr(self, name, np.concatenate([getattr(self, name), getattr(other, name)[sel]]))
-        self.rewards = np.concatenate([self.rewards, other.rewards[sel]])
 
     def take(self, mask: np.ndarray) -> GroupBuffer:
         """A new buffer with the selected groups (boolean mask or index array)."""
@@ -39,8 +42,9 @@ class GroupBuffer:
     @classmethod
     def of(cls, ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, outcome: np.ndarray, rewards: np.ndarray) -> GroupBuffer:
         out = cls(rewards.shape[1])
-        out.ds, out.row, out.ticket = ds.astype(np.int32), row.astype(np.int64), ticket.astype(np.int64)
-        out.outcome, out.rewards = outcome.astype(np.int8), rewards.astype(np.float64)
+        out.ds, out.row = ds.astype(np.int32, copy=False), row.astype(np.int64, copy=False)
+        out.ticket, out.outcome = ticket.astype(np.int64, copy=False), outcome.astype(np.int8, copy=False)
+        out.rewards = rewards.astype(np.float64, copy=False)
         return out
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:

@@ -67,15 +67,26 @@ def classify_groups(
     """Outcome code of each group. ``rewards``: ``[N, G]`` (already checked). Returns ``int8 [N]``.
 
     Signal is judged on the *population* std (ddof=0) in units of the range, so the verdict does
-    not depend on G and a group of identical floats never counts as signal.
+    not depend on G and a group of identical floats never counts as signal (its mean is its value,
+    exactly). The std is computed only where the group's range leaves the verdict open.
     """
     low, high = reward_range
     span = high - low
-    norm = (np.asarray(rewards, dtype=np.float64) - low) / span  # [N, G] in [0, 1]
-    spread = norm.std(axis=1)  # [N]
-    mean = norm.mean(axis=1)  # [N]
-    out = np.full(norm.shape[0], FLAT, dtype=np.int8)
+    r = np.asarray(rewards, dtype=np.float64)
+    cols = np.ascontiguousarray(r.T)  # [G, N]: numpy reduces over a short inner axis slowly; this is ~5x faster
+    lo, hi = cols.min(axis=0), cols.max(axis=0)  # [N]
+    spread = (hi - lo) / span  # range of the group in units of the reward range
+    mean = (lo - low) / span  # exact for a constant group (every non-signal group below but the tiny-spread ones)
+    # Population std >= range / sqrt(2G), so a group whose range exceeds tol * sqrt(2G) is signal
+    # without computing its std; only groups with a nonzero range below that need the exact test.
+    signal = spread > signal_tol * np.sqrt(2.0 * r.shape[1])
+    unsure = np.flatnonzero((spread > 0) & ~signal)
+    if unsure.shape[0]:
+        norm = (r[unsure] - low) / span
+        signal[unsure] = norm.std(axis=1) > signal_tol
+        mean[unsure] = norm.mean(axis=1)
+    out = np.full(r.shape[0], FLAT, dtype=np.int8)
     out[mean >= easy_threshold] = TOO_EASY
     out[mean <= hard_threshold] = TOO_HARD
-    out[spread > signal_tol] = SIGNAL
+    out[signal] = SIGNAL
     return out

@@ -7,9 +7,12 @@ hash order or floating-point luck across machines.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
-__all__ = ["largest_remainder", "interleave"]
+__all__ = ["largest_remainder", "interleave", "interleave_order"]
 
 
 def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
@@ -18,17 +21,18 @@ def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     >>> largest_remainder(5, np.array([1.0, 1.0])).tolist()
     [3, 2]
     """
-    w = np.asarray(weights, dtype=np.float64)
-    out = np.zeros(w.shape[0], dtype=np.int64)
-    if total <= 0 or w.sum() <= 0:
-        return out
-    exact = total * w / w.sum()
-    out[:] = np.floor(exact + 1e-9)  # 1e-9 absorbs 2.9999999 from rounding of exact thirds etc.
-    rest = total - int(out.sum())
+    w = [float(x) for x in np.asarray(weights, dtype=np.float64).tolist()]  # a handful of datasets: plain Python is faster
+    total_w = sum(w)
+    if total <= 0 or total_w <= 0:
+        return np.zeros(len(w), dtype=np.int64)
+    exact = [total * x / total_w for x in w]
+    out = [math.floor(e + 1e-9) for e in exact]  # 1e-9 absorbs 2.9999999 from rounding of exact thirds etc.
+    rest = total - sum(out)
     if rest > 0:
-        order = np.argsort(-(exact - out), kind="stable")
-        out[order[:rest]] += 1
-    return out
+        order = sorted(range(len(w)), key=lambda i: -(exact[i] - out[i]))  # stable: ties to the first listed
+        for i in order[:rest]:
+            out[i] += 1
+    return np.array(out, dtype=np.int64)
 
 
 def interleave(counts: np.ndarray) -> np.ndarray:
@@ -38,6 +42,22 @@ def interleave(counts: np.ndarray) -> np.ndarray:
     ordered by that fraction (stable), so ``[2, 1]`` gives ``[0, 1, 0]``.
     """
     counts = np.asarray(counts, dtype=np.int64)
-    owners = np.repeat(np.arange(counts.shape[0]), counts)
-    pos = np.concatenate([(np.arange(c) + 0.5) / c for c in counts if c > 0]) if counts.sum() else np.empty(0)
-    return owners[np.argsort(pos, kind="stable")]
+    return np.repeat(np.arange(counts.shape[0]), counts)[interleave_order(counts)]
+
+
+def interleave_order(counts: np.ndarray) -> np.ndarray:
+    """The permutation behind :func:`interleave`: slot ``i`` holds item ``order[i]`` of the items
+    listed dataset by dataset (``counts[0]`` of dataset 0, then dataset 1, ...), each in its own order.
+
+    >>> interleave_order(np.array([2, 1])).tolist()
+    [0, 2, 1]
+    """
+    return _interleave_order(tuple(int(c) for c in np.asarray(counts).tolist()))
+
+
+@functools.lru_cache(maxsize=64)  # rounds mostly repeat the same split; the result is read-only
+def _interleave_order(counts: tuple[int, ...]) -> np.ndarray:
+    pos = np.concatenate([(np.arange(c) + 0.5) / c for c in counts if c > 0]) if sum(counts) else np.empty(0)
+    order = np.argsort(pos, kind="stable")
+    order.flags.writeable = False
+    return order

@@ -12,19 +12,23 @@ Six bytes a prompt, as flat numpy arrays indexed by row:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from snooze.core.classify import TOO_EASY, TOO_HARD
 from snooze.core.config import SchedulerConfig
 from snooze.core.stream import DatasetStream
 
-__all__ = ["PromptTable", "RETIRED", "EASY_SNOOZED", "EXCLUDED", "BLOCKED"]
+__all__ = ["PromptTable", "PromptMemory", "Changes", "apply_outcomes", "RETIRED", "EASY_SNOOZED", "EXCLUDED", "BLOCKED"]
 
 RETIRED = np.uint8(1)
 EASY_SNOOZED = np.uint8(2)
 EXCLUDED = np.uint8(4)  # set by a curriculum stage: passed over like a retired prompt, but reversible
 BLOCKED = np.uint8(RETIRED | EXCLUDED)
 _MIN_CHUNK = 256  # rows examined per vectorised step of a draw; amortises numpy call overhead
+
+Peek = tuple[np.ndarray, np.ndarray, np.ndarray]  # (rows, awake, counter) of the next encounters
 
 
 class PromptTable:
@@ -35,6 +39,13 @@ class PromptTable:
         self.flags = np.zeros(n, dtype=np.uint8)
         self.streak = np.zeros(n, dtype=np.uint8)
         self.recount()
+
+    def view(self, lo: int, hi: int) -> PromptTable:
+        """Rows ``lo..hi-1`` as a table of their own that shares this one's arrays."""
+        out = PromptTable(0)
+        out.counter, out.flags, out.streak = self.counter[lo:hi], self.flags[lo:hi], self.streak[lo:hi]
+        out.recount()
+        return out
 
     def recount(self) -> None:
         """Recompute the cached totals from the arrays (after loading state)."""
@@ -66,30 +77,48 @@ class PromptTable:
         while got < k and not stream.exhausted:
             if self.n_blocked == self.counter.shape[0]:
                 break  # every prompt retired or excluded: nothing can be drawn
-            chunk, awake = self.peek(stream, max(2 * (k - got), _MIN_CHUNK))
-            hits = np.flatnonzero(awake)
+            peek = self.peek(stream, self.encounters_for(k - got))
+            hits = np.flatnonzero(peek[1])
             need = k - got
-            used = int(hits[need - 1]) + 1 if hits.shape[0] >= need else chunk.shape[0]
-            taken, s, p = self.consume(stream, chunk, awake, used)
+            used = int(hits[need - 1]) + 1 if hits.shape[0] >= need else peek[0].shape[0]
+            taken, s, p = self.consume(stream, peek, used)
             out.append(taken)
             got, skipped, passed = got + taken.shape[0], skipped + s, passed + p
-        rows = np.concatenate(out) if out else np.empty(0, dtype=np.int64)
-        return rows.astype(np.int64), skipped, passed
+        rows = out[0] if len(out) == 1 else np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+        return rows, skipped, passed
 
-    def peek(self, stream: DatasetStream, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """The next (up to) ``m`` encounters of the current epoch and which of them are awake. Changes nothing."""
+    def encounters_for(self, k: int) -> int:
+        """How many encounters to examine at once to likely find ``k`` awake prompts.
+
+        Sized from the share of prompts awake (10% headroom), so a draw is usually one vectorised
+        pass; a guess only, the result never depends on it."""
+        n = self.counter.shape[0]
+        awake = max(n - self.n_asleep - self.n_blocked, 1)
+        return max(int(k * 1.1 * n / awake) + 16, _MIN_CHUNK)
+
+    def peek(self, stream: DatasetStream, m: int) -> Peek:
+        """The next (up to) ``m`` encounters of the current epoch: ``(rows, awake, counter)``. Changes nothing."""
         chunk = stream.peek(m)  # [m] rows, distinct within an epoch
-        return chunk, (self.counter[chunk] == 0) & ((self.flags[chunk] & BLOCKED) == 0)
+        counter = self.counter[chunk]
+        awake = counter == 0
+        if self.n_blocked:
+            awake &= (self.flags[chunk] & BLOCKED) == 0
+        return chunk, awake, counter
 
-    def consume(self, stream: DatasetStream, chunk: np.ndarray, awake: np.ndarray, used: int) -> tuple[np.ndarray, int, int]:
-        """Spend the first ``used`` encounters of a :meth:`peek`: sleeping prompts are skipped (counter
-        down by one), blocked ones passed over, awake ones returned. Returns ``(rows, skipped, passed)``."""
-        seen, awake = chunk[:used], awake[:used]
-        sleeping = seen[self.counter[seen] > 0]
-        self.counter[sleeping] -= 1
-        self.n_asleep -= int(np.count_nonzero(self.counter[sleeping] == 0))
+    def consume(self, stream: DatasetStream, peek: Peek, used: int) -> tuple[np.ndarray, int, int]:
+        """Spend the first ``used`` encounters of a :meth:`peek` (made just before, nothing changed
+        since): sleeping prompts are skipped (counter down by one), blocked ones passed over, awake ones
+        returned. Returns ``(rows, skipped, passed)``."""
+        chunk, awake, counter = peek
+        seen, awake, counter = chunk[:used], awake[:used], counter[:used]
+        asleep = counter > 0
+        left = counter[asleep]
+        self.counter[seen[asleep]] = left - 1  # rows are distinct within an epoch: a plain scatter
+        n_skipped = left.shape[0]
+        self.n_asleep -= int(np.count_nonzero(left == 1))
         stream.advance(used)
-        return seen[awake].astype(np.int64), int(sleeping.shape[0]), int(used - awake.sum() - sleeping.shape[0])
+        taken = seen[awake].astype(np.int64, copy=False)
+        return taken, n_skipped, int(used - taken.shape[0] - n_skipped)
 
     def apply(self, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> dict[str, int]:
         """Update the table for reported groups of this dataset under ``cfg.policy``.
@@ -97,39 +126,119 @@ class PromptTable:
         Returns counts: ``new`` (prompts put to sleep), ``regressed`` (woken after a too-easy snooze
         and no longer too easy), ``retired`` (newly retired).
         """
-        easy = outcomes == TOO_EASY
-        hard = outcomes == TOO_HARD
-        counts = {"new": 0, "regressed": 0, "retired": 0}
-        if cfg.policy == "filter":
-            fresh = np.unique(rows[easy & ((self.flags[rows] & RETIRED) == 0)])
-            self.n_blocked += int(np.count_nonzero((self.flags[fresh] & EXCLUDED) == 0))
-            self.flags[fresh] |= RETIRED
-            counts["retired"] = int(fresh.shape[0])
-            self.n_retired += counts["retired"]
-        if cfg.policy != "snooze":
-            return counts
-        was_easy_snoozed = (self.flags[rows] & EASY_SNOOZED) != 0
-        regressed = np.unique(rows[was_easy_snoozed & ~easy])
-        counts["regressed"] = int(regressed.shape[0])
-        self.flags[regressed] &= ~EASY_SNOOZED
-        self.streak[rows[~easy]] = 0
-        before = self.counter[rows] > 0
-        if easy.any():
-            e_rows = rows[easy]
-            periods = self._easy_periods(e_rows, cfg)
-            np.add.at(self.counter, e_rows, periods)
-            self.streak[e_rows] = np.minimum(self.streak[e_rows].astype(np.int32) + 1, 255).astype(np.uint8)
-            if cfg.snooze_factor > 0:
-                self.flags[e_rows] |= EASY_SNOOZED
-        if cfg.snooze_hard and hard.any():
-            factor = cfg.snooze_factor if cfg.hard_snooze_factor is None else cfg.hard_snooze_factor
-            np.add.at(self.counter, rows[hard], factor)
-        counts["new"] = int(np.unique(rows[~before & (self.counter[rows] > 0)]).shape[0])
+        ch = apply_outcomes(self, rows, outcomes, cfg)
+        counts = {k: int(np.count_nonzero(getattr(ch, k))) for k in ("new", "regressed", "retired")}
         self.n_asleep += counts["new"]
+        self.n_retired += counts["retired"]
+        self.n_blocked += int(np.count_nonzero(ch.blocked))
         return counts
 
-    def _easy_periods(self, rows: np.ndarray, cfg: SchedulerConfig) -> np.ndarray:
-        if cfg.backoff == 1.0:
-            return np.full(rows.shape[0], cfg.snooze_factor, dtype=np.int64)
-        grown = cfg.snooze_factor * np.power(float(cfg.backoff), self.streak[rows].astype(np.float64))
-        return np.minimum(np.rint(grown), cfg.max_snooze).astype(np.int64)
+
+class PromptMemory:
+    """Every dataset's :class:`PromptTable` in one set of arrays: ``tables[d]`` is dataset ``d``'s
+    slice (a view), so a report that spans datasets updates them all in one vectorised pass."""
+
+    def __init__(self, sizes: list[int]) -> None:
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.all = PromptTable(int(self.offsets[-1]))
+        self.tables = [self.all.view(int(lo), int(hi)) for lo, hi in zip(self.offsets[:-1], self.offsets[1:])]
+
+    def apply(self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> dict[str, int]:
+        """:meth:`PromptTable.apply` for groups of several datasets (``ds[i]`` owns ``rows[i]``)."""
+        ch = apply_outcomes(self.all, self.offsets[ds] + rows, outcomes, cfg)
+        D = len(self.tables)
+        per = {k: np.bincount(ds[getattr(ch, k)], minlength=D).tolist() for k in ("new", "retired", "blocked")}
+        for d, t in enumerate(self.tables):
+            t.n_asleep += per["new"][d]
+            t.n_retired += per["retired"][d]
+            t.n_blocked += per["blocked"][d]
+        return {"new": sum(per["new"]), "regressed": int(np.count_nonzero(ch.regressed)), "retired": sum(per["retired"])}
+
+    def install(self, tables: list[PromptTable]) -> None:
+        """Copy standalone tables (one per dataset, e.g. parsed from a state) into the shared arrays."""
+        for mine, theirs in zip(self.tables, tables):
+            for name in ("counter", "flags", "streak"):
+                getattr(mine, name)[...] = getattr(theirs, name)
+            mine.recount()
+
+
+class Changes(NamedTuple):
+    """What a report did, one flag per reported group (a prompt reported twice is flagged once)."""
+
+    new: np.ndarray  # put to sleep (counter was 0, now above 0)
+    regressed: np.ndarray  # woken after a too-easy snooze, and no longer too easy
+    retired: np.ndarray  # newly retired by ``filter``
+    blocked: np.ndarray  # newly retired and not already excluded (newly unavailable to draws)
+
+
+def apply_outcomes(t: PromptTable, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> Changes:
+    """Apply ``cfg.policy`` to the prompts at ``rows`` of ``t`` given their groups' outcomes (SPEC 3)."""
+    easy = outcomes == TOO_EASY
+    hard = outcomes == TOO_HARD
+    none = np.zeros(rows.shape[0], dtype=bool)
+    if cfg.policy == "filter":
+        fresh = easy & ((t.flags[rows] & RETIRED) == 0)
+        fresh &= _first_occurrence(np.where(fresh, rows, -1))  # once per prompt
+        blocked = fresh & ((t.flags[rows] & EXCLUDED) == 0)
+        t.flags[rows[fresh]] |= RETIRED
+        return Changes(none, none, fresh, blocked)
+    if cfg.policy != "snooze":
+        return Changes(none, none, none, none)
+    if rows.shape[0] > 1:
+        ordered = np.sort(rows)
+        if (ordered[1:] == ordered[:-1]).any():  # a prompt issued twice in one report (epoch edge)
+            return _apply_snooze_repeated(t, rows, easy, hard, cfg)
+    # Rows are distinct: gather each column once, update, scatter once.
+    flags, counter, streak = t.flags[rows], t.counter[rows], t.streak[rows]
+    regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
+    if cfg.backoff == 1.0:
+        new_counter = counter + easy * np.int32(cfg.snooze_factor)
+    else:
+        new_counter = counter + np.where(easy, _easy_periods(streak, cfg), 0).astype(np.int32)
+    if cfg.snooze_hard:
+        factor = cfg.snooze_factor if cfg.hard_snooze_factor is None else cfg.hard_snooze_factor
+        new_counter += hard * np.int32(factor)
+    if cfg.snooze_factor > 0:
+        flags = flags | (easy * EASY_SNOOZED)
+    t.flags[rows] = flags & ~(regressed * EASY_SNOOZED)
+    t.counter[rows] = new_counter
+    t.streak[rows] = (np.minimum(streak, 254) + 1) * easy  # consecutive too-easy outcomes; 0 on any other
+    return Changes((counter == 0) & (new_counter > 0), regressed, none, none)
+
+
+def _first_occurrence(rows: np.ndarray) -> np.ndarray:
+    """True at the first place each row appears."""
+    first = np.zeros(rows.shape[0], dtype=bool)
+    first[np.unique(rows, return_index=True)[1]] = True
+    return first
+
+
+def _apply_snooze_repeated(t: PromptTable, rows: np.ndarray, easy: np.ndarray, hard: np.ndarray, cfg: SchedulerConfig) -> Changes:
+    """The ``snooze`` update for a report that holds one prompt more than once: periods add up (``add.at``)."""
+    first = _first_occurrence(rows)
+    regressed = ((t.flags[rows] & EASY_SNOOZED) != 0) & ~easy
+    regressed &= _first_occurrence(np.where(regressed, rows, -1))  # once per prompt
+    t.flags[rows[regressed]] &= ~EASY_SNOOZED
+    t.streak[rows[~easy]] = 0
+    before = t.counter[rows] > 0
+    if easy.any():
+        e_rows = rows[easy]
+        np.add.at(t.counter, e_rows, _easy_periods(t.streak[e_rows], cfg))
+        uniq, times = np.unique(e_rows, return_counts=True)  # each too-easy outcome adds to the streak
+        t.streak[uniq] = np.minimum(t.streak[uniq].astype(np.int32) + times, 255).astype(np.uint8)
+        if cfg.snooze_factor > 0:
+            t.flags[e_rows] |= EASY_SNOOZED
+    if cfg.snooze_hard and hard.any():
+        factor = cfg.snooze_factor if cfg.hard_snooze_factor is None else cfg.hard_snooze_factor
+        np.add.at(t.counter, rows[hard], factor)
+    new = ~before & (t.counter[rows] > 0) & first  # once per prompt (``before`` is the same at each of its places)
+    none = np.zeros(rows.shape[0], dtype=bool)
+    return Changes(new, regressed, none, none)
+
+
+def _easy_periods(streak: np.ndarray, cfg: SchedulerConfig) -> np.ndarray:
+    """Snooze period for each too-easy prompt, given its streak of too-easy outcomes (``backoff``)."""
+    if cfg.backoff == 1.0:
+        return np.full(streak.shape[0], cfg.snooze_factor, dtype=np.int64)
+    grown = cfg.snooze_factor * np.power(float(cfg.backoff), streak.astype(np.float64))
+    return np.minimum(np.rint(grown), cfg.max_snooze).astype(np.int64)

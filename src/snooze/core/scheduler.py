@@ -25,9 +25,9 @@ from snooze.core.classify import SIGNAL, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
 from snooze.core.metrics import StepMetrics
-from snooze.core.mixing import interleave, largest_remainder
+from snooze.core.mixing import interleave_order, largest_remainder
 from snooze.core.pending import PendingSet
-from snooze.core.prompts import EXCLUDED, PromptTable
+from snooze.core.prompts import EXCLUDED, PromptMemory
 from snooze.core.stream import DatasetStream, dataset_key
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 from snooze.data.source import Source, as_source
@@ -57,7 +57,8 @@ class Scheduler:
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
         self.streams = [DatasetStream(len(s), self.seed, dataset_key(s.name), self.config.epochs) for s in self.sources]
-        self.tables = [PromptTable(len(s)) for s in self.sources]
+        self.memory = PromptMemory([len(s) for s in self.sources])
+        self.tables = self.memory.tables  # dataset d's prompt table (a view into self.memory)
         self.weights = self._weights_from(self.config.weights)
         self.drawn = np.zeros(len(self.sources), dtype=np.int64)  # encounters (stream) / issues (quota) per dataset
         self.step_index = 0
@@ -67,7 +68,7 @@ class Scheduler:
         G = self.config.group_size
         self.batch = GroupBuffer(G)  # groups accepted into this step's batch
         self.surplus = GroupBuffer(G)  # acceptable groups that found no room
-        self.zero = GroupBuffer(G)  # zero-signal groups left out (padding material)
+        self.zero = GroupBuffer(G)  # zero-signal groups left out, kept as padding material when on_short='pad'
         self.counts = StepMetrics(self.names)
         self.last_metrics: dict[str, float] = {}
 
@@ -158,10 +159,8 @@ class Scheduler:
                 break  # no dataset gave a prompt and none ran out: nothing more to draw
         counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
         self.drawn += counts
-        owners = interleave(counts)  # [N] dataset of each slot
-        # slot i is the j-th slot of its dataset: the inverse of a stable sort by owner
-        rows = np.concatenate(rows_by_ds)[np.argsort(np.argsort(owners, kind="stable"), kind="stable")]
-        return self._issue(owners, rows)
+        order = interleave_order(counts)  # slot -> index into the rows grouped by dataset
+        return self._issue(np.repeat(np.arange(len(counts)), counts)[order], np.concatenate(rows_by_ds)[order])
 
     def _count_skips(self, d: int, skipped: int, passed: int) -> None:
         self.counts.add_ds(d, "skipped", skipped + passed)
@@ -184,11 +183,12 @@ class Scheduler:
             active = self._active()
             if not active.any():
                 break
-            m = max(2 * need, 64)
             p = np.where(active, self.weights, 0.0) / np.where(active, self.weights, 0.0).sum()
+            # encounters to examine at once: sized from the share awake, so one pass usually does
+            m = max(int(sum(p[d] * t.encounters_for(need) for d, t in enumerate(self.tables) if active[d])), 64)
             want = np.where(active, np.ceil(m * p).astype(np.int64) + 1, 0)
             peeks = [self.tables[d].peek(self.streams[d], int(want[d])) for d in range(len(self.sources))]
-            counts = np.array([c.shape[0] for c, _ in peeks], dtype=np.int64)  # short where an epoch ends
+            counts = np.array([pk[0].shape[0] for pk in peeks], dtype=np.int64)  # short where an epoch ends
             rank = np.concatenate([np.arange(c) for c in counts])
             owners = np.repeat(np.arange(len(self.sources)), counts)
             # Stride scheduling: dataset d's j-th next encounter is due at (drawn_d + j + 0.5) / p_d.
@@ -199,16 +199,15 @@ class Scheduler:
             order = order[due[order] < cutoff][:m]
             at = (np.cumsum(counts) - counts)[owners[order]] + rank[order]  # [M] index into the peeks
             owners = owners[order]
-            awake = np.concatenate([a for _, a in peeks])[at]
-            rows = np.concatenate([c for c, _ in peeks])[at]
+            awake = np.concatenate([pk[1] for pk in peeks])[at]
+            rows = np.concatenate([pk[0] for pk in peeks])[at]
             hits = np.flatnonzero(awake)
             cut = int(hits[need - 1]) + 1 if hits.shape[0] >= need else owners.shape[0]
             if cut == 0:
                 break
             used = np.bincount(owners[:cut], minlength=len(self.sources))
             for d in np.flatnonzero(used):
-                chunk, aw = peeks[d]
-                _, skipped, passed = self.tables[d].consume(self.streams[d], chunk, aw, int(used[d]))
+                _, skipped, passed = self.tables[d].consume(self.streams[d], peeks[d], int(used[d]))
                 self._count_skips(d, skipped, passed)
             self.drawn += used
             take = awake[:cut]
@@ -253,17 +252,15 @@ class Scheduler:
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
         outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
         ds, rows = self.pending.pop(index)
-        for d in np.unique(ds).tolist():
-            sel = ds == d
-            changes = self.tables[d].apply(rows[sel], outcomes[sel], cfg)
-            self.counts.add("snooze/new", changes["new"])
-            self.counts.add("snooze/regressed", changes["regressed"])
-            self.counts.add("filter/new", changes["retired"])
+        changes = self.memory.apply(ds, rows, outcomes, cfg)
+        self.counts.add("snooze/new", changes["new"])
+        self.counts.add("snooze/regressed", changes["regressed"])
+        self.counts.add("filter/new", changes["retired"])
         self.counts.record_generated(ds, outcomes, cfg.group_size)
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
         return outcomes
 
-    def _check_tickets(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
+    def _check_tickets(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray | slice]:
         """Tickets of a report and their index in the pending set; raises before anything changes."""
         if isinstance(candidates, Candidates):
             tickets = candidates.ticket
@@ -274,12 +271,13 @@ class Scheduler:
             tickets = np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=len(candidates))
         else:
             raise ReportError("report() takes the candidates that propose() returned (or a list of them)")
-        uniq, counts = np.unique(tickets, return_counts=True)
-        if (counts > 1).any():
-            t = int(uniq[counts > 1][0])
-            raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
+        if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
+            uniq, counts = np.unique(tickets, return_counts=True)
+            if (counts > 1).any():
+                t = int(uniq[counts > 1][0])
+                raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
         index = self.pending.find(tickets)
-        if (index < 0).any():
+        if not isinstance(index, slice) and (index < 0).any():
             c = candidates[int(np.argmax(index < 0))]
             t = c.ticket
             state = "was already reported (or cancelled)" if t < self.next_ticket else "was never issued by this scheduler"
@@ -292,7 +290,8 @@ class Scheduler:
     def _accept(self, groups: GroupBuffer) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero."""
         acceptable = np.ones(len(groups), dtype=bool) if self.config.policy == "grpo" else groups.outcome == SIGNAL
-        self.zero.extend(groups, ~acceptable)
+        if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
+            self.zero.extend(groups, ~acceptable)
         self.counts.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)

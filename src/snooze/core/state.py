@@ -220,6 +220,7 @@ def _apply(s: Scheduler, parsed: dict[str, Any]) -> None:
     """Swap the parsed state in (cannot fail)."""
     for d, info in enumerate(parsed.pop("streams")):
         s.streams[d].load_state(info)
+    s.memory.install(parsed.pop("tables"))
     for key, value in parsed.items():
         setattr(s, key, value)
 
