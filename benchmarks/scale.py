@@ -67,9 +67,9 @@ def _rewards(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def _config() -> snooze.SchedulerConfig:
+def _config(mix: str = "quota") -> snooze.SchedulerConfig:
     return snooze.SchedulerConfig(
-        batch_size=256, gen_batch_size=1024, group_size=G, policy="snooze", snooze_factor=5, mix="quota",
+        batch_size=256, gen_batch_size=1024, group_size=G, policy="snooze", snooze_factor=5, mix=mix,
         weights=dict(zip(NAMES, SHARES)), max_gen_rounds=4,
     )  # fmt: skip
 
@@ -108,9 +108,9 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     return float(np.median(per_step))
 
 
-def bench_snooze(n: int, steps: int) -> dict[str, float]:
+def bench_snooze(n: int, steps: int, mix: str = "quota") -> dict[str, float]:
     rng = np.random.default_rng(0)
-    sched = snooze.Scheduler(_sources(n), _config(), seed=0)
+    sched = snooze.Scheduler(_sources(n), _config(mix), seed=0)
     _late_run(sched.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
@@ -240,12 +240,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prompts", type=int, default=10_000_000, help="prompts over the 3 datasets")
     p.add_argument("--dict-prompts", type=int, default=1_000_000, help="prompts for the dict baseline (extrapolated)")
     p.add_argument("--steps", type=int, default=100, help="timed training steps (about 1,000 candidates each)")
+    p.add_argument("--mix", choices=("quota", "stream"), default="quota", help="the scheduler's mixing mode")
     args = p.parse_args(argv)
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)
-    ours = bench_snooze(n, args.steps)
+    ours = bench_snooze(n, args.steps, args.mix)
     base = bench_dict(nd, args.steps)
     scale = n / nd
-    out: dict[str, Any] = {"prompts": n, **{k: round(v, 4) for k, v in ours.items()}}
+    out: dict[str, Any] = {"prompts": n, "mix": args.mix, **{k: round(v, 4) for k, v in ours.items()}}
     out.update({f"dict_{k}": round(v, 4) for k, v in base.items() if k not in ("save_s", "load_s")})
     out.update({"dict_save_s": round(base["save_s"] * scale, 3), "dict_load_s": round(base["load_s"] * scale, 3)})
     out["dict_extrapolated_from"] = nd

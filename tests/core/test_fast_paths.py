@@ -124,12 +124,19 @@ def test_a_prompt_reported_twice_counts_once():
     assert counts == {"new": 1, "regressed": 0, "retired": 0}
     assert t.counter.tolist() == [0, 0, 6, 0] and t.streak[2] == 2 and t.asleep() == 1
     f = PromptTable(4)
-    counts = f.apply(np.array([3, 3]), np.array([SIGNAL, TOO_EASY], dtype=np.int8), snooze.SchedulerConfig(policy="filter"))
+    counts = f.apply(
+        np.array([3, 3]), np.array([SIGNAL, TOO_EASY], dtype=np.int8), snooze.SchedulerConfig(policy="filter")
+    )
     assert counts["retired"] == 1 and f.retired() == 1 and f.n_blocked == 1
 
 
 @settings(max_examples=80, deadline=None)
-@given(n=st.integers(0, 30), picks=st.lists(st.integers(0, 40), max_size=12), start=st.integers(0, 30), run=st.integers(0, 12))
+@given(
+    n=st.integers(0, 30),
+    picks=st.lists(st.integers(0, 40), max_size=12),
+    start=st.integers(0, 30),
+    run=st.integers(0, 12),
+)
 def test_pending_find_and_pop_match_a_dict(n, picks, start, run):
     p = PendingSet()
     p.add(np.arange(n) * 2, np.arange(n) % 3, np.arange(n) + 100)

@@ -105,17 +105,19 @@ class StepMetrics:
         out["filter/new"] = self.scalars["filter/new"]
         out["filter/skipped"] = self.scalars["filter/skipped"]
         size = max(len(batch), 1)
+        ds = {k: v.tolist() for k, v in self.ds.items()}
+        groups = batch_groups.tolist()
         for d, name in enumerate(self.names):
-            g = int(self.ds["gen_groups"][d])
+            g = ds["gen_groups"][d]
             p = f"dataset/{name}/"
-            out[p + "batch_frac"] = float(batch_groups[d]) / size if len(batch) else 0.0
-            out[p + "batch_groups"] = int(batch_groups[d])
+            out[p + "batch_frac"] = groups[d] / size if len(batch) else 0.0
+            out[p + "batch_groups"] = groups[d]
             out[p + "gen_groups"] = g
-            out[p + "signal_rate"] = float(self.ds["signal"][d]) / g if g else 0.0
+            out[p + "signal_rate"] = ds["signal"][d] / g if g else 0.0
             out[p + "asleep"] = sched.tables[d].asleep()
             out[p + "starved"] = int(bool(starved[d]))
             for key in ("dropped", "skipped", "discarded", "carried_in", "carried_out"):
-                out[p + key] = int(self.ds[key][d])
+                out[p + key] = ds[key][d]
             out[p + "epoch"] = sched.streams[d].epoch
         for key, value in t.items():
             out[f"total/{key}"] = int(value)

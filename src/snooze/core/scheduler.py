@@ -60,6 +60,7 @@ class Scheduler:
         self.memory = PromptMemory([len(s) for s in self.sources])
         self.tables = self.memory.tables  # dataset d's prompt table (a view into self.memory)
         self.weights = self._weights_from(self.config.weights)
+        self._quota_memo: dict[tuple[bytes, bytes, bytes], np.ndarray] = {}
         self.drawn = np.zeros(len(self.sources), dtype=np.int64)  # encounters (stream) / issues (quota) per dataset
         self.step_index = 0
         self.round = 0
@@ -124,8 +125,9 @@ class Scheduler:
         return len(self.batch) >= self.config.batch_size
 
     def _active(self) -> np.ndarray:
-        alive = np.array([not s.exhausted and t.n_blocked < len(t.counter) for s, t in zip(self.streams, self.tables)])
-        return alive & (self.weights > 0)
+        return np.array(
+            [w > 0 and not s.exhausted and t.n_blocked < t.counter.shape[0] for w, s, t in zip(self.weights.tolist(), self.streams, self.tables)]
+        )
 
     # -- drawing --------------------------------------------------------------------------------
     def propose(self, n: int | None = None) -> Candidates:
@@ -313,11 +315,17 @@ class Scheduler:
 
         Datasets that can issue no more keep only what they already have; their slots go to the rest.
         """
-        filled = self._filled()
         active = self._active()
-        fixed = np.where(active, 0, filled)
-        quota = largest_remainder(self.config.batch_size - int(fixed.sum()), np.where(active, self.weights, 0.0))
-        return np.maximum(quota + fixed, np.where(active, 0, filled))
+        fixed = np.where(active, 0, self._filled())
+        key = (active.tobytes(), fixed.tobytes(), self.weights.tobytes())
+        quotas = self._quota_memo.get(key)
+        if quotas is None:  # a pure function of the key; steps mostly repeat the same few
+            share = largest_remainder(self.config.batch_size - int(fixed.sum()), np.where(active, self.weights, 0.0))
+            quotas = share + fixed
+            if len(self._quota_memo) >= 256:
+                self._quota_memo.clear()
+            self._quota_memo[key] = quotas
+        return quotas.copy()
 
     def _filled(self) -> np.ndarray:
         return np.bincount(self.batch.ds, minlength=len(self.sources)).astype(np.int64)

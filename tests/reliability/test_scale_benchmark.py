@@ -1,0 +1,40 @@
+"""``benchmarks/scale.py`` runs end to end on a small table and prints the figures it promises.
+
+Timings are not asserted (shared machines are noisy; the script prints ratios measured side by side).
+What is asserted is what does not depend on the machine: the JSON keys, the state size per prompt
+and that both implementations ran the same number of steps' worth of candidates.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "scale.py"
+KEYS = {
+    "prompts",
+    "bytes_per_prompt",
+    "ms_per_1k_candidates",
+    "save_s",
+    "load_s",
+    "dict_bytes_per_prompt",
+    "dict_ms_per_1k_candidates",
+}
+
+
+@pytest.mark.parametrize("mix", ["quota", "stream"])
+def test_scale_benchmark_prints_its_figures(mix):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--prompts", "30000", "--dict-prompts", "30000", "--steps", "5", "--mix", mix],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert KEYS <= set(out) and out["prompts"] == 30000 and out["mix"] == mix
+    assert 6.0 <= out["bytes_per_prompt"] <= 16  # counter int32 + flags + streak, plus the file's small header
+    assert out["dict_bytes_per_prompt"] > out["bytes_per_prompt"]
+    assert out["ms_per_1k_candidates"] > 0 and out["dict_ms_per_1k_candidates"] > 0
