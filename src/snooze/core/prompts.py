@@ -1,5 +1,8 @@
 """`PromptTable`: the per-prompt memory of one dataset, and the policies' effect on it (SPEC section 3).
 
+`PromptMemory` keeps every dataset's table in one set of arrays (``tables[d]`` is a view), so a
+report that spans datasets is applied in one vectorised pass by :func:`apply_outcomes`.
+
 Six bytes a prompt, as flat numpy arrays indexed by row:
 
 - ``counter`` (int32): encounters left to skip. A too-easy outcome *adds* the snooze period;
