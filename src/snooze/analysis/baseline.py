@@ -60,14 +60,12 @@ class BaselineConfig:
 
 
 def task_pool(specs: Sequence[Any], cfg: BaselineConfig) -> dict[str, list[dict[str, Any]]]:
-    """The RL pool of each task: test split first, pool drawn without its prompts (as the trainer does)."""
-    from snooze.trainer.tasks import make_split
+    """The RL pool of each task, from :func:`snooze.trainer.tasks.task_splits` (the builder ``snooze compare``
+    uses, so the same tasks, sizes and seed give the training run's ids)."""
+    from snooze.trainer.tasks import task_splits
 
-    out: dict[str, list[dict[str, Any]]] = {}
-    for spec in specs:
-        test = make_split(spec, "test", cfg.test_size, cfg.seed)
-        out[spec.name] = make_split(spec, "pool", cfg.pool_size, cfg.seed, exclude={r["prompt"] for r in test})
-    return out
+    pools, _ = task_splits(specs, cfg.pool_size, cfg.test_size, cfg.seed)
+    return pools
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Any:

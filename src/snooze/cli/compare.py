@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+    parser.add_argument("--curriculum", type=Path, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,8 +62,10 @@ def run(args: argparse.Namespace) -> int:
         bar.update(1)
 
     print(f"snooze compare: profile {args.profile}, arms {', '.join(args.arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}")
+    if args.curriculum is not None:
+        print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step)
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum)
     finally:
         bar.close()
     print(summary_table(summary))

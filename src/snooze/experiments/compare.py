@@ -8,12 +8,17 @@ warm-up, trained for the same number of steps by :func:`snooze.trainer.loop.trai
   ``filter`` (``fig3-filter``), ``snooze`` (``fig3-snooze``) and ``snooze`` with ``mix="quota"``
   (``fig3-snooze-quota``).
 
-Output under ``out``: ``<arm>/seed<k>/{metrics,rewards}.jsonl``, ``summary.json``, ``summary.md``
-and the figures drawn by :func:`snooze.plots.write_compare_figures`.
+``curriculum`` (a curriculum file, as ``snooze stratify`` writes it) is given to every main arm, a
+fresh :class:`snooze.core.curriculum.Curriculum` per arm and seed; the figure-3 arms train on strata
+with other dataset names and run without it.
+
+Output under ``out``: ``<arm>/seed<k>/{metrics,rewards}.jsonl``, ``summary.json``, ``summary.md``,
+``run_meta.json`` and the figures drawn by :func:`snooze.plots.write_compare_figures`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -23,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from snooze.core.config import SchedulerConfig
+from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
 
-__all__ = ["Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table"]
+__all__ = ["Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table", "check_curriculum"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,14 +113,11 @@ def _arm_config(arm: str, profile: Profile, factor: int, strata: Sequence[str]) 
 
 
 def _data(profile: Profile, tasks: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], set[str]]:
-    from snooze.trainer.tasks import make_split, parse_tasks
+    from snooze.trainer.tasks import parse_tasks, task_splits
 
-    pools, tests, banned = {}, {}, set()
-    for spec in parse_tasks(tasks):
-        test = make_split(spec, "test", profile.test_size)
-        pool = make_split(spec, "pool", profile.pool_size, exclude=[r["prompt"] for r in test])
-        pools[spec.name], tests[spec.name] = pool, test
-        banned |= {r["prompt"] for r in test + pool}
+    # seed 0, as every compare profile always used: the ids (and snooze baseline's default) stay the same
+    pools, tests = task_splits(parse_tasks(tasks), profile.pool_size, profile.test_size, seed=0)
+    banned = {r["prompt"] for recs in (*pools.values(), *tests.values()) for r in recs}
     return pools, tests, banned
 
 
@@ -133,6 +136,37 @@ def _strata(profile: Profile, pools: Mapping[str, list[dict[str, Any]]], tests: 
     return out_pools, out_tests
 
 
+def check_curriculum(path: Path, pools: Mapping[str, Sequence[Mapping[str, Any]]], profile: Profile) -> Curriculum:
+    """Load the curriculum file and check that every dataset and prompt id it names is in ``pools``.
+
+    Fails before the warm-up, with the ``snooze baseline`` call that writes matching ids.
+    """
+    cur = Curriculum.from_file(path)
+    named: dict[str, set[Any]] = {}
+    for name, ids in cur.drop.items():
+        named.setdefault(name, set()).update(ids)
+    for stage in cur.stages:
+        for name in stage.weights or {}:
+            named.setdefault(name, set())
+        for name, ids in stage.exclude.items():
+            named.setdefault(name, set()).update(ids)
+    redo = (
+        f"write it for this task mix: snooze baseline --tasks {profile.tasks} --pool-size {profile.pool_size} "
+        f"--test-size {profile.test_size} --seed 0 ..., then snooze stratify"
+    )
+    unknown = sorted(set(named) - set(pools))
+    if unknown:
+        raise ConfigError(f"--curriculum {path}: dataset(s) {unknown} are not in the task mix {sorted(pools)}; {redo}")
+    for name, ids in named.items():
+        bad = sorted(map(str, ids - {r["id"] for r in pools[name]}))
+        if bad:
+            raise ConfigError(
+                f"--curriculum {path}: {len(bad)} id(s) of {name!r} are not in its pool of {len(pools[name])} "
+                f"(e.g. {bad[:3]}); {redo}"
+            )
+    return cur
+
+
 def run_compare(
     out: Path,
     profile: Profile,
@@ -142,8 +176,11 @@ def run_compare(
     device: str = "cpu",
     cache_dir: Path | None = None,
     on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
+    curriculum: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every arm x seed into ``out``; write ``summary.json``/``summary.md`` and figures; return the summary."""
+    """Run every arm x seed into ``out``; write ``summary.json``/``summary.md`` and figures; return the summary.
+
+    ``curriculum``: a curriculum file for the main arms (each run loads its own copy)."""
     import torch
 
     from snooze.trainer.grpo import GRPOConfig
@@ -158,6 +195,10 @@ def run_compare(
     torch.set_num_threads(2)
     out.mkdir(parents=True, exist_ok=True)
     pools, tests, banned = _data(profile, profile.tasks)
+    if curriculum is not None:
+        if not any(a in MAIN_ARMS for a in arms):
+            raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
+        check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests) if any(a in FIG3_ARMS for a in arms) else ({}, {})
     model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
     from snooze.trainer.tasks import parse_tasks
@@ -174,10 +215,15 @@ def run_compare(
             )
             run_dir = out / arm / f"seed{seed}"
             cb = (lambda line, arm=arm, seed=seed: on_step(arm, seed, line)) if on_step is not None else None
-            train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb)
+            cur = Curriculum.from_file(curriculum) if curriculum is not None and not fig3 else None  # stateful: one per run
+            train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb, curriculum=cur)
             runs.setdefault(arm, []).append(run_dir)
     summary = {arm: _summarise([read_result(d) for d in dirs]) for arm, dirs in runs.items()}
     meta = {"profile": asdict(profile), "factor": factor, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
+    if curriculum is not None:
+        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(Path(curriculum).read_bytes()).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
+    else:
+        meta["curriculum"] = None
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))
     (out / "summary.md").write_text(summary_table(summary, markdown=True) + "\n")

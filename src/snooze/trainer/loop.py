@@ -13,11 +13,19 @@ Files written into ``run_dir``:
   (the final accuracy).
 - ``rewards.jsonl``: the reward log (one line per generated group, in generation order).
 - ``tb/``: TensorBoard events when ``tensorboard`` is installed.
-- ``checkpoint/``: model, optimizer, RNG states, stored rollouts and the scheduler, for exact resume.
+- ``checkpoint/``: model, optimizer, RNG states, stored rollouts and the scheduler, for exact resume
+  (and ``curriculum.json``, the curriculum's ``state_dict()``, when training with one).
+
+With ``curriculum=`` (a :class:`snooze.core.curriculum.Curriculum`) the curriculum is applied to the
+scheduler before the first step (and again after a resume), updated with each step's metrics, and
+each metrics line carries ``curriculum/stage``: the 0-based index of the stage the step's prompts
+were drawn under. ``config.json`` records the curriculum's sha256, so a run is resumed only with the
+curriculum it started with (or, without one, only without).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -33,6 +41,7 @@ import torch
 
 from snooze.analysis.reward_log import RewardLogWriter
 from snooze.core.config import SchedulerConfig
+from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
@@ -41,13 +50,15 @@ from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.rollout import Roller, collate
 
-__all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "REWARDS_FILE"]
+__all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "REWARDS_FILE", "CURRICULUM_STATE"]
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 REWARDS_FILE = "rewards.jsonl"
 _CKPT = "checkpoint"
+CURRICULUM_STATE = "curriculum.json"
+"""The curriculum's ``state_dict()`` inside the checkpoint folder (next to ``trainer.json``)."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +115,9 @@ class RunResult:
 
 
 class _Run:
-    """The mutable pieces of one run: model, optimizer, generator, scheduler, rollout store."""
+    """The mutable pieces of one run: model, optimizer, generator, scheduler, rollout store, curriculum."""
 
-    def __init__(self, datasets: Mapping[str, Any], sched_cfg: SchedulerConfig, cfg: TrainConfig, model_cfg: ModelConfig, base: Mapping[str, torch.Tensor]) -> None:
+    def __init__(self, datasets: Mapping[str, Any], sched_cfg: SchedulerConfig, cfg: TrainConfig, model_cfg: ModelConfig, base: Mapping[str, torch.Tensor], curriculum: Curriculum | None = None) -> None:
         torch.manual_seed(cfg.seed)
         self.model = TinyGPT(model_cfg).to(cfg.device)
         self.model.load_state_dict(base)
@@ -119,6 +130,7 @@ class _Run:
         self.gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
         self.sched = Scheduler(datasets, sched_cfg, seed=cfg.seed)
         self.roller = Roller(self.model, sched_cfg.group_size, cfg.temperature, cfg.max_new_tokens, self.gen)
+        self.curriculum = curriculum
         self.step = 0
         self.elapsed = 0.0
 
@@ -131,6 +143,8 @@ class _Run:
         torch.save({"torch": torch.get_rng_state(), "gen": self.gen.get_state()}, tmp / "rng.pt")
         torch.save(self.roller.state_dict(), tmp / "rollouts.pt")
         self.sched.save(tmp / "scheduler")
+        if self.curriculum is not None:
+            (tmp / CURRICULUM_STATE).write_text(json.dumps(self.curriculum.state_dict()))
         (tmp / "trainer.json").write_text(json.dumps({"step": self.step, "elapsed": self.elapsed}))
         old = path.with_name(path.name + ".old")
         if path.exists():
@@ -152,6 +166,8 @@ class _Run:
         self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
         self.roller.step = self.step - 1
         self.roller.load_state_dict(load("rollouts.pt"))
+        if self.curriculum is not None:  # train() checked that the checkpoint has its state
+            self.curriculum.load_state_dict(json.loads((path / CURRICULUM_STATE).read_text()))
 
 
 def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
@@ -212,6 +228,9 @@ def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], s
         line.update(_eval(run, test_sets, run.step))
     run.roller.step = run.step
     batch = run.sched.step(run.roller)
+    if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next step
+        line["curriculum/stage"] = run.curriculum.stage
+        run.curriculum.update(run.sched, batch.metrics)
     line = {**batch.metrics, **_update(run, batch, cfg.grpo, cfg.device, cfg.temperature), **line}
     run.roller.prune(keep_carried=sched_cfg.carry_surplus)
     run.step += 1
@@ -232,6 +251,41 @@ def _write(mlog: Any, tb: Any, line: Mapping[str, Any]) -> None:
                 tb.add_scalar(k, v, int(line["step"]))
 
 
+def _curriculum_key(cur: Curriculum) -> dict[str, Any]:
+    """What ``config.json`` records of a curriculum: the sha256 of its content and its stage names."""
+    content = json.dumps({"drop": cur.drop, "stages": [asdict(s) for s in cur.stages]}, sort_keys=True, default=str)
+    return {"sha256": hashlib.sha256(content.encode()).hexdigest(), "stages": [s.name for s in cur.stages]}
+
+
+def _check_resume(run_dir: Path, config: Mapping[str, Any]) -> None:
+    """Refuse to resume with another configuration, or another curriculum (or none), than the run's."""
+    path = run_dir / "config.json"
+    saved = json.loads(path.read_text()) if path.exists() else None
+    now = config.get("curriculum")
+    had = (run_dir / _CKPT / CURRICULUM_STATE).exists()
+    then = saved.get("curriculum") if saved is not None else None
+    fix = "use a new run directory, or pass resume=False to start over"
+    if had and now is None:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started with a curriculum (stages {(then or {}).get('stages')}) and is resumed "
+            f"without one; pass the same curriculum (train(..., curriculum=Curriculum.from_file(...)), "
+            f"snooze compare --curriculum FILE), {fix}"
+        )
+    if now is not None and not had:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started without a curriculum and is resumed with one; resume it without, {fix}"
+        )
+    if saved is not None and then != now:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started with another curriculum (sha256 {(then or {}).get('sha256', '?')[:12]}, "
+            f"now {(now or {}).get('sha256', '?')[:12]}); pass the curriculum file it started with, {fix}"
+        )
+    if saved is not None and saved != config:
+        raise StateMismatchError(
+            f"{run_dir}: the checkpoint was written with another configuration (see its config.json); {fix}"
+        )
+
+
 def train(
     run_dir: str | Path,
     datasets: Mapping[str, Any],
@@ -243,31 +297,38 @@ def train(
     resume: bool = True,
     stop_after: int | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    curriculum: Curriculum | None = None,
 ) -> RunResult:
     """Train from the ``base`` weights for ``cfg.steps`` steps (resuming from ``run_dir/checkpoint``).
 
     ``datasets``: name -> records (dicts with ``id``, ``prompt``, ``answer``) or :class:`snooze.Source`.
     ``test_sets``: task name -> held-out records. ``stop_after``: end early after this many steps in
     this call (to test resume). ``on_step`` gets each step's metrics line (for progress bars).
+    ``curriculum``: a :class:`~snooze.core.curriculum.Curriculum` (stateful: one object per run) applied
+    before the first step and updated after each; a fresh run starts it at its first stage, a resumed
+    run at the checkpoint's stage. Resuming needs the same curriculum (or none) as the run started with.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    run = _Run(datasets, sched_cfg, cfg, model_cfg, base)
+    run = _Run(datasets, sched_cfg, cfg, model_cfg, base, curriculum)
+    config = {"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}
+    if curriculum is not None:
+        config["curriculum"] = _curriculum_key(curriculum)
+    config = json.loads(json.dumps(config, default=str))
     resumed = resume and (run_dir / _CKPT / "trainer.json").exists()
     if resumed:
+        _check_resume(run_dir, config)
         run.load(run_dir / _CKPT, datasets)
         logger.info("resuming %s at step %d", run_dir, run.step)
+    elif curriculum is not None:
+        curriculum.load_state_dict(Curriculum(curriculum.stages, curriculum.drop).state_dict())  # first stage
+    if curriculum is not None:
+        curriculum.apply(run.sched)  # after building or restoring the scheduler (idempotent)
     for name in (METRICS_FILE, REWARDS_FILE):
         if resumed:
             _truncate(run_dir / name, run.step)
         else:
             (run_dir / name).unlink(missing_ok=True)
-    config = json.loads(json.dumps({"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}, default=str))
-    if resumed and (run_dir / "config.json").exists() and json.loads((run_dir / "config.json").read_text()) != config:
-        raise StateMismatchError(
-            f"{run_dir}: the checkpoint was written with another configuration (see its config.json); "
-            "use a new run directory, or pass resume=False to start over"
-        )
     (run_dir / "config.json").write_text(json.dumps(config, indent=1))
     tb = _tensorboard(run_dir)
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, open(run_dir / METRICS_FILE, "a", encoding="utf-8") as mlog:

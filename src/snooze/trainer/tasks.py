@@ -10,7 +10,9 @@ A :class:`TaskSpec` names a family and a level range (``"add:1-3"``). Splits are
 text: the held-out *test* split is drawn first, the RL *pool* excludes it, and the warm-up draws a
 fresh stream of problems that excludes both (a warm-up on a fixed set memorises it). Every record
 has a stable string id (``"add:1-3/pool/17"``) made from the spec, the split and its position in a
-seeded generator, so the same spec and seed give the same ids on every machine.
+seeded generator, so the same spec and seed give the same ids on every machine. :func:`task_splits`
+builds both splits of every task; ``snooze compare`` and ``snooze baseline`` both call it, so a
+curriculum written from a baseline names the ids the training run draws.
 
 Strata for the seed's figure 3 are level sub-ranges of one spec: :meth:`TaskSpec.strata`.
 """
@@ -26,7 +28,7 @@ import numpy as np
 
 from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["TaskSpec", "FAMILIES", "DEFAULT_LEVELS", "make_problem", "make_split", "verify", "warmup_stream", "parse_tasks"]
+__all__ = ["TaskSpec", "FAMILIES", "DEFAULT_LEVELS", "make_problem", "make_split", "task_splits", "verify", "warmup_stream", "parse_tasks"]
 
 FAMILIES: tuple[str, ...] = ("add", "rev", "count")
 DEFAULT_LEVELS: dict[str, tuple[int, int]] = {"add": (1, 3), "rev": (3, 7), "count": (4, 10)}
@@ -146,6 +148,25 @@ def make_split(
             "ask for fewer or widen the level range"
         )
     return out
+
+
+def task_splits(
+    specs: Iterable[TaskSpec], pool_size: int, test_size: int, seed: int = 0
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """``(pools, tests)``: task name -> RL-pool records, task name -> held-out records.
+
+    Per task the test split (``test_size`` problems) is drawn first and the pool (``pool_size``) is
+    drawn without its prompts. The one builder of the built-in tasks' data: the training run
+    (``snooze compare``) and the baseline (``snooze baseline``) get identical ids for the same
+    ``(specs, pool_size, test_size, seed)``.
+    """
+    pools: dict[str, list[dict[str, Any]]] = {}
+    tests: dict[str, list[dict[str, Any]]] = {}
+    for spec in specs:
+        test = make_split(spec, "test", test_size, seed)
+        pools[spec.name] = make_split(spec, "pool", pool_size, seed, exclude=[r["prompt"] for r in test])
+        tests[spec.name] = test
+    return pools, tests
 
 
 def _level_of(family: str, prompt: str) -> int:
