@@ -86,8 +86,14 @@ class Scheduler:
         return w
 
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
-        """Change the mix weights from now on (``None``: equal). Unlisted datasets get weight 0."""
-        self.weights = self._weights_from(weights)
+        """Change the mix weights from now on (``None``: equal). Unlisted datasets get weight 0.
+
+        The stream mix starts over from the change: encounters follow the new weights at once, and a
+        dataset whose weight was low does not get every draw until its past share catches up."""
+        weights = self._weights_from(weights)
+        if not np.array_equal(weights, self.weights):
+            self.drawn[:] = 0
+        self.weights = weights
 
     def set_excluded(self, dataset: str, ids: Sequence[Any], excluded: bool = True) -> int:
         """Exclude prompts from drawing (or let them back in). Returns how many changed.
@@ -101,11 +107,14 @@ class Scheduler:
             raise DataError(f"dataset {dataset!r} has no prompt(s) with id {bad}; check the curriculum file")
         table = self.tables[d]
         before = (table.flags[rows] & EXCLUDED) != 0
+        was_active = self._active()
         if excluded:
             table.flags[rows] |= EXCLUDED
         else:
             table.flags[rows] &= ~EXCLUDED
         table.recount()
+        if not np.array_equal(was_active, self._active()):
+            self.drawn[:] = 0  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
         return int(np.count_nonzero(before != excluded))
 
     def _dataset_index(self, name: str) -> int:
@@ -174,8 +183,9 @@ class Scheduler:
         encounter of the *mixed* stream (so time saved on a mastered dataset goes to the others).
 
         The mixed order is stride scheduling: dataset ``d``'s next encounters are due at
-        ``(drawn_d + j + 0.5) / p_d``, so cumulative encounters per dataset (``self.drawn``) never
-        stray more than one from ``p_d`` times the total. Returns ``(owners, rows)`` of the ``<= n``
+        ``(drawn_d + j + 0.5) / p_d``, so cumulative encounters per dataset (``self.drawn``, counted
+        since the last change of weights or of the datasets in the mix) never stray more than one
+        from ``p_d`` times the total. Returns ``(owners, rows)`` of the ``<= n``
         awake prompts, in mixed-stream order.
         """
         owners_out: list[np.ndarray] = []
