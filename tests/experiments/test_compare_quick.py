@@ -54,6 +54,13 @@ def test_arm_configs_and_strata() -> None:
     assert len(banned) == 2 * profile.pool_size
 
 
+def test_snooze_hard_reaches_only_the_snooze_arms() -> None:
+    profile = PROFILES["quick"]
+    hard = {arm: _arm_config(arm, profile, 5, ["a", "b"], snooze_hard=True).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS}
+    assert hard == {arm: arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" for arm in MAIN_ARMS + FIG3_ARMS}
+    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS)
+
+
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["compare", "--out", str(tmp_path), "--arms", "dapo"])

@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
     parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
     parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
+    parser.add_argument("--snooze-hard", action="store_true", help="snooze arms also snooze too-hard groups (measured worse on the default profile; docs/reference-experiment.md)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum)
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard)
     finally:
         bar.close()
     print(summary_table(summary))
