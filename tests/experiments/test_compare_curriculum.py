@@ -11,7 +11,7 @@ import torch
 
 from snooze.analysis.baseline import BaselineConfig, task_pool
 from snooze.cli.main import main
-from snooze.experiments.compare import PROFILES, _data
+from snooze.experiments.compare import PROFILES, _data, check_curriculum
 from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.tasks import make_split, parse_tasks, task_splits
 from snooze.trainer.tokenizer import EOS, CharTokenizer
@@ -22,7 +22,9 @@ from snooze.trainer.warmup import WarmupConfig, _key
 def test_compare_and_baseline_build_the_same_pool(name: str) -> None:
     profile = PROFILES[name]
     pools, tests, banned = _data(profile, profile.tasks)
-    base = task_pool(parse_tasks(profile.tasks), BaselineConfig(pool_size=profile.pool_size, test_size=profile.test_size))
+    base = task_pool(
+        parse_tasks(profile.tasks), BaselineConfig(pool_size=profile.pool_size, test_size=profile.test_size)
+    )
     assert {k: [r["id"] for r in v] for k, v in pools.items()} == {k: [r["id"] for r in v] for k, v in base.items()}
     assert pools == base and banned == {r["prompt"] for recs in (*pools.values(), *tests.values()) for r in recs}
     # the profiles' data is what compare built before the shared builder existed (make_split's default seed 0)
@@ -87,7 +89,19 @@ def test_compare_with_a_curriculum_runs_end_to_end(tmp_path: Path) -> None:
     path.write_text(json.dumps(cur))
     key = _seed_warmup_cache(tmp_path / "cache")
     out = tmp_path / "out"
-    args = ["compare", "--out", str(out), "--profile", "quick", "--arms", "snooze", "--steps", "4", "--cache", str(tmp_path / "cache")]
+    args = [
+        "compare",
+        "--out",
+        str(out),
+        "--profile",
+        "quick",
+        "--arms",
+        "snooze",
+        "--steps",
+        "4",
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
     assert main([*args, "--curriculum", str(path)]) == 0
     meta = json.loads((out / "run_meta.json").read_text())
     assert meta["warmup"]["key"] == key and meta["curriculum"]["path"] == str(path)
@@ -103,11 +117,51 @@ def test_a_curriculum_for_other_tasks_fails_before_training(tmp_path: Path, caps
     path = tmp_path / "curriculum.json"
     path.write_text(json.dumps({"stages": [{"weights": {"add:1-3": 1.0}}]}))
     out = tmp_path / "out"
-    assert main(["compare", "--out", str(out), "--profile", "quick", "--arms", "snooze", "--curriculum", str(path)]) == 2
+    assert (
+        main(["compare", "--out", str(out), "--profile", "quick", "--arms", "snooze", "--curriculum", str(path)]) == 2
+    )
     err = capsys.readouterr().err
     assert "['add:1-3'] are not in the task mix ['rev:3-5']" in err and "snooze baseline --tasks rev:3-5" in err
     assert not (out / "snooze").exists()
     # ids from a pool of another size: caught too
     path.write_text(json.dumps({"stages": [{"exclude": {"rev:3-5": ["rev:3-5/pool/48"]}}]}))
-    assert main(["compare", "--out", str(out), "--profile", "quick", "--arms", "snooze", "--curriculum", str(path)]) == 2
+    assert (
+        main(["compare", "--out", str(out), "--profile", "quick", "--arms", "snooze", "--curriculum", str(path)]) == 2
+    )
     assert "not in its pool of 48" in capsys.readouterr().err
+
+
+def test_baseline_with_a_profile_samples_the_compare_base_and_pools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """baseline --profile -> stratify -> a curriculum whose ids `snooze compare --curriculum` accepts."""
+    profile = PROFILES["quick"]
+    _seed_warmup_cache(tmp_path / "cache")  # the stub base under the quick profile's warm-up key
+    rows_file = tmp_path / "baseline.jsonl"
+    args = [
+        "baseline",
+        "--profile",
+        "quick",
+        "--warmup",
+        "--samples",
+        "2",
+        "--out",
+        str(rows_file),
+        "--cache",
+        str(tmp_path / "cache"),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "base: 0 steps" in out and "(cached)" in out  # the compare profile's cached base, not a new warm-up
+    rows = _lines(rows_file)
+    pools, _, _ = _data(profile, profile.tasks)
+    assert sorted(r["id"] for r in rows) == sorted(r["id"] for r in pools[profile.tasks])
+    assert {r["model"] for r in rows} == {"base"} and all(
+        r["rewards"] == [0.0, 0.0] for r in rows
+    )  # the stub answers nothing
+    assert main(["stratify", str(rows_file), "--out", str(tmp_path / "strata"), "--group-size", "4", "--no-plot"]) == 0
+    cur = check_curriculum(tmp_path / "strata" / "curriculum.json", pools, profile)  # raises on an unknown id
+    assert cur.stages
+    # --profile with --warmup samples the profile's own base: other tasks would not match it
+    assert main([*args, "--tasks", "rev:3-6"]) == 2
+    assert "drop --tasks/--pool-size/--test-size" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,14 @@ HELP = "Sample baseline completions of the built-in tasks with one or more check
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", default="add,rev", help="task specs, e.g. add:1-3,rev:3-7 (as for training)")
+    parser.add_argument(
+        "--profile",
+        choices=("quick", "default"),
+        default=None,
+        help="match a `snooze compare` profile: its tasks, pool and test sizes, temperature, and (with --warmup) "
+        "its cached base model, so the curriculum's ids and pass rates fit `snooze compare --curriculum`",
+    )
+    parser.add_argument("--tasks", default=None, help="task specs, e.g. add:1-3,rev:3-7 (default: the profile's, else add,rev)")
     parser.add_argument(
         "--model",
         action="append",
@@ -28,9 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, help="output JSONL file")
     parser.add_argument("--samples", type=int, default=16, help="completions per prompt and model (default 16)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
-    parser.add_argument("--pool-size", type=int, default=500, help="RL-pool prompts per task (match the training run)")
-    parser.add_argument("--test-size", type=int, default=200, help="held-out prompts per task (match the training run)")
+    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the profile's, else 1.0)")
+    parser.add_argument("--pool-size", type=int, default=None, help="RL-pool prompts per task (default: the profile's, else 500)")
+    parser.add_argument("--test-size", type=int, default=None, help="held-out prompts per task (default: the profile's, else 200)")
+    parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
     parser.add_argument("--seed", type=int, default=0, help="task-split and sampling seed (match the training run)")
 
 
@@ -43,7 +52,20 @@ def _named(text: str) -> tuple[str, str]:
     return name, path
 
 
-def _warmup_model(specs: list[Any], pools: dict[str, list[dict[str, Any]]], cfg: Any) -> Any:
+def _profile_model(name: str, cache: Path | None) -> Any:
+    """The base model ``snooze compare --profile NAME`` trains from (warmed up once, then cached)."""
+    from snooze.experiments.compare import PROFILES, profile_base
+    from snooze.trainer.model import TinyGPT
+
+    print(f"warm-up base model of profile {name!r} (cached after the first run)...", flush=True)
+    model_cfg, result = profile_base(PROFILES[name], cache)
+    model = TinyGPT(model_cfg)
+    model.load_state_dict(result.state_dict)
+    print(f"  base: {result.steps} steps, val accuracy {result.val_accuracy:.3f}" + (" (cached)" if result.cached else ""))
+    return model.eval()
+
+
+def _warmup_model(specs: list[Any], pools: dict[str, list[dict[str, Any]]], cfg: Any, cache: Path | None) -> Any:
     from snooze.trainer.model import ModelConfig, TinyGPT
     from snooze.trainer.tasks import make_split
     from snooze.trainer.warmup import WarmupConfig, warmup
@@ -52,7 +74,7 @@ def _warmup_model(specs: list[Any], pools: dict[str, list[dict[str, Any]]], cfg:
     exclude |= {r["prompt"] for s in specs for r in make_split(s, "test", cfg.test_size, cfg.seed)}
     model_cfg = ModelConfig()
     print("warm-up base model (cached after the first run)...", flush=True)
-    result = warmup(specs, exclude, WarmupConfig(seed=cfg.seed), model_cfg)
+    result = warmup(specs, exclude, WarmupConfig(seed=cfg.seed), model_cfg, cache_dir=cache)
     model = TinyGPT(model_cfg)
     model.load_state_dict(result.state_dict)
     print(
@@ -73,21 +95,39 @@ def run(args: argparse.Namespace) -> int:
     )
     from snooze.trainer.tasks import parse_tasks
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(os.cpu_count() or 1)
     if not args.model and not args.warmup:
         raise ConfigError("no models: pass --model [NAME=]PATH (repeatable) and/or --warmup")
+    profile = None
+    if args.profile is not None:
+        from snooze.experiments.compare import PROFILES
+
+        profile = PROFILES[args.profile]
+        if args.seed != 0:
+            raise ConfigError(f"--profile {args.profile} builds its pools with seed 0 (as snooze compare does); drop --seed")
+
+    def pick(value: Any, from_profile: Any, default: Any) -> Any:
+        return value if value is not None else (from_profile if profile is not None else default)
+
     cfg = BaselineConfig(
         samples=args.samples,
-        temperature=args.temperature,
-        pool_size=args.pool_size,
-        test_size=args.test_size,
+        temperature=pick(args.temperature, profile and profile.temperature, 1.0),
+        pool_size=pick(args.pool_size, profile and profile.pool_size, 500),
+        test_size=pick(args.test_size, profile and profile.test_size, 200),
         seed=args.seed,
     )
-    specs = parse_tasks(args.tasks)
+    tasks = pick(args.tasks, profile and profile.tasks, "add,rev")
+    if profile is not None and args.warmup and (tasks, cfg.pool_size, cfg.test_size) != (profile.tasks, profile.pool_size, profile.test_size):
+        raise ConfigError(
+            f"--profile {args.profile} --warmup samples the profile's own base model, which was warmed up apart from "
+            f"its tasks ({profile.tasks}) and pool/test sizes ({profile.pool_size}/{profile.test_size}); "
+            "drop --tasks/--pool-size/--test-size, or pass the model with --model"
+        )
+    specs = parse_tasks(tasks)
     pools = task_pool(specs, cfg)
     models: dict[str, Any] = {}
     if args.warmup:
-        models["base"] = _warmup_model(specs, pools, cfg)
+        models["base"] = _profile_model(args.profile, args.cache) if profile is not None else _warmup_model(specs, pools, cfg, args.cache)
     for text in args.model:
         name, path = _named(text)
         if name in models:

@@ -32,7 +32,7 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
 
-__all__ = ["Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table", "check_curriculum"]
+__all__ = ["Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base"]
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,23 @@ def check_curriculum(path: Path, pools: Mapping[str, Sequence[Mapping[str, Any]]
     return cur
 
 
+def profile_base(profile: Profile, cache_dir: Path | None = None, device: str = "cpu") -> tuple[Any, Any]:
+    """The base model every arm of ``profile`` starts from: ``(ModelConfig, WarmupResult)``.
+
+    The supervised warm-up on the profile's tasks, kept apart from its pools and test splits, cached
+    by its configuration (so ``snooze baseline --profile`` samples the very model ``snooze compare``
+    trains from)."""
+    from snooze.trainer.model import ModelConfig
+    from snooze.trainer.tasks import parse_tasks
+    from snooze.trainer.tokenizer import CharTokenizer
+    from snooze.trainer.warmup import WarmupConfig, warmup
+
+    _, _, banned = _data(profile, profile.tasks)
+    model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
+    wcfg = WarmupConfig(target_accuracy=profile.warmup_target)
+    return model_cfg, warmup(parse_tasks(profile.tasks), banned, wcfg, model_cfg, cache_dir=cache_dir, device=device)
+
+
 def run_compare(
     out: Path,
     profile: Profile,
@@ -189,25 +206,19 @@ def run_compare(
 
     from snooze.trainer.grpo import GRPOConfig
     from snooze.trainer.loop import TrainConfig, read_result, train
-    from snooze.trainer.model import ModelConfig
-    from snooze.trainer.tokenizer import CharTokenizer
-    from snooze.trainer.warmup import WarmupConfig, warmup
 
     unknown = sorted(set(arms) - set(MAIN_ARMS) - set(FIG3_ARMS))
     if unknown:
         raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(MAIN_ARMS + FIG3_ARMS)}")
     torch.set_num_threads(os.cpu_count() or 1)
     out.mkdir(parents=True, exist_ok=True)
-    pools, tests, banned = _data(profile, profile.tasks)
+    pools, tests, _ = _data(profile, profile.tasks)
     if curriculum is not None:
         if not any(a in MAIN_ARMS for a in arms):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests) if any(a in FIG3_ARMS for a in arms) else ({}, {})
-    model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
-    from snooze.trainer.tasks import parse_tasks
-
-    base = warmup(parse_tasks(profile.tasks), banned, WarmupConfig(target_accuracy=profile.warmup_target), model_cfg, cache_dir=cache_dir, device=device)
+    model_cfg, base = profile_base(profile, cache_dir, device)
     runs: dict[str, list[Path]] = {}
     for arm in arms:
         fig3 = arm in FIG3_ARMS
