@@ -54,11 +54,13 @@ def test_arm_configs_and_strata() -> None:
     assert len(banned) == 2 * profile.pool_size
 
 
-def test_snooze_hard_reaches_only_the_snooze_arms() -> None:
+def test_snooze_options_reach_only_the_snooze_arms() -> None:
     profile = PROFILES["quick"]
     hard = {arm: _arm_config(arm, profile, 5, ["a", "b"], snooze_hard=True).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS}
     assert hard == {arm: arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" for arm in MAIN_ARMS + FIG3_ARMS}
     assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS)
+    backoff = {arm: _arm_config(arm, profile, 5, ["a", "b"], backoff=2.0).backoff for arm in MAIN_ARMS + FIG3_ARMS}
+    assert backoff == {arm: 2.0 if arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" else 1.0 for arm in backoff}
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

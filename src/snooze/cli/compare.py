@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
     parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
     parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
+    parser.add_argument("--backoff", type=float, default=1.0, help="snooze arms: period x this per consecutive too-easy outcome (default 1.0, the seed's)")
     parser.add_argument("--snooze-hard", action="store_true", help="snooze arms also snooze too-hard groups (measured worse on the default profile; docs/reference-experiment.md)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
@@ -50,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--temperature {args.temperature}: must be > 0")
     if args.factor < 0:
         raise ConfigError(f"--factor {args.factor}: must be >= 0")
+    if not args.backoff >= 1.0:
+        raise ConfigError(f"--backoff {args.backoff}: must be >= 1.0 (1.0: a fixed period, as the seed)")
     profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps, temperature=args.temperature)
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard)
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff)
     finally:
         bar.close()
     print(summary_table(summary))

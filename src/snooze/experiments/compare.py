@@ -105,10 +105,14 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def _arm_config(arm: str, profile: Profile, factor: int, strata: Sequence[str], snooze_hard: bool = False) -> SchedulerConfig:
+def _arm_config(
+    arm: str, profile: Profile, factor: int, strata: Sequence[str], snooze_hard: bool = False, backoff: float = 1.0
+) -> SchedulerConfig:
     base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor)
     policy = arm.removeprefix("fig3-").removesuffix("-quota")
-    cfg = base.replace(policy=policy, snooze_hard=snooze_hard and policy == "snooze")
+    cfg = base.replace(policy=policy)
+    if policy == "snooze":
+        cfg = cfg.replace(snooze_hard=snooze_hard, backoff=backoff)
     if arm.startswith("fig3-"):
         cfg = cfg.replace(weights={s: 1.0 for s in strata}, mix="quota" if arm.endswith("-quota") else "stream")
     return cfg
@@ -197,11 +201,13 @@ def run_compare(
     on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
     curriculum: Path | None = None,
     snooze_hard: bool = False,
+    backoff: float = 1.0,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md`` and figures; return the summary.
 
     ``curriculum``: a curriculum file for the main arms (each run loads its own copy).
-    ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``)."""
+    ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``).
+    ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome."""
     import torch
 
     from snooze.trainer.grpo import GRPOConfig
@@ -223,7 +229,7 @@ def run_compare(
     for arm in arms:
         fig3 = arm in FIG3_ARMS
         data, test = (strata_pools, strata_tests) if fig3 else (pools, tests)
-        sched_cfg = _arm_config(arm, profile, factor, list(data), snooze_hard)
+        sched_cfg = _arm_config(arm, profile, factor, list(data), snooze_hard, backoff)
         for seed in range(1 if fig3 else seeds):
             cfg = TrainConfig(
                 steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature, grpo=GRPOConfig(lr=profile.lr)
@@ -234,7 +240,7 @@ def run_compare(
             train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb, curriculum=cur)
             runs.setdefault(arm, []).append(run_dir)
     summary = {arm: _summarise([read_result(d) for d in dirs]) for arm, dirs in runs.items()}
-    meta = {"profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
+    meta = {"profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
     if curriculum is not None:
         meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(Path(curriculum).read_bytes()).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
     else:
