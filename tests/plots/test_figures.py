@@ -107,6 +107,18 @@ def test_figure2_title_states_the_saving_and_accuracies() -> None:
     assert "DAPO 50.0%" in title and "snoozing 62.5%" in title
 
 
+def test_figure2_title_compares_an_arm_that_stopped_early_at_its_last_step() -> None:
+    import matplotlib.pyplot as plt
+
+    dapo = _dapo_records()  # 1 round a step to step 5, then 4 (25 in all by step 10)
+    filt = [{"step": t, "gen/rounds": 1} for t in range(1, 5)]  # ran out of data after step 4
+    fig = figure_efficiency({"dynamic_sampling": [dapo], "filter": [filt]})
+    title = fig._suptitle.get_text()
+    plt.close(fig)
+    dapo_by_4 = sum(r["gen/rounds"] for r in dapo if "gen/rounds" in r and r["step"] <= 4)
+    assert f"difficulty filtering generated {dapo_by_4 / 4:.1f}x fewer (by step 4, where it stopped)" in title
+
+
 def test_figure3_title_names_the_arm_that_drifts(make_runs: Callable) -> None:
     import matplotlib.pyplot as plt
 

@@ -151,9 +151,16 @@ def _efficiency_title(cums: dict[str, SeedAggregate], accs: dict[str, SeedAggreg
     if ref in cums and others:
         clauses = []
         for arm in others:
-            ratio = cums[ref].mean[-1] / max(cums[arm].mean[-1], 1e-12)
+            a, r = cums[arm], cums[ref]
+            if not len(a) or not len(r):
+                continue
+            # at equal steps: an arm that ran out of data early is compared at its last step, and says so
+            end = min(int(a.steps[-1]), int(r.steps[-1]))
+            at_a, at_r = np.searchsorted(a.steps, end, side="right") - 1, np.searchsorted(r.steps, end, side="right") - 1
+            ratio = r.mean[at_r] / max(a.mean[at_a], 1e-12)
             amount = f"{ratio:.1f}x fewer" if ratio >= 1 else f"{1 / ratio:.1f}x more"
-            clauses.append(f"{arm_label(arm)} generated {amount}")
+            when = f" (by step {end}, where it stopped)" if end < int(r.steps[-1]) else ""
+            clauses.append(f"{arm_label(arm)} generated {amount}{when}")
         lines.append("Against DAPO dynamic sampling, " + ", ".join(clauses) + " batches")
     else:
         lines.append("Generated batches per arm")
