@@ -67,3 +67,10 @@ def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.raises(SystemExit):
         main(["compare", "--out", str(tmp_path), "--arms", "dapo"])
     assert "arms must be among" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--pool-size", "--test-size"])
+def test_bad_sizes_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    assert main(["compare", "--out", str(tmp_path), flag, "0"]) == 2
+    assert f"{flag} 0: must be at least 1" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # rejected before anything was written

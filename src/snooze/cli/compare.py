@@ -27,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default=None, help="task mix, e.g. rev:3-7,count:3-6 (default: the profile's)")
     parser.add_argument("--fig3-task", default=None, help="task split into easy/hard strata for figure 3 (default: the profile's)")
     parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
+    parser.add_argument("--pool-size", type=int, default=None, help="RL-pool prompts per task (default: the profile's)")
+    parser.add_argument("--test-size", type=int, default=None, help="held-out prompts per task (default: the profile's)")
     parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
     parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
     parser.add_argument("--backoff", type=float, default=1.0, help="snooze arms: period x this per consecutive too-easy outcome (default 1.0, the seed's)")
@@ -53,7 +55,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--factor {args.factor}: must be >= 0")
     if not args.backoff >= 1.0:
         raise ConfigError(f"--backoff {args.backoff}: must be >= 1.0 (1.0: a fixed period, as the seed)")
-    profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps, temperature=args.temperature)
+    for flag in ("pool_size", "test_size"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} {value}: must be at least 1")
+    profile = with_overrides(
+        PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps, temperature=args.temperature,
+        pool_size=args.pool_size, test_size=args.test_size,
+    )  # fmt: skip
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
     seeds = args.seeds or profile.seeds
