@@ -69,7 +69,7 @@ def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "arms must be among" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--pool-size", "--test-size"])
+@pytest.mark.parametrize("flag", ["--pool-size", "--test-size", "--threads"])
 def test_bad_sizes_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
     assert main(["compare", "--out", str(tmp_path), flag, "0"]) == 2
     assert f"{flag} 0: must be at least 1" in capsys.readouterr().err

@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backoff", type=float, default=1.0, help="snooze arms: period x this per consecutive too-easy outcome (default 1.0, the seed's)")
     parser.add_argument("--snooze-hard", action="store_true", help="snooze arms also snooze too-hard groups (measured worse on the default profile; docs/reference-experiment.md)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="torch CPU threads (default: all cores); give concurrent runs on the same cores a share each",
+    )  # fmt: skip
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
     parser.add_argument("--curriculum", type=Path, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--temperature {args.temperature}: must be > 0")
     if args.factor < 0:
         raise ConfigError(f"--factor {args.factor}: must be >= 0")
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads {args.threads}: must be at least 1")
     if not args.backoff >= 1.0:
         raise ConfigError(f"--backoff {args.backoff}: must be >= 1.0 (1.0: a fixed period, as the seed)")
     for flag in ("pool_size", "test_size"):
@@ -78,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff)
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff, threads=args.threads)
     finally:
         bar.close()
     print(summary_table(summary))
