@@ -37,6 +37,7 @@ CONFIGS = {
     "snooze-quota": snooze.SchedulerConfig(batch_size=4, group_size=4, policy="snooze", snooze_factor=2, mix="quota", weights={"a": 1, "b": 1}),
     "filter-stream-carry": snooze.SchedulerConfig(batch_size=3, gen_batch_size=5, group_size=4, policy="filter", carry_surplus=True),
     "snooze-finite": snooze.SchedulerConfig(batch_size=4, group_size=4, policy="snooze", snooze_factor=1, epochs=2, on_short="pad"),
+    "snooze-history": snooze.SchedulerConfig(batch_size=3, group_size=4, policy="snooze", snooze_factor=3, skip="history", weights={"a": 2, "b": 1}),
 }
 
 

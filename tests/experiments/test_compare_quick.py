@@ -61,6 +61,8 @@ def test_snooze_options_reach_only_the_snooze_arms() -> None:
     assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS)
     backoff = {arm: _arm_config(arm, profile, 5, ["a", "b"], backoff=2.0).backoff for arm in MAIN_ARMS + FIG3_ARMS}
     assert backoff == {arm: 2.0 if arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" else 1.0 for arm in backoff}
+    skip = {arm: _arm_config(arm, profile, 5, ["a", "b"], skip="history").skip for arm in MAIN_ARMS + FIG3_ARMS}
+    assert skip == {arm: "history" if arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" else "counter" for arm in skip}
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
     parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
     parser.add_argument("--backoff", type=float, default=1.0, help="snooze arms: period x this per consecutive too-easy outcome (default 1.0, the seed's)")
+    parser.add_argument(
+        "--skip", choices=("counter", "history"), default="counter",
+        help="snooze arms: counter (the seed's rule, default) or history (skip with probability p**G from the pass-rate history)",
+    )  # fmt: skip
     parser.add_argument("--snooze-hard", action="store_true", help="snooze arms also snooze too-hard groups (measured worse on the default profile; docs/reference-experiment.md)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
     parser.add_argument(
@@ -84,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff, threads=args.threads)
+        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff, threads=args.threads, skip=args.skip)
     finally:
         bar.close()
     print(summary_table(summary))

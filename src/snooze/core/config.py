@@ -18,6 +18,7 @@ __all__ = ["SchedulerConfig", "POLICIES", "Policy", "OnShort", "Mix", "Advantage
 
 Policy = Literal["grpo", "dynamic_sampling", "filter", "snooze"]
 OnShort = Literal["partial", "pad", "raise"]
+Skip = Literal["counter", "history"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
 POLICIES: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze")
@@ -63,6 +64,17 @@ class SchedulerConfig:
 
     max_snooze: int = 1_000_000
     """Cap on a single snooze period under ``backoff`` (encounters)."""
+
+    skip: Skip = "counter"
+    """How ``snooze`` decides to skip a too-easy prompt: ``counter`` (the seed's rule: a too-easy
+    outcome adds ``snooze_factor`` encounters to skip) or ``history`` (beyond the seed, SPEC section 3:
+    each encounter is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is the chance its
+    group would be all-correct, ``p`` the prompt's pass rate averaged over its past groups, and
+    ``k = snooze_factor`` caps it so a prompt that stays solved is skipped for ``k`` encounters on
+    average, as under ``counter``; a prompt whose groups start failing comes back at once)."""
+
+    history_weight: float = 0.5
+    """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
 
     signal_tol: float = 1e-6
     """A group carries signal when the population std of its rewards exceeds this fraction of the
@@ -110,6 +122,9 @@ class SchedulerConfig:
         _check_choice(self, "on_short", ("partial", "pad", "raise"))
         _check_choice(self, "mix", ("stream", "quota"))
         _check_choice(self, "advantage", ("group", "batch", "none"))
+        _check_choice(self, "skip", ("counter", "history"))
+        if not (isinstance(self.history_weight, (int, float)) and 0.0 < self.history_weight <= 1.0):
+            raise ConfigError(f"history_weight={self.history_weight!r}: must be in (0, 1]")
         if self.epochs is not None:
             _check_int(self, "epochs", 1)
         for name in ("easy_threshold", "hard_threshold"):

@@ -31,22 +31,39 @@ EXCLUDED = np.uint8(4)  # set by a curriculum stage: passed over like a retired 
 BLOCKED = np.uint8(RETIRED | EXCLUDED)
 _MIN_CHUNK = 256  # rows examined per vectorised step of a draw; amortises numpy call overhead
 
-Peek = tuple[np.ndarray, np.ndarray, np.ndarray]  # (rows, awake, counter) of the next encounters
+_LEVELS = 254  # history byte h: 0 = no group seen yet; 1..255 = pass rate (h - 1) / 254
+
+# (rows, awake, counter, skipped by history) of the next encounters; the last is None unless skip="history"
+Peek = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def encounter_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.ndarray:
+    """A uniform number in [0, 1) for each ``(seed, dataset key, epoch, row)``: a stateless hash
+    (splitmix64), so a skip decided from it is the same after any resume and on any machine. [M] -> [M]"""
+    x = rows.astype(np.uint64) ^ np.uint64(((seed * 0x9E3779B1 + key) * 0x85EBCA77 + epoch * 0xC2B2AE3D) & (2**64 - 1))
+    for mul in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB):
+        x = (x ^ (x >> np.uint64(31))) * np.uint64(mul)
+    x ^= x >> np.uint64(29)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
 
 class PromptTable:
     """Per-prompt counters of one dataset. All methods are vectorised over rows."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, history: bool = False) -> None:
         self.counter = np.zeros(n, dtype=np.int32)
         self.flags = np.zeros(n, dtype=np.uint8)
         self.streak = np.zeros(n, dtype=np.uint8)
+        self.history = np.zeros(n if history else 0, dtype=np.uint8)  # pass-rate byte, only for skip="history"
+        self.skip_power = 0  # G when skip="history" (encounters skipped with probability p**G), else 0
+        self.skip_cap = 0.0  # the most an encounter is skipped with under skip="history": k / (k + 1)
         self.recount()
 
     def view(self, lo: int, hi: int) -> PromptTable:
         """Rows ``lo..hi-1`` as a table of their own that shares this one's arrays."""
         out = PromptTable(0)
         out.counter, out.flags, out.streak = self.counter[lo:hi], self.flags[lo:hi], self.streak[lo:hi]
+        out.history = self.history[lo:hi] if self.history.shape[0] else self.history
         out.recount()
         return out
 
@@ -100,24 +117,30 @@ class PromptTable:
         return max(int(k * 1.1 * n / awake) + 16, _MIN_CHUNK)
 
     def peek(self, stream: DatasetStream, m: int) -> Peek:
-        """The next (up to) ``m`` encounters of the current epoch: ``(rows, awake, counter)``. Changes nothing."""
+        """The next (up to) ``m`` encounters of the current epoch: ``(rows, awake, counter, by_history)``.
+        Changes nothing."""
         chunk = stream.peek(m)  # [m] rows, distinct within an epoch
         counter = self.counter[chunk]
         awake = counter == 0
         if self.n_blocked:
             awake &= (self.flags[chunk] & BLOCKED) == 0
-        return chunk, awake, counter
+        if not self.skip_power:
+            return chunk, awake, counter, None
+        h = self.history[chunk]
+        p_easy = np.minimum(np.where(h > 0, (h.astype(np.float64) - 1.0) / _LEVELS, 0.0) ** self.skip_power, self.skip_cap)
+        by_history = awake & (encounter_uniform(stream.seed, stream.key, stream.epoch, chunk) < p_easy)
+        return chunk, awake & ~by_history, counter, by_history
 
     def consume(self, stream: DatasetStream, peek: Peek, used: int) -> tuple[np.ndarray, int, int]:
         """Spend the first ``used`` encounters of a :meth:`peek` (made just before, nothing changed
         since): sleeping prompts are skipped (counter down by one), blocked ones passed over, awake ones
         returned. Returns ``(rows, skipped, passed)``."""
-        chunk, awake, counter = peek
+        chunk, awake, counter, by_history = peek
         seen, awake, counter = chunk[:used], awake[:used], counter[:used]
         asleep = counter > 0
         left = counter[asleep]
         self.counter[seen[asleep]] = left - 1  # rows are distinct within an epoch: a plain scatter
-        n_skipped = left.shape[0]
+        n_skipped = left.shape[0] + (int(np.count_nonzero(by_history[:used])) if by_history is not None else 0)
         self.n_asleep -= int(np.count_nonzero(left == 1))
         stream.advance(used)
         taken = seen[awake].astype(np.int64, copy=False)
@@ -141,14 +164,20 @@ class PromptMemory:
     """Every dataset's :class:`PromptTable` in one set of arrays: ``tables[d]`` is dataset ``d``'s
     slice (a view), so a report that spans datasets updates them all in one vectorised pass."""
 
-    def __init__(self, sizes: list[int]) -> None:
+    def __init__(self, sizes: list[int], skip_power: int = 0, skip_cap: float = 0.0) -> None:
+        """``skip_power``: G when ``skip="history"`` (keeps a pass-rate byte per prompt), else 0;
+        ``skip_cap``: the highest skip probability, ``k / (k + 1)`` for ``snooze_factor`` k."""
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.all = PromptTable(int(self.offsets[-1]))
+        self.all = PromptTable(int(self.offsets[-1]), history=skip_power > 0)
         self.tables = [self.all.view(int(lo), int(hi)) for lo, hi in zip(self.offsets[:-1], self.offsets[1:])]
+        for t in (self.all, *self.tables):
+            t.skip_power, t.skip_cap = skip_power, skip_cap
 
-    def apply(self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> dict[str, int]:
+    def apply(
+        self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig, means: np.ndarray | None = None
+    ) -> dict[str, int]:
         """:meth:`PromptTable.apply` for groups of several datasets (``ds[i]`` owns ``rows[i]``)."""
-        ch = apply_outcomes(self.all, self.offsets[ds] + rows, outcomes, cfg)
+        ch = apply_outcomes(self.all, self.offsets[ds] + rows, outcomes, cfg, means)
         D = len(self.tables)
         per = {k: np.bincount(ds[getattr(ch, k)], minlength=D).tolist() for k in ("new", "retired", "blocked")}
         for d, t in enumerate(self.tables):
@@ -162,6 +191,8 @@ class PromptMemory:
         for mine, theirs in zip(self.tables, tables):
             for name in ("counter", "flags", "streak"):
                 getattr(mine, name)[...] = getattr(theirs, name)
+            if mine.history.shape[0]:  # kept only under skip="history"; a state without it starts unseen
+                mine.history[...] = theirs.history if theirs.history.shape == mine.history.shape else 0
             mine.recount()
 
 
@@ -174,8 +205,12 @@ class Changes(NamedTuple):
     blocked: np.ndarray  # newly retired and not already excluded (newly unavailable to draws)
 
 
-def apply_outcomes(t: PromptTable, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig) -> Changes:
-    """Apply ``cfg.policy`` to the prompts at ``rows`` of ``t`` given their groups' outcomes (SPEC 3)."""
+def apply_outcomes(
+    t: PromptTable, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig, means: np.ndarray | None = None
+) -> Changes:
+    """Apply ``cfg.policy`` to the prompts at ``rows`` of ``t`` given their groups' outcomes (SPEC 3).
+
+    ``means``: each group's mean reward as a fraction of the range; needed under ``skip="history"``."""
     easy = outcomes == TOO_EASY
     hard = outcomes == TOO_HARD
     none = np.zeros(rows.shape[0], dtype=bool)
@@ -187,6 +222,14 @@ def apply_outcomes(t: PromptTable, rows: np.ndarray, outcomes: np.ndarray, cfg: 
         return Changes(none, none, fresh, blocked)
     if cfg.policy != "snooze":
         return Changes(none, none, none, none)
+    history = cfg.skip == "history"
+    if history:
+        if means is None or t.history.shape != t.counter.shape:
+            raise ValueError("skip='history' needs the groups' mean rewards and a table that keeps history")
+        _update_history(t, rows, means, cfg.history_weight)
+        easy_period = np.int32(0)  # skipping is decided from the history at each encounter instead
+    else:
+        easy_period = np.int32(cfg.snooze_factor)
     if rows.shape[0] > 1:
         ordered = np.sort(rows)
         if (ordered[1:] == ordered[:-1]).any():  # a prompt issued twice in one report (epoch edge)
@@ -194,19 +237,36 @@ def apply_outcomes(t: PromptTable, rows: np.ndarray, outcomes: np.ndarray, cfg: 
     # Rows are distinct: gather each column once, update, scatter once.
     flags, counter, streak = t.flags[rows], t.counter[rows], t.streak[rows]
     regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
-    if cfg.backoff == 1.0:
-        new_counter = counter + easy * np.int32(cfg.snooze_factor)
+    if cfg.backoff == 1.0 or history:
+        new_counter = counter + easy * easy_period
     else:
         new_counter = counter + np.where(easy, _easy_periods(streak, cfg), 0).astype(np.int32)
     if cfg.snooze_hard:
         factor = cfg.snooze_factor if cfg.hard_snooze_factor is None else cfg.hard_snooze_factor
         new_counter += hard * np.int32(factor)
-    if cfg.snooze_factor > 0:
+    if cfg.snooze_factor > 0 or history:
         flags = flags | (easy * EASY_SNOOZED)
     t.flags[rows] = flags & ~(regressed * EASY_SNOOZED)
     t.counter[rows] = new_counter
     t.streak[rows] = (np.minimum(streak, 254) + 1) * easy  # consecutive too-easy outcomes; 0 on any other
     return Changes((counter == 0) & (new_counter > 0), regressed, none, none)
+
+
+def _update_history(t: PromptTable, rows: np.ndarray, means: np.ndarray, weight: float) -> None:
+    """Fold each group's pass rate into its prompt's history byte: ``p <- p + weight * (mean - p)``
+    (the first group sets ``p``), in report order when a prompt appears more than once."""
+    means = np.clip(np.asarray(means, dtype=np.float64), 0.0, 1.0)  # fractions of the range, checked upstream
+
+    def fold(h: np.ndarray, m: np.ndarray) -> np.ndarray:
+        old = np.where(h > 0, (h.astype(np.float64) - 1.0) / _LEVELS, m)
+        return (1.0 + np.rint(_LEVELS * (old + weight * (m - old)))).astype(np.uint8)
+
+    uniq, first = np.unique(rows, return_index=True)
+    if uniq.shape[0] == rows.shape[0]:
+        t.history[rows] = fold(t.history[rows], means)
+        return
+    for r, m in zip(rows.tolist(), means.tolist()):  # rare (an epoch edge in one report): one at a time
+        t.history[r] = fold(t.history[r : r + 1], np.array([m]))[0]
 
 
 def _first_occurrence(rows: np.ndarray) -> np.ndarray:
@@ -226,10 +286,11 @@ def _apply_snooze_repeated(t: PromptTable, rows: np.ndarray, easy: np.ndarray, h
     before = t.counter[rows] > 0
     if easy.any():
         e_rows = rows[easy]
-        np.add.at(t.counter, e_rows, _easy_periods(t.streak[e_rows], cfg))
+        if cfg.skip == "counter":
+            np.add.at(t.counter, e_rows, _easy_periods(t.streak[e_rows], cfg))
         uniq, times = np.unique(e_rows, return_counts=True)  # each too-easy outcome adds to the streak
         t.streak[uniq] = np.minimum(t.streak[uniq].astype(np.int32) + times, 255).astype(np.uint8)
-        if cfg.snooze_factor > 0:
+        if cfg.snooze_factor > 0 or cfg.skip == "history":
             t.flags[e_rows] |= EASY_SNOOZED
     if cfg.snooze_hard and hard.any():
         factor = cfg.snooze_factor if cfg.hard_snooze_factor is None else cfg.hard_snooze_factor

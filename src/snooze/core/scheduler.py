@@ -57,7 +57,10 @@ class Scheduler:
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
         self.streams = [DatasetStream(len(s), self.seed, dataset_key(s.name), self.config.epochs) for s in self.sources]
-        self.memory = PromptMemory([len(s) for s in self.sources])
+        history = self.config.policy == "snooze" and self.config.skip == "history"
+        k = self.config.snooze_factor  # under skip="history" a solved prompt is skipped with probability k/(k+1):
+        cap = k / (k + 1)  # on average its next k encounters, as the seed's counter rule
+        self.memory = PromptMemory([len(s) for s in self.sources], self.config.group_size if history else 0, cap)
         self.tables = self.memory.tables  # dataset d's prompt table (a view into self.memory)
         self.weights = self._weights_from(self.config.weights)
         self._quota_memo: dict[tuple[bytes, bytes, bytes], np.ndarray] = {}
@@ -264,7 +267,11 @@ class Scheduler:
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
         outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
         ds, rows = self.pending.pop(index)
-        changes = self.memory.apply(ds, rows, outcomes, cfg)
+        means = None
+        if self.memory.all.skip_power:  # skip="history" folds each group's pass rate into its prompt's history
+            low, high = cfg.reward_range
+            means = (arr.mean(axis=1) - low) / (high - low)
+        changes = self.memory.apply(ds, rows, outcomes, cfg, means)
         self.counts.add("snooze/new", changes["new"])
         self.counts.add("snooze/regressed", changes["regressed"])
         self.counts.add("filter/new", changes["retired"])

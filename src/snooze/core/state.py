@@ -55,6 +55,8 @@ def scheduler_state(s: Scheduler) -> dict[str, Any]:
     arrays: dict[str, np.ndarray] = {}
     for d, t in enumerate(s.tables):
         arrays[f"ds{d}.counter"], arrays[f"ds{d}.flags"], arrays[f"ds{d}.streak"] = t.counter, t.flags, t.streak
+        if t.history.shape[0]:  # skip="history" only
+            arrays[f"ds{d}.history"] = t.history
     arrays["pending"] = s.pending.to_array()
     for name in _BUFFERS:
         arrays.update(getattr(s, name).to_arrays(name))
@@ -158,6 +160,11 @@ def _table(arrays: Mapping[str, np.ndarray], key: str, n: int) -> PromptTable:
         setattr(t, name, arr.copy())
     if (t.counter < 0).any():
         raise StateError(f"array {key}.counter holds negative snooze counters; the state is corrupt")
+    if f"{key}.history" in arrays:  # pass-rate bytes of skip="history"; absent otherwise
+        h = np.asarray(arrays[f"{key}.history"])
+        if h.shape != (n,) or h.dtype != np.uint8:
+            raise StateError(f"array {key}.history has shape {h.shape} / {h.dtype}, expected ({n},) / uint8")
+        t.history = h.copy()
     t.recount()
     return t
 
@@ -260,6 +267,9 @@ def _migrate(
         keep = rows >= 0
         for field, _ in _TABLE_FIELDS:
             getattr(tables[d], field)[rows[keep]] = getattr(saved, field)[keep]
+        if saved.history.shape[0]:
+            tables[d].history = np.zeros(len(s.sources[d]), dtype=np.uint8)
+            tables[d].history[rows[keep]] = saved.history[keep]
         tables[d].recount()
         moved += int(keep.sum())
         epoch = _count(info["epoch"], f"datasets[{i}].epoch")

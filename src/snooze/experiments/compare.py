@@ -106,13 +106,19 @@ PROFILES: dict[str, Profile] = {
 
 
 def _arm_config(
-    arm: str, profile: Profile, factor: int, strata: Sequence[str], snooze_hard: bool = False, backoff: float = 1.0
+    arm: str,
+    profile: Profile,
+    factor: int,
+    strata: Sequence[str],
+    snooze_hard: bool = False,
+    backoff: float = 1.0,
+    skip: str = "counter",
 ) -> SchedulerConfig:
     base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor)
     policy = arm.removeprefix("fig3-").removesuffix("-quota")
     cfg = base.replace(policy=policy)
     if policy == "snooze":
-        cfg = cfg.replace(snooze_hard=snooze_hard, backoff=backoff)
+        cfg = cfg.replace(snooze_hard=snooze_hard, backoff=backoff, skip=skip)
     if arm.startswith("fig3-"):
         cfg = cfg.replace(weights={s: 1.0 for s in strata}, mix="quota" if arm.endswith("-quota") else "stream")
     return cfg
@@ -203,12 +209,14 @@ def run_compare(
     snooze_hard: bool = False,
     backoff: float = 1.0,
     threads: int | None = None,
+    skip: str = "counter",
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md`` and figures; return the summary.
 
     ``curriculum``: a curriculum file for the main arms (each run loads its own copy).
     ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``).
     ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
+    ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
     ``threads``: torch CPU threads (default: every core). Two runs sharing the cores should split them:
     oversubscribed (two runs of 2 threads on 2 cores), a run took 9-10 s per step against 0.26 s alone."""
     import torch
@@ -232,7 +240,7 @@ def run_compare(
     for arm in arms:
         fig3 = arm in FIG3_ARMS
         data, test = (strata_pools, strata_tests) if fig3 else (pools, tests)
-        sched_cfg = _arm_config(arm, profile, factor, list(data), snooze_hard, backoff)
+        sched_cfg = _arm_config(arm, profile, factor, list(data), snooze_hard, backoff, skip)
         for seed in range(1 if fig3 else seeds):
             cfg = TrainConfig(
                 steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature, grpo=GRPOConfig(lr=profile.lr)
@@ -243,7 +251,7 @@ def run_compare(
             train(run_dir, data, test, sched_cfg, cfg, model_cfg, base.state_dict, on_step=cb, curriculum=cur)
             runs.setdefault(arm, []).append(run_dir)
     summary = {arm: _summarise([read_result(d) for d in dirs]) for arm, dirs in runs.items()}
-    meta = {"profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
+    meta = {"profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "skip": skip, "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "key": base.key}}
     if curriculum is not None:
         meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(Path(curriculum).read_bytes()).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
     else:
