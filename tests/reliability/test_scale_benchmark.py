@@ -26,15 +26,17 @@ KEYS = {
 }
 
 
-@pytest.mark.parametrize("mix", ["quota", "stream"])
-def test_scale_benchmark_prints_its_figures(mix):
+@pytest.mark.parametrize(("mix", "skip"), [("quota", "counter"), ("stream", "counter"), ("quota", "history")])
+def test_scale_benchmark_prints_its_figures(mix, skip):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--prompts", "30000", "--dict-prompts", "30000", "--steps", "5", "--mix", mix],
+        [sys.executable, str(SCRIPT), "--prompts", "30000", "--dict-prompts", "30000", "--steps", "5", "--mix", mix, "--skip", skip],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert KEYS <= set(out) and out["prompts"] == 30000 and out["mix"] == mix
-    assert 6.0 <= out["bytes_per_prompt"] <= 16  # counter int32 + flags + streak, plus the file's small header
+    assert KEYS <= set(out) and out["skip"] == skip
+    low = 6.0 if skip == "counter" else 7.0  # counter int32 + flags + streak (+ the history byte), plus the header
+    assert low <= out["bytes_per_prompt"] <= 16
     assert out["dict_bytes_per_prompt"] > out["bytes_per_prompt"]
     assert out["ms_per_1k_candidates"] > 0 and out["dict_ms_per_1k_candidates"] > 0

@@ -75,7 +75,7 @@ class PromptTable:
 
     @property
     def nbytes(self) -> int:
-        return self.counter.nbytes + self.flags.nbytes + self.streak.nbytes
+        return self.counter.nbytes + self.flags.nbytes + self.streak.nbytes + self.history.nbytes
 
     def asleep(self) -> int:
         """Prompts with a snooze counter above 0 (kept up to date, O(1))."""
@@ -126,10 +126,21 @@ class PromptTable:
             awake &= (self.flags[chunk] & BLOCKED) == 0
         if not self.skip_power:
             return chunk, awake, counter, None
-        h = self.history[chunk]
-        p_easy = np.minimum(np.where(h > 0, (h.astype(np.float64) - 1.0) / _LEVELS, 0.0) ** self.skip_power, self.skip_cap)
-        by_history = awake & (encounter_uniform(stream.seed, stream.key, stream.epoch, chunk) < p_easy)
+        p_skip = self._skip_table()[self.history[chunk]]  # min(p**G, cap) for each history byte
+        maybe = np.flatnonzero(awake & (p_skip > 0))  # hash only where a skip is possible
+        by_history = np.zeros(chunk.shape[0], dtype=bool)
+        by_history[maybe] = encounter_uniform(stream.seed, stream.key, stream.epoch, chunk[maybe]) < p_skip[maybe]
         return chunk, awake & ~by_history, counter, by_history
+
+    def _skip_table(self) -> np.ndarray:
+        """Skip probability for each of the 256 history bytes: ``min(p**G, cap)``, 0 for "unseen"."""
+        key = (self.skip_power, self.skip_cap)
+        if getattr(self, "_skip_key", None) != key:
+            p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])
+            self._skip_lut = np.minimum(p**self.skip_power, self.skip_cap)
+            self._skip_lut[0] = 0.0
+            self._skip_key = key
+        return self._skip_lut
 
     def consume(self, stream: DatasetStream, peek: Peek, used: int) -> tuple[np.ndarray, int, int]:
         """Spend the first ``used`` encounters of a :meth:`peek` (made just before, nothing changed
@@ -222,18 +233,20 @@ def apply_outcomes(
         return Changes(none, none, fresh, blocked)
     if cfg.policy != "snooze":
         return Changes(none, none, none, none)
+    repeated = False
+    if rows.shape[0] > 1:
+        ordered = np.sort(rows)
+        repeated = bool((ordered[1:] == ordered[:-1]).any())  # a prompt issued twice in one report (epoch edge)
     history = cfg.skip == "history"
     if history:
         if means is None or t.history.shape != t.counter.shape:
             raise ValueError("skip='history' needs the groups' mean rewards and a table that keeps history")
-        _update_history(t, rows, means, cfg.history_weight)
+        _update_history(t, rows, means, cfg.history_weight, repeated)
         easy_period = np.int32(0)  # skipping is decided from the history at each encounter instead
     else:
         easy_period = np.int32(cfg.snooze_factor)
-    if rows.shape[0] > 1:
-        ordered = np.sort(rows)
-        if (ordered[1:] == ordered[:-1]).any():  # a prompt issued twice in one report (epoch edge)
-            return _apply_snooze_repeated(t, rows, easy, hard, cfg)
+    if repeated:
+        return _apply_snooze_repeated(t, rows, easy, hard, cfg)
     # Rows are distinct: gather each column once, update, scatter once.
     flags, counter, streak = t.flags[rows], t.counter[rows], t.streak[rows]
     regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
@@ -252,7 +265,7 @@ def apply_outcomes(
     return Changes((counter == 0) & (new_counter > 0), regressed, none, none)
 
 
-def _update_history(t: PromptTable, rows: np.ndarray, means: np.ndarray, weight: float) -> None:
+def _update_history(t: PromptTable, rows: np.ndarray, means: np.ndarray, weight: float, repeated: bool) -> None:
     """Fold each group's pass rate into its prompt's history byte: ``p <- p + weight * (mean - p)``
     (the first group sets ``p``), in report order when a prompt appears more than once."""
     means = np.clip(np.asarray(means, dtype=np.float64), 0.0, 1.0)  # fractions of the range, checked upstream
@@ -261,8 +274,7 @@ def _update_history(t: PromptTable, rows: np.ndarray, means: np.ndarray, weight:
         old = np.where(h > 0, (h.astype(np.float64) - 1.0) / _LEVELS, m)
         return (1.0 + np.rint(_LEVELS * (old + weight * (m - old)))).astype(np.uint8)
 
-    uniq, first = np.unique(rows, return_index=True)
-    if uniq.shape[0] == rows.shape[0]:
+    if not repeated:
         t.history[rows] = fold(t.history[rows], means)
         return
     for r, m in zip(rows.tolist(), means.tolist()):  # rare (an epoch edge in one report): one at a time
