@@ -11,6 +11,9 @@ Six bytes a prompt, as flat numpy arrays indexed by row:
   ``EASY_SNOOZED`` (asleep, or woken and not yet rolled out, after a too-easy outcome: the next
   rollout decides whether it *regressed*) and ``EXCLUDED`` (left out by a curriculum stage).
 - ``streak`` (uint8): consecutive too-easy outcomes, for the optional backoff.
+- ``history`` (uint8, only under ``skip="history"``, making it seven bytes): the prompt's pass rate
+  averaged over its groups, 0 = none seen yet, ``1 + 254 p`` otherwise; an encounter is skipped with
+  probability ``min(p**G, k/(k+1))``, decided by :func:`encounter_uniform` (a hash, no RNG state).
 """
 
 from __future__ import annotations
