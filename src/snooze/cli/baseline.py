@@ -55,31 +55,31 @@ def _named(text: str) -> tuple[str, str]:
 def _profile_model(name: str, cache: Path | None) -> Any:
     """The base model ``snooze compare --profile NAME`` trains from (warmed up once, then cached)."""
     from snooze.experiments.compare import PROFILES, profile_base
-    from snooze.trainer.model import TinyGPT
 
     print(f"warm-up base model of profile {name!r} (cached after the first run)...", flush=True)
-    model_cfg, result = profile_base(PROFILES[name], cache)
+    return _loaded(*profile_base(PROFILES[name], cache))
+
+
+def _warmup_model(specs: list[Any], cfg: Any, cache: Path | None) -> Any:
+    """The trainer's default-size model warmed up on ``specs``, kept apart from their pools and test splits."""
+    from snooze.trainer.model import ModelConfig
+    from snooze.trainer.tasks import task_splits
+    from snooze.trainer.warmup import WarmupConfig, warmup
+
+    pools, tests = task_splits(specs, cfg.pool_size, cfg.test_size, cfg.seed)
+    exclude = {r["prompt"] for split in (pools, tests) for recs in split.values() for r in recs}
+    model_cfg = ModelConfig()
+    print("warm-up base model (cached after the first run)...", flush=True)
+    return _loaded(model_cfg, warmup(specs, exclude, WarmupConfig(seed=cfg.seed), model_cfg, cache_dir=cache))
+
+
+def _loaded(model_cfg: Any, result: Any) -> Any:
+    """A :class:`TinyGPT` holding a warm-up's weights, in eval mode; says which warm-up it is."""
+    from snooze.trainer.model import TinyGPT
+
     model = TinyGPT(model_cfg)
     model.load_state_dict(result.state_dict)
     print(f"  base: {result.steps} steps, val accuracy {result.val_accuracy:.3f}" + (" (cached)" if result.cached else ""))
-    return model.eval()
-
-
-def _warmup_model(specs: list[Any], pools: dict[str, list[dict[str, Any]]], cfg: Any, cache: Path | None) -> Any:
-    from snooze.trainer.model import ModelConfig, TinyGPT
-    from snooze.trainer.tasks import make_split
-    from snooze.trainer.warmup import WarmupConfig, warmup
-
-    exclude = {r["prompt"] for recs in pools.values() for r in recs}
-    exclude |= {r["prompt"] for s in specs for r in make_split(s, "test", cfg.test_size, cfg.seed)}
-    model_cfg = ModelConfig()
-    print("warm-up base model (cached after the first run)...", flush=True)
-    result = warmup(specs, exclude, WarmupConfig(seed=cfg.seed), model_cfg, cache_dir=cache)
-    model = TinyGPT(model_cfg)
-    model.load_state_dict(result.state_dict)
-    print(
-        f"  base: {result.steps} steps, val accuracy {result.val_accuracy:.3f}" + (" (cached)" if result.cached else "")
-    )
     return model.eval()
 
 
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     pools = task_pool(specs, cfg)
     models: dict[str, Any] = {}
     if args.warmup:
-        models["base"] = _profile_model(args.profile, args.cache) if profile is not None else _warmup_model(specs, pools, cfg, args.cache)
+        models["base"] = _profile_model(args.profile, args.cache) if profile is not None else _warmup_model(specs, cfg, args.cache)
     for text in args.model:
         name, path = _named(text)
         if name in models:

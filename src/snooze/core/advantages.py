@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from snooze.core.classify import group_means
 from snooze.core.errors import ConfigError
 
 __all__ = ["grpo_advantages", "ADVANTAGE_SCALES"]
@@ -54,5 +55,5 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
         raise ConfigError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
     if r.shape[0] == 0:
         return r.copy()
-    centred = r - (np.ascontiguousarray(r.T).sum(axis=0) / r.shape[1])[:, None]  # [N, G]
+    centred = r - group_means(r)[:, None]  # [N, G]
     return ADVANTAGE_SCALES[scale](centred, r, eps)

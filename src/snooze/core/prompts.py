@@ -58,9 +58,16 @@ class PromptTable:
         self.flags = np.zeros(n, dtype=np.uint8)
         self.streak = np.zeros(n, dtype=np.uint8)
         self.history = np.zeros(n if history else 0, dtype=np.uint8)  # pass-rate byte, only for skip="history"
-        self.skip_power = 0  # G when skip="history" (encounters skipped with probability p**G), else 0
-        self.skip_cap = 0.0  # the most an encounter is skipped with under skip="history": k / (k + 1)
+        self.set_skipping(0, 0.0)
         self.recount()
+
+    def set_skipping(self, power: int, cap: float) -> None:
+        """``skip="history"``: an encounter is skipped with probability ``min(p**power, cap)`` (``power`` =
+        G, ``cap`` = k/(k+1)); ``power=0`` turns it off. Builds the skip probability of each history byte."""
+        self.skip_power, self.skip_cap = power, cap
+        p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])  # byte 0: no group seen yet
+        self.skip_lut = np.minimum(p**power, cap) if power else np.zeros(_LEVELS + 2)
+        self.skip_lut[0] = 0.0
 
     def view(self, lo: int, hi: int) -> PromptTable:
         """Rows ``lo..hi-1`` as a table of their own that shares this one's arrays."""
@@ -129,21 +136,11 @@ class PromptTable:
             awake &= (self.flags[chunk] & BLOCKED) == 0
         if not self.skip_power:
             return chunk, awake, counter, None
-        p_skip = self._skip_table()[self.history[chunk]]  # min(p**G, cap) for each history byte
+        p_skip = self.skip_lut[self.history[chunk]]  # min(p**G, cap) for each history byte
         maybe = np.flatnonzero(awake & (p_skip > 0))  # hash only where a skip is possible
         by_history = np.zeros(chunk.shape[0], dtype=bool)
         by_history[maybe] = encounter_uniform(stream.seed, stream.key, stream.epoch, chunk[maybe]) < p_skip[maybe]
         return chunk, awake & ~by_history, counter, by_history
-
-    def _skip_table(self) -> np.ndarray:
-        """Skip probability for each of the 256 history bytes: ``min(p**G, cap)``, 0 for "unseen"."""
-        key = (self.skip_power, self.skip_cap)
-        if getattr(self, "_skip_key", None) != key:
-            p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])
-            self._skip_lut = np.minimum(p**self.skip_power, self.skip_cap)
-            self._skip_lut[0] = 0.0
-            self._skip_key = key
-        return self._skip_lut
 
     def consume(self, stream: DatasetStream, peek: Peek, used: int) -> tuple[np.ndarray, int, int]:
         """Spend the first ``used`` encounters of a :meth:`peek` (made just before, nothing changed
@@ -185,7 +182,7 @@ class PromptMemory:
         self.all = PromptTable(int(self.offsets[-1]), history=skip_power > 0)
         self.tables = [self.all.view(int(lo), int(hi)) for lo, hi in zip(self.offsets[:-1], self.offsets[1:])]
         for t in (self.all, *self.tables):
-            t.skip_power, t.skip_cap = skip_power, skip_cap
+            t.set_skipping(skip_power, skip_cap)
 
     def apply(
         self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, cfg: SchedulerConfig, means: np.ndarray | None = None

@@ -21,7 +21,7 @@ import numpy as np
 
 from snooze.core.advantages import grpo_advantages
 from snooze.core.buffer import GroupBuffer
-from snooze.core.classify import SIGNAL, check_rewards, classify_groups
+from snooze.core.classify import SIGNAL, check_rewards, classify_groups, group_means
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
 from snooze.core.metrics import StepMetrics
@@ -270,7 +270,7 @@ class Scheduler:
         means = None
         if self.memory.all.skip_power:  # skip="history" folds each group's pass rate into its prompt's history
             low, high = cfg.reward_range
-            means = (np.ascontiguousarray(arr.T).sum(axis=0) / arr.shape[1] - low) / (high - low)  # [N]; .T: see classify
+            means = (group_means(arr) - low) / (high - low)  # [N], fractions of the range
         changes = self.memory.apply(ds, rows, outcomes, cfg, means)
         self.counts.add("snooze/new", changes["new"])
         self.counts.add("snooze/regressed", changes["regressed"])

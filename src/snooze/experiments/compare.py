@@ -179,7 +179,9 @@ def check_curriculum(path: Path, pools: Mapping[str, Sequence[Mapping[str, Any]]
     return cur
 
 
-def profile_base(profile: Profile, cache_dir: Path | None = None, device: str = "cpu") -> tuple[Any, Any]:
+def profile_base(
+    profile: Profile, cache_dir: Path | None = None, device: str = "cpu", banned: set[str] | None = None
+) -> tuple[Any, Any]:
     """The base model every arm of ``profile`` starts from: ``(ModelConfig, WarmupResult)``.
 
     The supervised warm-up on the profile's tasks, kept apart from its pools and test splits, cached
@@ -190,7 +192,8 @@ def profile_base(profile: Profile, cache_dir: Path | None = None, device: str = 
     from snooze.trainer.tokenizer import CharTokenizer
     from snooze.trainer.warmup import WarmupConfig, warmup
 
-    _, _, banned = _data(profile, profile.tasks)
+    if banned is None:  # the prompts of the profile's pools and test splits (run_compare has them already)
+        _, _, banned = _data(profile, profile.tasks)
     model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
     wcfg = WarmupConfig(target_accuracy=profile.warmup_target)
     return model_cfg, warmup(parse_tasks(profile.tasks), banned, wcfg, model_cfg, cache_dir=cache_dir, device=device)
@@ -229,13 +232,13 @@ def run_compare(
         raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(MAIN_ARMS + FIG3_ARMS)}")
     torch.set_num_threads(threads or os.cpu_count() or 1)
     out.mkdir(parents=True, exist_ok=True)
-    pools, tests, _ = _data(profile, profile.tasks)
+    pools, tests, banned = _data(profile, profile.tasks)
     if curriculum is not None:
         if not any(a in MAIN_ARMS for a in arms):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests) if any(a in FIG3_ARMS for a in arms) else ({}, {})
-    model_cfg, base = profile_base(profile, cache_dir, device)
+    model_cfg, base = profile_base(profile, cache_dir, device, banned)
     runs: dict[str, list[Path]] = {}
     for arm in arms:
         fig3 = arm in FIG3_ARMS
