@@ -15,22 +15,25 @@ generation and scoring once per round, then hands TRL the signal groups it kept:
 Everything else is TRL's: the loss, the advantages within each kept group (``scale_rewards``), the
 reference model, vLLM. The scheduler's metrics go into TRL's logs under ``snooze/`` and its state is
 saved into every TRL checkpoint (``checkpoint-N/snooze/``) and restored by ``resume_from_checkpoint``.
-Limits (see ``docs/integrations/trl.md``): one process only; text prompts only.
+
+On N processes (``accelerate launch``, ``torchrun``; DDP, DeepSpeed ZeRO, vLLM server or colocate)
+every rank runs the same scheduler on the gathered rewards and generates its own slice of each round
+(:mod:`snooze.integrations._trl_dist`); the ranks compare a digest of the scheduler after every step.
+Limits (see ``docs/integrations/trl.md``): text prompts only; data parallelism only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from snooze import Batch, Candidate, IntegrationError, Scheduler
 from snooze.core.checkpoint import load_state
-from snooze.core.errors import IntegrationError
-from snooze.core.scheduler import Scheduler
-from snooze.core.types import Batch, Candidate
+from snooze.integrations import _trl_dist as dist
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.integrations.reward_log import RewardLogWriter, truncate_reward_log, write_groups
 
@@ -43,12 +46,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install 'snooze-rl[trl]'"
     ) from exc
 
-__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX"]
+__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX"]
 
 log = logging.getLogger(__name__)
 
 STATE_DIR = "snooze"  # scheduler state folder inside each TRL checkpoint-N/
 METRIC_PREFIX = "snooze/"  # scheduler metrics in TRL's logs: "snooze/gen/rounds", "snooze/efficiency", ...
+DIST_PREFIX = "dist/"  # on several processes: "snooze/dist/pad_groups", "snooze/dist/rows_per_rank", ...
 
 
 class SnoozeCheckpointCallback(TrainerCallback):  # type: ignore[misc]
@@ -58,7 +62,7 @@ class SnoozeCheckpointCallback(TrainerCallback):  # type: ignore[misc]
         self.scheduler = scheduler
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not state.is_world_process_zero:
+        if not args.should_save:  # process 0 (each node's first process with save_on_each_node), as TRL's files
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_DIR
         self.scheduler.save(folder)
@@ -72,12 +76,15 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     - ``scheduler``: the :class:`~snooze.Scheduler` that picks prompts. Its records are TRL rows (a
       ``"prompt"`` plus any columns the reward functions read). ``group_size`` must equal
-      ``num_generations`` and ``batch_size * group_size`` must equal TRL's ``generation_batch_size``.
-    - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional).
-    - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups).
+      ``num_generations`` and ``batch_size * group_size`` must equal TRL's ``generation_batch_size``
+      (all processes together). On several processes, build the same scheduler on every one.
+    - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
+      written by the main process only).
+    - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
 
     ``train_dataset`` is still required by TRL (it sizes epochs); the prompts its dataloader draws are
-    ignored, so pass the same data the scheduler holds.
+    ignored, so pass the same data the scheduler holds. After each step, ``last_digest`` holds the
+    scheduler digest the processes compared (``_trl_dist.STEP_FIELDS``).
     """
 
     def __init__(
@@ -93,21 +100,32 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self.scheduler = scheduler
         self.on_batch = on_batch
+        self.last_digest: list[int] = []
         self._reward_log_path = Path(reward_log) if reward_log is not None else None
         self._reward_log: RewardLogWriter | None = None
         self._resumed = False
-        self._rows: dict[int, tuple[dict[str, Any], int]] = {}  # ticket -> (round output, group index)
+        self._rows: dict[int, tuple[dict[str, Any], int, int]] = {}  # ticket -> (this rank's round output, rows lo, hi)
+        self._spread: dict[int, np.ndarray] = {}  # ticket -> [world] rows of its group on each rank
+        self._template: dict[str, torch.Tensor] | None = None  # one row of this rank's last round (inert copies)
         self._round_rewards: torch.Tensor | None = None
+        self._step_crc = 0  # checksum of this step's reports, compared across ranks
+        self._pad_groups = 0  # inert groups generated this step to even out the rounds
         self._check_compatible()
+        self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
         self.add_callback(SnoozeCheckpointCallback(scheduler))
+
+    @property
+    def _world(self) -> int:
+        return int(self.accelerator.num_processes)
 
     def _check_compatible(self) -> None:
         cfg, G = self.scheduler.config, self.num_generations
-        if self.accelerator.num_processes != 1:
+        pc = getattr(self.accelerator, "parallelism_config", None)
+        if pc is not None and getattr(pc, "tp_size", 1) > 1:
             raise IntegrationError(
-                f"SnoozeGRPOTrainer runs in one process; this run has {self.accelerator.num_processes}. Each process "
-                "would need the same scheduler decisions, which TRL cannot share. Train on one process, or use verl "
-                "(snooze.integrations.verl) to scale out."
+                f"parallelism_config.tp_size={pc.tp_size}: SnoozeGRPOTrainer, like TRL's GRPOTrainer, gives every "
+                "process its own rows, which tensor-parallel ranks cannot take. Train data-parallel only (DDP, "
+                "DeepSpeed ZeRO or FSDP, tp_size=1) and shard generation with vllm_tensor_parallel_size"
             )
         if cfg.group_size != G:
             raise IntegrationError(
@@ -116,14 +134,22 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if cfg.batch_size * G != self.args.generation_batch_size:
             raise IntegrationError(
                 f"SchedulerConfig.batch_size={cfg.batch_size} groups x {G} completions = {cfg.batch_size * G}, but "
-                f"TRL's generation_batch_size={self.args.generation_batch_size}; set batch_size = "
-                f"generation_batch_size / num_generations = {self.args.generation_batch_size // G}"
+                f"TRL's generation_batch_size={self.args.generation_batch_size} (all {self._world} process(es) "
+                f"together); set batch_size = generation_batch_size / num_generations = "
+                f"{self.args.generation_batch_size // G}"
             )
+
+    def _agree(self, where: str, fields: tuple[str, ...], values: list[int]) -> None:
+        """One all-gather of ``values`` (a few integers); raises if any rank's differ from rank 0's."""
+        if self._world == 1:
+            return
+        mine = torch.tensor(values, dtype=torch.int64, device=self.accelerator.device)
+        dist.check_agree(self.accelerator.gather(mine).cpu().numpy(), fields, where)
 
     # -- TRL hooks ------------------------------------------------------------------------------
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._round_rewards = rewards_per_func  # [N*G, n_funcs], kept for the scheduler's report
+        self._round_rewards = rewards_per_func  # [rows of every rank, n_funcs]: TRL gathered them
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -134,18 +160,29 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
-            self.restore_scheduler(checkpoint)
+            found = self.restore_scheduler(checkpoint)
+            where = (
+                f"resume from {checkpoint} (every process loads {Path(checkpoint) / STATE_DIR}/: keep checkpoints "
+                "on a filesystem all nodes share, or set save_on_each_node=True)"
+            )
+            self._agree(where, ("has_state", *dist.START_FIELDS), [int(found), *dist.start_digest(self.scheduler)])
 
     # -- the step loop --------------------------------------------------------------------------
     def _scheduled_generation(self) -> dict[str, Any]:
         sched, cfg = self.scheduler, self.scheduler.config
         last: dict[str, Any] | None = None
+        self._step_crc, self._pad_groups = 0, 0
         while not sched.batch_full and sched.round < cfg.max_gen_rounds:
             cands = sched.propose()
+            self._agree(
+                f"step {sched.step_index}, round {sched.round}", dist.ROUND_FIELDS, dist.round_digest(sched, cands)
+            )
             if not cands:
                 break
             last = self._generate_round(cands)
         batch = sched.finish_step()
+        self.last_digest = dist.step_digest(sched, self._step_crc)
+        self._agree(f"after step {batch.step}", dist.STEP_FIELDS, self.last_digest)
         out = self._assemble(batch, last)
         self._log_metrics(batch.metrics)
         if sched.exhausted:
@@ -155,24 +192,25 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             self.on_batch(batch)
         return out
 
-    def _generate_round(self, cands: list[Candidate]) -> dict[str, Any]:
-        G = self.num_generations
-        inputs = []
-        for c in cands:
-            record = c.record
-            if not isinstance(record, dict) or "prompt" not in record:
-                raise IntegrationError(
-                    f"prompt {c.dataset!r}/{c.id!r}: TRL needs each scheduler record to be a dict with a 'prompt' "
-                    f"field; got {type(record).__name__} with fields {sorted(record) if isinstance(record, dict) else []}"
-                )
-            inputs.extend(dict(record) for _ in range(G))
+    def _generate_round(self, cands: Sequence[Candidate]) -> dict[str, Any]:
+        """Generate this rank's rows of one round, report the gathered rewards, remember the kept rows."""
+        G, rank = self.num_generations, int(self.accelerator.process_index)
+        records = [_trl_record(c) for c in cands]  # every rank checks every record: errors are the same everywhere
+        layout = dist.round_layout(len(cands), G, self._world)
+        inputs = [dict(records[min(k // G, len(cands) - 1)]) for k in layout.rows_of(rank)]  # pads copy the last
         self._round_rewards = None
         out = super()._generate_and_score_completions(inputs)
         rewards = self._group_rewards(len(cands))
         self.scheduler.report(cands, rewards)
+        self._step_crc = dist.report_crc(cands, rewards, self._step_crc)
+        self._pad_groups += layout.pad_groups
         write_groups(self._writer(), self.scheduler.step_index, cands, rewards)
         for i, c in enumerate(cands):
-            self._rows[c.ticket] = (out, i)
+            self._spread[c.ticket] = layout.spread(i)
+            lo, hi = layout.local(i, rank)
+            if hi > lo:
+                self._rows[c.ticket] = (out, lo, hi)
+        self._template = take_rows(out, torch.arange(1, device=out["advantages"].device))
         return out
 
     def _group_rewards(self, n: int) -> np.ndarray:
@@ -184,27 +222,12 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         unscorable = torch.isnan(per_func).all(dim=1)
         rewards = (per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[unscorable] = float(self.scheduler.config.reward_range[0])
-        return rewards.view(n, self.num_generations).numpy().astype(np.float64)
+        return rewards.view(-1, self.num_generations)[:n].numpy().astype(np.float64)  # pad groups come last
 
     def _assemble(self, batch: Batch, last: dict[str, Any] | None) -> dict[str, Any]:
-        """TRL's generation output for the batch's groups, rounded up to TRL's accumulation split."""
-        G = self.num_generations
-        parts, missing = [], 0
-        for c in batch.candidates:
-            if c.ticket not in self._rows:  # carried in before a resume: its completions are gone
-                missing += 1
-                continue
-            out, i = self._rows[c.ticket]
-            parts.append(take_rows(out, torch.arange(i * G, (i + 1) * G, device=out["advantages"].device)))
-        if missing:
-            log.warning(
-                "step %d: %d carried group(s) had no completions (resumed run); trained without them",
-                batch.step,
-                missing,
-            )
-        carried = set(self.scheduler.batch.ticket.tolist())  # surplus carried into the next step
-        self._rows = {t: v for t, v in self._rows.items() if t in carried}
-        if not parts:
+        """This rank's rows of the batch's groups, padded with inert rows to the rows every rank trains on."""
+        parts, counts = self._kept_rows(batch)
+        if not counts.any():
             if last is None:
                 raise IntegrationError(
                     f"step {batch.step}: nothing could be generated (every dataset is used up or every prompt is "
@@ -215,15 +238,42 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 batch.step,
                 self.scheduler.config.max_gen_rounds,
             )
-            parts = [inert_copy(take_rows(last, torch.arange(G, device=last["advantages"].device)), G)]
-        rows = concat_rows(parts, self._pad_id())
-        spg = self.args.steps_per_generation
-        n = rows["advantages"].shape[0]
-        short = (-n) % spg if n >= spg else spg - n
-        if short:
-            rows = concat_rows([rows, inert_copy(rows, short)], self._pad_id())
-        rows["num_items_in_batch"] = count_loss_tokens(rows)
+        target = dist.pad_rows_to(counts, self.args.steps_per_generation, floor=self.num_generations)
+        short = target - int(counts[self.accelerator.process_index])
+        template = parts[0] if parts else self._template  # inert rows copy one real row (right dtypes and widths)
+        if template is None:  # pragma: no cover - every process generates rows in every round
+            raise IntegrationError(f"step {batch.step}: this process generated nothing it could pad with")
+        rows = concat_rows(parts + ([inert_copy(template, short)] if short else []), self._pad_id())
+        rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum()  # all ranks' loss tokens
+        if self._world > 1:
+            train = self._metrics["train"]
+            train[METRIC_PREFIX + DIST_PREFIX + "pad_groups"].append(float(self._pad_groups))
+            train[METRIC_PREFIX + DIST_PREFIX + "rows_per_rank"].append(float(target))
+            train[METRIC_PREFIX + DIST_PREFIX + "inert_rows"].append(float(target * self._world - counts.sum()))
         return rows
+
+    def _kept_rows(self, batch: Batch) -> tuple[list[dict[str, torch.Tensor]], np.ndarray]:
+        """This rank's rows of the batch's groups, and ``[world]`` how many rows of them each rank holds."""
+        parts, counts, missing = [], np.zeros(self._world, dtype=np.int64), 0
+        for c in batch.candidates:
+            spread = self._spread.get(c.ticket)
+            if spread is None:  # carried in before a resume: its completions are gone
+                missing += 1
+                continue
+            counts += spread
+            if c.ticket in self._rows:
+                out, lo, hi = self._rows[c.ticket]
+                parts.append(take_rows(out, torch.arange(lo, hi, device=out["advantages"].device)))
+        if missing:
+            log.warning(
+                "step %d: %d carried group(s) had no completions (resumed run); trained without them",
+                batch.step,
+                missing,
+            )
+        carried = set(self.scheduler.batch.ticket.tolist())  # surplus carried into the next step
+        self._rows = {t: v for t, v in self._rows.items() if t in carried}
+        self._spread = {t: v for t, v in self._spread.items() if t in carried}
+        return parts, counts
 
     def _pad_id(self) -> int:
         pad = self._tokenizer.pad_token_id
@@ -235,20 +285,26 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             self._metrics["train"][METRIC_PREFIX + key].append(float(value))
 
     def _writer(self) -> RewardLogWriter | None:
+        if not self.accelerator.is_main_process:  # one writer: every rank holds the same rewards
+            return None
         if self._reward_log is None and self._reward_log_path is not None:
             self._reward_log = RewardLogWriter(self._reward_log_path, append=self._resumed)
         return self._reward_log
 
     def restore_scheduler(self, checkpoint: str | Path) -> bool:
-        """Load the scheduler state saved in TRL checkpoint ``checkpoint``; False if it holds none."""
+        """Load the scheduler state saved in TRL checkpoint ``checkpoint``; False if it holds none.
+
+        Every process loads it; only the main one cuts the reward log back to the checkpoint's step.
+        """
         folder = Path(checkpoint) / STATE_DIR
         if not folder.exists():
             log.warning("%s has no scheduler state (%s/); the scheduler starts fresh", checkpoint, STATE_DIR)
             return False
         self.scheduler.load_state_dict(load_state(folder))
         self._rows.clear()
+        self._spread.clear()
         self._resumed = True
-        if self._reward_log_path is not None:
+        if self._reward_log_path is not None and self.accelerator.is_main_process:
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
@@ -264,3 +320,13 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
+
+
+def _trl_record(c: Candidate) -> dict[str, Any]:
+    record = c.record
+    if not isinstance(record, dict) or "prompt" not in record:
+        raise IntegrationError(
+            f"prompt {c.dataset!r}/{c.id!r}: TRL needs each scheduler record to be a dict with a 'prompt' "
+            f"field; got {type(record).__name__} with fields {sorted(record) if isinstance(record, dict) else []}"
+        )
+    return record
