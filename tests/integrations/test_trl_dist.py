@@ -27,12 +27,22 @@ def test_round_layout_by_hand(groups: int, G: int, world: int, per_rank: int, pa
     assert (layout.rows_per_rank, layout.pad_groups) == (per_rank, pad)
 
 
-def test_spread_and_local_rows_by_hand() -> None:
-    layout = dist.round_layout(3, 4, 2)  # rows 0-3 | 4-7 | 8-11, ranks hold 0-5 and 6-11
-    assert [layout.spread(i).tolist() for i in range(3)] == [[4, 0], [2, 2], [0, 4]]
-    assert [layout.local(1, r) for r in range(2)] == [(4, 6), (0, 2)]
-    assert layout.local(2, 0) == (0, 0)  # nothing of group 2 on rank 0
-    assert list(layout.rows_of(1)) == [6, 7, 8, 9, 10, 11]
+def test_candidates_are_dealt_to_the_ranks_in_turn() -> None:
+    layout = dist.round_layout(3, 4, 2)  # slots: rows 0-3 | 4-7 | 8-11; rank 0 holds rows 0-5, rank 1 rows 6-11
+    assert layout.slots.tolist() == [0, 2, 1]  # first slot of rank 0, first of rank 1, second of rank 0
+    assert [layout.spread(i).tolist() for i in range(3)] == [[4, 0], [0, 4], [2, 2]]  # candidate 2 spans
+    assert [layout.local(2, r) for r in range(2)] == [(4, 6), (0, 2)]
+    assert layout.local(1, 0) == (0, 0)  # nothing of candidate 1 on rank 0
+    assert layout.candidates_of(1).tolist() == [2, 2, 1, 1, 1, 1]
+    assert dist.round_layout(3, 3, 2).candidates_of(1).tolist() == [1, 1, 1, -1, -1, -1]  # the pad goes last
+    per_slot = np.arange(12.0).reshape(3, 4)  # TRL's gathered rewards, one row per slot
+    assert layout.group_rewards(per_slot).tolist() == [per_slot[0].tolist(), per_slot[2].tolist(), per_slot[1].tolist()]
+
+
+def test_one_process_keeps_issue_order() -> None:
+    layout = dist.round_layout(5, 4, 1)
+    assert layout.slots.tolist() == [0, 1, 2, 3, 4] and layout.pad_groups == 0
+    assert layout.candidates_of(0).tolist() == np.repeat(np.arange(5), 4).tolist()
 
 
 @given(st.integers(1, 40), st.integers(2, 17), st.integers(1, 9))
@@ -40,6 +50,15 @@ def test_every_row_is_placed_once_and_ranks_are_equal(groups: int, G: int, world
     layout = dist.round_layout(groups, G, world)
     assert layout.rows_per_rank * world == (groups + layout.pad_groups) * G  # whole groups, equal ranks
     assert 0 <= layout.pad_groups * G < np.lcm(world, G)  # the least padding that does both
+    assert sorted(layout.slots.tolist()) == list(range(groups + layout.pad_groups))  # each slot once
+    rows = np.concatenate([layout.candidates_of(r) for r in range(world)])  # what the ranks roll out, gathered
+    assert (rows[rows >= 0].reshape(-1, G) == rows[rows >= 0].reshape(-1, G)[:, :1]).all()  # G copies a slot
+    assert np.bincount(rows[rows >= 0], minlength=groups).tolist() == [G] * groups
+    if layout.rows_per_rank % G == 0:  # whole groups: any first k candidates are spread as evenly as can be
+        home = layout.slots * G // layout.rows_per_rank  # the rank of each candidate's group
+        for k in range(1, groups + 1):
+            per_rank = np.bincount(home[:k], minlength=world)
+            assert per_rank.max() - per_rank.min() <= 1
     for i in range(groups):
         spread = layout.spread(i)
         assert spread.sum() == G and (spread > 0).sum() <= -(-G // layout.rows_per_rank) + 1

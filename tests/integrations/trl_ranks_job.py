@@ -93,10 +93,10 @@ def _trainer_class() -> type:
             )
             return out
 
-        def _group_rewards(self, n: int) -> np.ndarray:
-            rewards = super()._group_rewards(n)
+        def _slot_rewards(self) -> np.ndarray:
+            rewards = super()._slot_rewards()
             if self.scheduler.step_index == self.flip_at and self.accelerator.process_index == 1:
-                rewards[0, 0] = 1.0 - rewards[0, 0]
+                rewards[0, 0] = 1.0 - rewards[0, 0]  # slot 0 is candidate 0's group
             return rewards
 
     return Recording

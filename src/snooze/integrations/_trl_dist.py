@@ -5,19 +5,25 @@ seed), so every rank proposes the same candidates; TRL's ``_calculate_rewards`` 
 ``gather(rewards_per_func)``, so every rank reports the same rewards, in the same order, and reaches
 the same decisions. What this module decides is the layout of one generation round:
 
-- The round's rows are its candidates' groups in issue order (candidate ``i`` owns rows
-  ``[i*G, (i+1)*G)``), padded with whole *inert* groups up to a multiple of ``lcm(world, G)``: every
-  rank then gets the same number of rows (TRL's collectives need equal shapes, and vLLM server mode
-  slices by ``process_index * len(prompts)``), and the gathered rewards still split into whole groups
-  (TRL's ``view(-1, num_generations)``). Rank ``r`` generates the contiguous rows
-  ``[r*P, (r+1)*P)``.
+- The round's rows are whole groups of ``G`` rows (one *slot* per group), padded with whole *inert*
+  groups up to a multiple of ``lcm(world, G)`` rows: every rank then gets the same number of rows
+  ``P`` (TRL's collectives need equal shapes, and vLLM server mode slices by
+  ``process_index * len(prompts)``), and the gathered rewards still split into whole groups (TRL's
+  ``view(-1, num_generations)``; vLLM server mode's ``all_prompts[::num_generations]``). Rank ``r``
+  generates the contiguous rows ``[r*P, (r+1)*P)``.
+- Candidates are dealt to the ranks in turn (candidate 0 to the first slot of rank 0, candidate 1
+  to the first slot of rank 1, ...), not in contiguous runs: the scheduler fills the batch with the
+  *first* signal groups of the last round, and kept groups stay on the rank that generated them, so
+  contiguous runs would pile the batch onto the first ranks (every rank trains on as many rows as the
+  fullest one). ``benchmarks/trl_ranks.py`` measures what is left.
 - A group lies on one rank whenever ``P`` is a multiple of ``G`` (the round's groups split evenly over
-  the ranks, the usual case); otherwise some groups span two ranks, exactly as in TRL's own layout when
+  the ranks, the usual case); otherwise a few groups span two ranks, as in TRL's own layout when
   ``per_device_train_batch_size < num_generations``: TRL groups the gathered rewards before each rank
   takes its slice back, so the advantages are the same, and each rank trains on its own rows of a kept
-  group.
-- Pad groups are at the end of the round, are generated and scored like any row (they copy the last
-  candidate's record), and are never reported to the scheduler nor trained on.
+  group. This costs no padding; keeping every group whole would generate up to ``world - 1`` inert
+  groups a round instead.
+- Pad groups take the last slots in the dealing order, are generated and scored like any row (they
+  copy the last candidate's record), and are never reported to the scheduler nor trained on.
 
 Also here: the digests the ranks compare (before each round: the proposal; after each step: the
 scheduler's counters and a running checksum of every report), and the check that compares them.
@@ -62,23 +68,45 @@ class RoundLayout:
     group_size: int
     world: int
     rows_per_rank: int  # P: rows every rank generates this round
-    pad_groups: int  # inert groups after the real ones
+    pad_groups: int  # inert groups generated with the real ones
+    slots: np.ndarray  # [groups + pad_groups]: candidate i's group is global rows [slots[i]*G, (slots[i]+1)*G)
 
     def spread(self, i: int) -> np.ndarray:
-        """``[world]``: how many rows of group ``i`` each rank holds."""
-        G, P = self.group_size, self.rows_per_rank
+        """``[world]``: how many rows of candidate ``i``'s group each rank holds."""
+        G, P, s = self.group_size, self.rows_per_rank, int(self.slots[i])
         starts = np.arange(self.world, dtype=np.int64) * P
-        return np.clip(np.minimum(starts + P, (i + 1) * G) - np.maximum(starts, i * G), 0, None)
+        return np.clip(np.minimum(starts + P, (s + 1) * G) - np.maximum(starts, s * G), 0, None)
 
     def local(self, i: int, rank: int) -> tuple[int, int]:
-        """Group ``i``'s rows on ``rank``, as a ``[lo, hi)`` range of that rank's round output (may be empty)."""
-        G, P = self.group_size, self.rows_per_rank
-        lo, hi = max(i * G, rank * P), min((i + 1) * G, (rank + 1) * P)
+        """Candidate ``i``'s rows on ``rank``, as a ``[lo, hi)`` range of that rank's round output (may be empty)."""
+        G, P, s = self.group_size, self.rows_per_rank, int(self.slots[i])
+        lo, hi = max(s * G, rank * P), min((s + 1) * G, (rank + 1) * P)
         return (lo - rank * P, hi - rank * P) if hi > lo else (0, 0)
 
-    def rows_of(self, rank: int) -> range:
-        """``rank``'s rows, as indices into the round's global rows (``row // G`` is the group)."""
-        return range(rank * self.rows_per_rank, (rank + 1) * self.rows_per_rank)
+    def candidates_of(self, rank: int) -> np.ndarray:
+        """``[P]``: the candidate each of ``rank``'s rows rolls out (``-1``: a pad row)."""
+        owner = np.full(self.slots.shape[0], -1, dtype=np.int64)
+        owner[self.slots[: self.groups]] = np.arange(self.groups)
+        rows = np.arange(rank * self.rows_per_rank, (rank + 1) * self.rows_per_rank)
+        return owner[rows // self.group_size]
+
+    def group_rewards(self, per_slot: np.ndarray) -> np.ndarray:
+        """``[groups, G]`` candidate rewards from the gathered ``[slots, G]`` (TRL's row order)."""
+        return per_slot[self.slots[: self.groups]]
+
+
+def deal_slots(n_slots: int, group_size: int, rows_per_rank: int) -> np.ndarray:
+    """Slots in dealing order: the first slot starting on each rank, then the second, ...
+
+    A slot belongs to the rank its first row is on.
+
+    >>> deal_slots(4, 2, 4).tolist()  # ranks hold slots (0, 1) and (2, 3): deal 0, 2, 1, 3
+    [0, 2, 1, 3]
+    """
+    slot = np.arange(n_slots, dtype=np.int64)
+    rank = slot * group_size // rows_per_rank
+    turn = slot - np.searchsorted(rank, rank, side="left")  # the slot's place among its rank's slots
+    return np.lexsort((rank, turn))
 
 
 def round_layout(groups: int, group_size: int, world: int) -> RoundLayout:
@@ -93,7 +121,8 @@ def round_layout(groups: int, group_size: int, world: int) -> RoundLayout:
         raise IntegrationError(f"round_layout({groups}, {group_size}, {world}): every count must be >= 1")
     unit = math.lcm(world, group_size)
     total = -(-groups * group_size // unit) * unit
-    return RoundLayout(groups, group_size, world, total // world, (total - groups * group_size) // group_size)
+    P, n_slots = total // world, total // group_size
+    return RoundLayout(groups, group_size, world, P, n_slots - groups, deal_slots(n_slots, group_size, P))
 
 
 def pad_rows_to(counts: np.ndarray, multiple: int, floor: int) -> int:

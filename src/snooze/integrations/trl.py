@@ -197,10 +197,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         G, rank = self.num_generations, int(self.accelerator.process_index)
         records = [_trl_record(c) for c in cands]  # every rank checks every record: errors are the same everywhere
         layout = dist.round_layout(len(cands), G, self._world)
-        inputs = [dict(records[min(k // G, len(cands) - 1)]) for k in layout.rows_of(rank)]  # pads copy the last
+        inputs = [dict(records[c]) for c in layout.candidates_of(rank).tolist()]  # pads (-1) copy the last one
         self._round_rewards = None
         out = super()._generate_and_score_completions(inputs)
-        rewards = self._group_rewards(len(cands))
+        rewards = layout.group_rewards(self._slot_rewards())  # [len(cands), G]
         self.scheduler.report(cands, rewards)
         self._step_crc = dist.report_crc(cands, rewards, self._step_crc)
         self._pad_groups += layout.pad_groups
@@ -213,8 +213,9 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._template = take_rows(out, torch.arange(1, device=out["advantages"].device))
         return out
 
-    def _group_rewards(self, n: int) -> np.ndarray:
-        """The weighted reward sum TRL logs as ``reward``, ``[n, G]``; unscorable rows get the range's low end."""
+    def _slot_rewards(self) -> np.ndarray:
+        """The weighted reward sum TRL logs as ``reward``, ``[slots, G]`` (every rank's rows, in TRL's
+        gathered order); unscorable rows get the range's low end."""
         if self._round_rewards is None:
             raise IntegrationError("TRL scored no rewards for this round (is a custom rollout_func skipping scoring?)")
         per_func = self._round_rewards.detach().float().cpu()
@@ -222,7 +223,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         unscorable = torch.isnan(per_func).all(dim=1)
         rewards = (per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[unscorable] = float(self.scheduler.config.reward_range[0])
-        return rewards.view(-1, self.num_generations)[:n].numpy().astype(np.float64)  # pad groups come last
+        return rewards.view(-1, self.num_generations).numpy().astype(np.float64)
 
     def _assemble(self, batch: Batch, last: dict[str, Any] | None) -> dict[str, Any]:
         """This rank's rows of the batch's groups, padded with inert rows to the rows every rank trains on."""
