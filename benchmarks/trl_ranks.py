@@ -6,7 +6,9 @@ with it. Per configuration it prints, over the run:
 
 - ``gen_pad``: inert groups generated / real groups generated (rounds that do not split evenly);
 - ``train_pad``: rows all ranks train on / rows of kept groups (kept groups stay on the rank that
-  generated them, and every rank is padded to the largest rank's rows).
+  generated them, and every rank is padded to the largest rank's rows);
+- ``contiguous``: the same with candidates laid out in contiguous runs instead of dealt in turn
+  (the same scheduler and rewards: only the layout differs).
 
     python benchmarks/trl_ranks.py                 # the default table
     python benchmarks/trl_ranks.py --steps 400 --world 8 --G 8 --batch 64
@@ -15,6 +17,7 @@ with it. Per configuration it prints, over the run:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import numpy as np
 
@@ -23,7 +26,7 @@ from snooze.integrations import _trl_dist as dist
 
 
 def simulate(
-    world: int, G: int, batch: int, steps: int, pool: int, beta: tuple[float, float], seed: int
+    world: int, G: int, batch: int, steps: int, pool: int, beta: tuple[float, float], seed: int, contiguous: bool
 ) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     pass_rate = rng.beta(*beta, size=pool)
@@ -37,6 +40,8 @@ def simulate(
             if not cands:
                 break
             layout = dist.round_layout(len(cands), G, world)
+            if contiguous:
+                layout = dataclasses.replace(layout, slots=np.arange(layout.slots.shape[0]))
             real, pad = real + len(cands), pad + layout.pad_groups
             spread.update((c.ticket, layout.spread(i)) for i, c in enumerate(cands))
             p = pass_rate[np.array([c.id for c in cands])]
@@ -58,12 +63,16 @@ def main() -> None:
     ap.add_argument("--G", type=int, nargs="*", default=[8, 16])
     ap.add_argument("--batch", type=int, nargs="*", default=[32, 128, 512])
     a = ap.parse_args()
-    print(f"{'world':>5} {'G':>3} {'batch':>5}  {'gen_pad':>8} {'train_pad':>9}")
+    print(f"{'world':>5} {'G':>3} {'batch':>5}  {'gen_pad':>8} {'train_pad':>9} {'contiguous':>10}")
     for world in a.world:
         for G in a.G:
             for batch in a.batch:
-                r = simulate(world, G, batch, a.steps, a.pool, tuple(a.beta), a.seed)
-                print(f"{world:>5} {G:>3} {batch:>5}  {r['gen_pad']:>8.3f} {r['train_pad']:>9.3f}")
+                dealt, runs = (
+                    simulate(world, G, batch, a.steps, a.pool, tuple(a.beta), a.seed, contiguous)
+                    for contiguous in (False, True)
+                )
+                row = f"{world:>5} {G:>3} {batch:>5}  {dealt['gen_pad']:>8.3f} {dealt['train_pad']:>9.3f}"
+                print(f"{row} {runs['train_pad']:>10.3f}", flush=True)
 
 
 if __name__ == "__main__":

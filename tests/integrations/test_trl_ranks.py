@@ -144,3 +144,19 @@ def test_diverging_ranks_raise_naming_the_step(runs: Path, name: str, where: str
         assert r["error"].startswith(where) and field in r["error"], r["error"]
         assert "same Scheduler" in r["error"]
         assert [s["step"] for s in r.get("steps", [])] == ([] if name == "seed" else [0])  # stopped, no hang
+
+
+def test_tensor_parallelism_is_refused_saying_what_to_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import snooze
+    from integrations.trl_ranks_job import build
+
+    trainer, _, _ = build(tmp_path, G=4, max_steps=1)
+
+    class TwoWayTensorParallel:
+        tp_size = 2
+
+    monkeypatch.setattr(type(trainer.accelerator), "parallelism_config", property(lambda self: TwoWayTensorParallel()))
+    with pytest.raises(
+        snooze.IntegrationError, match=r"tp_size=2: .*Train data-parallel only .*vllm_tensor_parallel_size"
+    ):
+        trainer._check_compatible()

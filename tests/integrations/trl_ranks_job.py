@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import torch
 
-torch.set_num_threads(1)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the tiny model of test_trl
 
 import snooze  # noqa: E402
@@ -204,6 +203,7 @@ def run(out: Path, name: str, rank: int) -> dict[str, Any]:
 
 
 def main() -> None:
+    torch.set_num_threads(1)  # one thread a process: two processes share the machine's cores
     out, names = Path(sys.argv[1]), sys.argv[2:]
     rank = int(os.environ.get("RANK", "0"))
     for name in names:
