@@ -25,8 +25,9 @@ the same decisions. What this module decides is the layout of one generation rou
 - Pad groups take the last slots in the dealing order, are generated and scored like any row (they
   copy the last candidate's record), and are never reported to the scheduler nor trained on.
 
-Also here: the digests the ranks compare (before each round: the proposal; after each step: the
-scheduler's counters and a running checksum of every report), and the check that compares them.
+Also here: the digests the ranks compare (when the trainer is built: seed, config and data; before
+each round: the proposal; after each step: the scheduler's counters and a checksum of the step's
+reports), and the check that compares them.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def start_digest(sched: Scheduler) -> list[int]:
     """What every rank's scheduler must share before the first step (``START_FIELDS``)."""
     datasets = [(s.name, len(s), s.fingerprint) for s in sched.sources]
     return [
-        sched.seed,
+        sched.seed % (1 << 63),  # one int64 (the seed may be any integer >= 0)
         _text_crc(sorted(sched.config.to_dict().items())),
         _text_crc(datasets),
         sched.step_index,
@@ -165,7 +166,7 @@ def round_digest(sched: Scheduler, candidates: Sequence[Candidate]) -> list[int]
 
 def step_digest(sched: Scheduler, reports: int) -> list[int]:
     """The scheduler's state after a step, in a few integers (``STEP_FIELDS``); ``reports`` is the
-    running :func:`report_crc` of every report this run made."""
+    :func:`report_crc` of the step's reports (so a resumed run's digests equal the uninterrupted run's)."""
     m = sched.metrics()
     keys = ("total/gen_groups", "total/train_groups", "snooze/asleep", "filter/retired")
     return [sched.step_index, sched.next_ticket, *(int(m.get(k, 0)) for k in keys), reports]
