@@ -10,5 +10,12 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" "torch==2.13.0"
 # The integrations' extras are installed too, so their tests run against the real TRL and verl classes.
 "${PIP[@]}" "torch==2.13.0" -e ".[all,dev,trl,verl]"
-# verl's own metadata pins numpy<2 and GPU-only packages: install it alone (see docs/integrations/verl.md).
-.venv/bin/python -c "import verl" 2>/dev/null || "${PIP[@]}" --no-deps "verl==0.7.1"
+# verl's metadata asks for transformers<5.11 (the TRL extra pins 5.24.0) and GPU-only packages: install verl and
+# TransferQueue (its v1 trainer's store) alone; their CPU-side dependencies come with the [verl] extra
+# (see docs/integrations/verl.md). The guard checks versions, so an older venv (verl 0.7.1) is upgraded.
+VERL_PINS=("verl==0.9.1" "transferqueue==0.1.11")
+.venv/bin/python - "${VERL_PINS[@]}" 2>/dev/null <<'PY' || "${PIP[@]}" --no-deps "${VERL_PINS[@]}"
+import sys
+from importlib.metadata import version
+sys.exit(any(version(name) != want for name, want in (pin.split("==") for pin in sys.argv[1:])))
+PY

@@ -1,13 +1,19 @@
-"""``SnoozeSampler`` against verl 0.7.1's real classes on CPU: its sampler hook and base class,
-``RLHFDataset`` over a parquet file, ``DataProto`` batches and the ``StatefulDataLoader`` checkpoint.
+"""The snooze trainer on verl 0.9.1's real classes, on CPU.
 
-Generation and training need GPUs (Ray workers with vLLM/FSDP); everything up to the rollouts runs here,
-and the rollouts' scores are written into ``DataProto`` by hand, as verl's reward step does.
+Real: verl's config (``ppo_trainer.yaml`` composed by Hydra with the snooze keys), its trainer
+registry, ``PPOTrainerSync`` and ``ReplayBuffer`` (the snooze subclasses of both), ``RLHFDataset``
+over parquet, the tokenizer/model-config loading, the dataloader path (``_fetch_one_gen_batch``,
+``_add_prompts_to_generate``, ``_submit_batch_to_rollout``), TransferQueue (controller and storage
+actors on a one-node Ray started once for this module), verl's DAPO ``ReplayBuffer`` for the control,
+``MetricsAggregator`` and the file logger, and ``_save_checkpoint`` / ``_load_checkpoint``.
+Not run (they need GPUs): the FSDP/Megatron worker groups (their checkpoint calls are no-ops here),
+vLLM/SGLang rollout servers and the agent loop workers (``_verl_env.Rollout`` writes what they write
+into TransferQueue), and the steps after sampling (log-probs, advantages, the actor update).
 """
 
 from __future__ import annotations
 
-import logging
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,227 +21,271 @@ import numpy as np
 import pytest
 
 pytest.importorskip("verl", reason="needs the [verl] extra")
-torch = pytest.importorskip("torch")
+pytest.importorskip("transfer_queue", reason="needs the [verl] extra")
 
 import snooze  # noqa: E402
+from integrations._verl_env import (  # noqa: E402
+    EASY,
+    ROWS,
+    B,
+    G,
+    Rollout,
+    build_trainer,
+    clear_transfer_queue,
+    compose,
+    end_step,
+    make_parquet,
+)
+from integrations._verl_env import train_step as step  # noqa: E402
 
-pytestmark = pytest.mark.verl
-
-G, B = 4, 2  # rollouts per prompt, prompts per training batch
-EASY = {("gsm", 0), ("gsm", 2)}
-ROWS = [("gsm", 0), ("gsm", 1), ("gsm", 2), ("gsm", 3), ("math", 10), ("math", 11)]
-
-
-def _tokenizer() -> Any:
-    from tokenizers import Tokenizer
-    from tokenizers.models import WordLevel
-    from tokenizers.pre_tokenizers import Whitespace
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["<pad>", "<eos>", "<unk>", "user", ":", "q", "gsm", "math", "0", "1", "2", "3", "10", "11"]
-    tok = Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = Whitespace()
-    out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    out.chat_template = "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}"
-    return out
+pytestmark = [pytest.mark.verl, pytest.mark.timeout(300)]
 
 
-def _parquet(tmp: Path, rows: list[tuple[str, Any]], index: bool = True) -> str:
-    import datasets
+@pytest.fixture(scope="module", autouse=True)
+def transfer_queue_on_ray(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One Ray node and one TransferQueue for the module (2 logical CPUs: the controller and one storage unit)."""
+    import ray
+    import transfer_queue as tq
 
-    recs = [
-        {
-            "data_source": ds,
-            "prompt": [{"role": "user", "content": f"q {ds} {i}"}],
-            "reward_model": {"ground_truth": "1"},
-            "extra_info": {"index": i} if index else {"split": "train"},
-        }
-        for ds, i in rows
-    ]
-    path = tmp / "train.parquet"
-    datasets.Dataset.from_list(recs).to_parquet(str(path))
-    return str(path)
+    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
+    conf = compose(tmp_path_factory.mktemp("tq")).transfer_queue
+    conf.backend.SimpleStorage.num_data_storage_units = 1
+    tq.init(conf)
+    yield
+    tq.close()
+    ray.shutdown()
 
 
-def _config(tmp: Path, **snooze_opts: Any) -> Any:
-    from omegaconf import OmegaConf
-
-    opts = {"policy": "snooze", "snooze_factor": 5, "state_dir": str(tmp / "state"), "reward_log": str(tmp / "r.jsonl")}
-    opts.update(snooze_opts)
-    return OmegaConf.create(
-        {
-            "data": {
-                "train_batch_size": B,
-                "dataloader_num_workers": 0,
-                "max_prompt_length": 32,
-                "filter_overlong_prompts": False,
-                "shuffle": False,
-                "sampler": {
-                    "class_path": "pkg://snooze.integrations.verl",
-                    "class_name": "SnoozeSampler",
-                    "snooze": opts,
-                },
-            },
-            "actor_rollout_ref": {"rollout": {"n": G}},
-            "trainer": {"default_local_dir": str(tmp / "ckpt")},
-        }
-    )
+@pytest.fixture(autouse=True)
+def empty_queue() -> Any:
+    yield
+    clear_transfer_queue()
 
 
-def _dataset(tmp: Path, cfg: Any, rows: list[tuple[str, Any]] = ROWS, index: bool = True) -> Any:
-    from verl.utils.dataset.rl_dataset import RLHFDataset
+def _keys(meta: Any) -> list[tuple[str, int]]:
+    import transfer_queue as tq
 
-    return RLHFDataset(data_files=[_parquet(tmp, rows, index)], tokenizer=_tokenizer(), config=cfg.data)
-
-
-def _sampler(tmp: Path, **opts: Any) -> Any:
-    from verl.trainer.main_ppo import create_rl_sampler
-
-    cfg = _config(tmp, **opts)
-    ds = _dataset(tmp, cfg)
-    return create_rl_sampler(cfg.data, ds), ds
+    data = tq.kv_batch_get(keys=meta.keys, partition_id="train", select_fields=["data_source", "extra_info"])
+    return sorted({(str(s), int(e["index"])) for s, e in zip(data["data_source"], data["extra_info"])})
 
 
-def _dataloader(ds: Any, sampler: Any) -> Any:
-    from torchdata.stateful_dataloader import StatefulDataLoader
-    from verl.utils.dataset.rl_dataset import collate_fn
+def test_verl_builds_the_snooze_trainer_and_replay_buffer_from_its_own_config(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import PPOTrainerSync
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    return StatefulDataLoader(ds, batch_size=B, sampler=sampler, num_workers=0, drop_last=True, collate_fn=collate_fn)
+    from snooze.integrations.verl import SnoozePromptLoader, SnoozeReplayBuffer, SnoozeTrainer
 
-
-def _scored(batch_dict: dict[str, Any], step: int) -> Any:
-    """What verl's fit() builds before the reward filter: G rollouts per prompt with a uid and scores."""
-    from verl import DataProto
-
-    nt = {k: np.asarray(batch_dict[k], dtype=object) for k in ("data_source", "index")}
-    n = len(nt["index"])
-    uid = np.array([f"s{step}-p{i}" for i in range(n)], dtype=object)
-    rep = np.repeat(np.arange(n), G)
-    scores = torch.zeros(n * G, 3)
-    for r, p in enumerate(rep.tolist()):
-        key = (str(nt["data_source"][p]), int(nt["index"][p]))
-        scores[r, -1] = 1.0 if key in EASY else float(r % 2)  # easy: all pass; others: half pass
-    non_tensors = {"uid": uid[rep], "data_source": nt["data_source"][rep], "index": nt["index"][rep]}
-    return DataProto.from_dict(tensors={"token_level_scores": scores}, non_tensors=non_tensors)
+    trainer = build_trainer(compose(tmp_path))
+    assert type(trainer) is SnoozeTrainer and isinstance(trainer, PPOTrainerSync)
+    assert isinstance(trainer.replay_buffer, SnoozeReplayBuffer) and isinstance(trainer.replay_buffer, ReplayBuffer)
+    assert trainer.trainer_mode == "sync" and trainer.registered_mode == "snooze"  # verl's sync branches apply
+    assert trainer.config.data.gen_batch_size is None  # not forced to 1 as verl's exact-refill modes do
+    cfg = trainer.snooze.config
+    assert (cfg.batch_size, cfg.group_size, cfg.gen_size, cfg.policy, cfg.snooze_factor) == (B, G, B, "snooze", 5)
+    assert cfg.weights == {"gsm": 4.0, "math": 2.0}  # row counts: verl's own uniform sampling over rows
+    assert isinstance(trainer.train_dataloader, SnoozePromptLoader) and trainer.snooze.scheduler.names == ["gsm", "math"]
+    assert trainer.snooze.options.reward_log == tmp_path / "ckpt" / "snooze_rewards.jsonl"
 
 
-def _dapo_filter(batch: Any) -> Any:
-    """The DAPO recipe's filter: keep only groups whose rewards vary."""
-    seq = batch.batch["token_level_scores"].sum(-1).numpy()
-    uids = batch.non_tensor_batch["uid"]
-    keep = [i for i, u in enumerate(uids) if np.std(seq[uids == u]) > 0]
-    return batch[keep]
+def test_the_dataloader_path_submits_only_the_schedulers_prompts_and_easy_ones_sleep(tmp_path: Path) -> None:
+    rollout = Rollout()
+    trainer = build_trainer(compose(tmp_path), rollout)
+    trained = []
+    for _ in range(6):  # two passes' worth of steps over the six prompts
+        batch, _ = step(trainer)
+        trained.append(_keys(batch))
+        end_step(trainer, batch)
+    submitted = [k for sub in rollout.submitted for k in sub]
+    log = [json.loads(line) for line in (tmp_path / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()]
+    assert submitted == [(r["dataset"], r["id"]) for r in log]  # every submitted prompt was issued and reported
+    for key in EASY:  # drawn once, found too easy, then asleep for snooze_factor=5 encounters
+        assert submitted.count(key) == 1
+    assert all(len(t) == B and not EASY & set(t) for t in trained)  # only signal groups are trained on
+    sched = trainer.snooze.scheduler
+    assert sched.metrics()["total/gen_groups"] == len(submitted) and sched.metrics()["snooze/asleep"] == 2
 
 
-def _keys(batch_dict: dict[str, Any]) -> list[tuple[str, int]]:
-    return [(str(d), int(i)) for d, i in zip(batch_dict["data_source"], batch_dict["index"])]
+def test_every_group_is_reported_before_the_zero_spread_filter(tmp_path: Path) -> None:
+    import transfer_queue as tq
+
+    rollout = Rollout(delay=0.1)  # groups finish while the buffer polls
+    trainer = build_trainer(compose(tmp_path), rollout)
+    batch, metrics = step(trainer)
+    rollout.join()
+    first = [k for sub in rollout.submitted for k in sub]
+    easy_drawn = [k for k in first if k in EASY]
+    assert easy_drawn and metrics["snooze/gen/groups"] == len(first) == B * metrics["snooze/gen/rounds"]
+    assert metrics["snooze/groups/too_easy"] == len(easy_drawn) and metrics["snooze/train/groups"] == B
+    assert len(batch) == B * G and len({k.split("_")[0] for k in batch.keys}) == B  # G trajectories per group
+    left = {k.split("_")[0] for k in tq.kv_list("train").get("train", {})}
+    assert left == {k.split("_")[0] for k in batch.keys}  # dropped groups are cleared from TransferQueue
 
 
-def test_verl_builds_the_sampler_from_config_and_it_yields_every_prompt_once_per_epoch(tmp_path: Path) -> None:
-    from verl.experimental.dataset.sampler import AbstractCurriculumSampler
+def test_control_verls_own_dapo_filter_hides_easy_groups_so_they_are_never_snoozed(tmp_path: Path) -> None:
+    """The same prompts through verl's in-core DAPO ReplayBuffer (``algorithm.filter_groups.enable``),
+    with the scheduler seeing what comes out of it: the easy groups are evicted before anyone sees them."""
+    import transfer_queue as tq
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    from snooze.integrations.verl import SnoozeSampler
-
-    sampler, ds = _sampler(tmp_path)
-    assert isinstance(sampler, SnoozeSampler) and isinstance(sampler, AbstractCurriculumSampler)
-    assert len(sampler) == len(ds) == 6
-    assert sampler.scheduler.config.group_size == G and sampler.scheduler.config.batch_size == B
-    positions = list(iter(sampler))
-    assert sorted(positions) == list(range(6))
-    assert sampler.scheduler.names == ["gsm", "math"]
-    assert sampler.state_dir == tmp_path / "state"
-
-
-def test_state_dir_defaults_beside_verls_checkpoints(tmp_path: Path) -> None:
-    sampler, _ = _sampler(tmp_path, state_dir=None)
-    assert sampler.state_dir == tmp_path / "ckpt" / "snooze"
-
-
-def test_prefilter_observe_snoozes_easy_prompts_the_dapo_filter_hides(tmp_path: Path) -> None:
-    sampler, ds = _sampler(tmp_path)
-    dl = _dataloader(ds, sampler)
-    seen: list[tuple[str, int]] = []
-    for step, batch_dict in zip(range(3), dl):  # epoch 1: every prompt once
-        seen += _keys(batch_dict)
-        scored = _scored(batch_dict, step)
-        assert sampler.observe(scored) == B  # pre-filter: every group reaches the scheduler
-        sampler.update(_dapo_filter(scored))  # verl's hook sees only what DAPO kept
-    assert sorted(seen) == sorted(ROWS)
-    assert sampler.scheduler.metrics()["total/gen_groups"] == 6
-    later = [k for _, bd in zip(range(3), dl) for k in _keys(bd)]  # epoch 2: easy prompts are asleep
-    assert not EASY & set(later)
-    assert sampler.metrics()["snooze/total/gen_groups"] == 6 and sampler.metrics()["snooze/snooze/asleep"] == 2
-    log_lines = (tmp_path / "r.jsonl").read_text().splitlines()
-    assert len(log_lines) == 6
+    rollout = Rollout()
+    trainer = build_trainer(compose(tmp_path, "data.gen_batch_size=1"), rollout)
+    dapo_config = compose(tmp_path, "trainer.v1.trainer_mode=sync", "algorithm.filter_groups.enable=True")
+    dapo = get_trainer_cls("sync")(config=dapo_config).replay_buffer  # verl builds its DAPO buffer from the config
+    assert type(dapo) is ReplayBuffer and dapo.filter_groups_metric == "reward"
+    dapo.refill_fn, dapo.poll_interval = trainer._add_prompts_to_generate, 0.02
+    run, evicted = trainer.snooze, 0
+    for _ in range(6):
+        trainer._add_prompts_to_generate(B)
+        batch, metrics = dapo.sample(global_steps=trainer.global_steps, partition_id="train", batch_size=B)
+        evicted += metrics.get("training/filter_groups/evicted_samples", 0)
+        seen = [u for u in run.open if any(k.startswith(u) for k in batch.keys)]  # what passed the filter
+        data = tq.kv_batch_get(keys=[f"{u}_{s}_0" for u in seen for s in range(G)], partition_id="train",
+                               select_fields=["rm_scores", "data_source", "extra_info"])
+        rewards = np.array([float(t.sum()) for t in data["rm_scores"]]).reshape(len(seen), G)
+        keys = [(str(data["data_source"][i * G]), data["extra_info"][i * G]["index"]) for i in range(len(seen))]
+        run.report(seen, keys, rewards)
+        run.cancel([u for u in list(run.open)])  # evicted by DAPO: never seen
+        run.finish_step()
+        end_step(trainer, batch)
+    submitted = [k for sub in rollout.submitted for k in sub]
+    assert evicted == sum(submitted.count(k) for k in EASY) > 0  # DAPO dropped every easy group it got
+    assert all(submitted.count(k) >= 2 for k in EASY)  # drawn again and again
+    assert run.scheduler.metrics()["snooze/asleep"] == 0 and run.scheduler.metrics()["total/gen_groups"] < len(submitted)
 
 
-def test_without_prefilter_capture_the_easy_prompts_are_never_snoozed(tmp_path: Path, caplog: Any) -> None:
-    sampler, ds = _sampler(tmp_path)
-    dl = _dataloader(ds, sampler)
-    with caplog.at_level(logging.WARNING, logger="snooze.integrations.verl"):
-        for step, batch_dict in zip(range(3), dl):
-            sampler.update(_dapo_filter(_scored(batch_dict, step)))
-    assert "never reached the sampler" in caplog.text
-    later = [k for _, bd in zip(range(3), dl) for k in _keys(bd)]
-    assert EASY <= set(later)  # the filter hid them, so they are generated again
+def test_generation_is_bounded_by_max_gen_rounds(tmp_path: Path) -> None:
+    rows = [("gsm", 0), ("gsm", 2), ("gsm", 1), ("gsm", 5)]  # two easy prompts, two with signal
+    rollout = Rollout(rule=lambda key, s: 1.0 if key in EASY or key == ("gsm", 5) else float(s % 2))
+    data = make_parquet(tmp_path, rows)
+    trainer = build_trainer(compose(tmp_path, data=data, snooze={"max_gen_rounds": 2, "policy": "dynamic_sampling"}), rollout)
+    batch, metrics = step(trainer)
+    assert metrics["snooze/gen/rounds"] <= 2 and len(rollout.submitted) == metrics["snooze/gen/rounds"]
+    assert metrics["snooze/train/groups"] == len({k.split("_")[0] for k in batch.keys}) <= B
+
+
+def test_metrics_reach_verls_logger_under_snooze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from verl.utils.tracking import Tracking
+
+    trainer = build_trainer(compose(tmp_path))
+    _, metrics = step(trainer)
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "verl.jsonl"))
+    tracking = Tracking(project_name="p", experiment_name="e", default_backend="file")
+    tracking.log(data=metrics, step=trainer.global_steps)
+    tracking.finish()
+    logged = json.loads((tmp_path / "verl.jsonl").read_text().splitlines()[0])["data"]
+    assert {"snooze/gen/rounds", "snooze/efficiency", "snooze/snooze/asleep", "snooze/total/gen_groups"} <= set(logged)
+    assert logged["snooze/train/groups"] == B
 
 
 def test_missing_extra_info_index_is_a_clear_error(tmp_path: Path) -> None:
-    from verl.trainer.main_ppo import create_rl_sampler
-
-    cfg = _config(tmp_path)
-    ds = _dataset(tmp_path, cfg, index=False)
-    with pytest.raises(snooze.IntegrationError, match="extra_info has no 'index'"):
-        create_rl_sampler(cfg.data, ds)
-
-
-def test_duplicate_prompt_ids_are_rejected(tmp_path: Path) -> None:
-    from verl.trainer.main_ppo import create_rl_sampler
-
-    cfg = _config(tmp_path)
-    ds = _dataset(tmp_path, cfg, rows=[("gsm", 0), ("gsm", 0), ("gsm", 1), ("gsm", 2)])
-    with pytest.raises(snooze.DataError):
-        create_rl_sampler(cfg.data, ds)
+    config = compose(tmp_path, data=make_parquet(tmp_path, index=False))
+    with pytest.raises(snooze.IntegrationError, match=r"row 0 \('gsm'\): extra_info has no 'index'"):
+        build_trainer(config)
 
 
 def test_wrong_group_size_is_a_clear_error(tmp_path: Path) -> None:
-    sampler, ds = _sampler(tmp_path, group_size=3)
-    batch_dict = next(iter(_dataloader(ds, sampler)))
-    with pytest.raises(snooze.IntegrationError, match="group_size=3"):
-        sampler.observe(_scored(batch_dict, 0))
+    with pytest.raises(snooze.IntegrationError, match="group_size is read from verl's actor_rollout_ref.rollout.n"):
+        build_trainer(compose(tmp_path, snooze={"group_size": 3}))
 
 
-def test_state_round_trips_through_verls_dataloader_checkpoint(tmp_path: Path) -> None:
-    sampler, ds = _sampler(tmp_path)
-    dl = _dataloader(ds, sampler)
-    it = iter(dl)
-    for step in range(2):
-        bd = next(it)
-        scored = _scored(bd, step)
-        if step == 1:
-            data_pt = dl.state_dict()  # verl saves data.pt before update() for that step
-        sampler.observe(scored)
-        sampler.update(_dapo_filter(scored))
-    assert (tmp_path / "state" / "step-00000002").exists()
-    snapshot = sampler.scheduler.state_dict()
-    expected_next = _keys(next(it))
+def test_a_group_of_the_wrong_size_is_refused_and_nothing_is_recorded(tmp_path: Path) -> None:
+    rollout = Rollout()
+    trainer = build_trainer(compose(tmp_path), rollout)
+    rollout.sessions = {key: G - 1 for key in ROWS}  # an agent loop that ran n-1 rollouts
+    before = trainer.snooze.scheduler.state_dict()
+    with pytest.raises(snooze.IntegrationError, match=f"finished with {G - 1} rollouts but the scheduler's group_size is {G}"):
+        step(trainer)
+    after = trainer.snooze.scheduler.state_dict()
+    assert after["arrays"].keys() == before["arrays"].keys()
+    assert all(np.array_equal(after["arrays"][k], before["arrays"][k]) for k in ("ds0.counter", "ds1.counter"))
+    assert not (tmp_path / "ckpt" / "snooze_rewards.jsonl").exists()  # nothing logged
 
-    sampler2, ds2 = _sampler(tmp_path)
-    dl2 = _dataloader(ds2, sampler2)
-    dl2.load_state_dict(data_pt)
-    it2 = iter(dl2)  # the dataloader applies a loaded state when its next iterator starts
-    restored = sampler2.scheduler.state_dict()
-    assert sampler2.scheduler.step_index == 2 and sampler2.scheduler.metrics()["total/gen_groups"] == 4
-    assert restored["arrays"].keys() == snapshot["arrays"].keys()
+
+def test_failed_groups_are_withdrawn_and_replaced(tmp_path: Path) -> None:
+    rollout = Rollout()
+    trainer = build_trainer(compose(tmp_path), rollout)
+    rollout.fail = {("gsm", 1), ("gsm", 3)}
+    batch, metrics = step(trainer)
+    assert metrics["snooze/gen/cancelled"] >= 1 and len({k.split("_")[0] for k in batch.keys}) == metrics["snooze/train/groups"]
+    assert not rollout.fail & set(_keys(batch))
+
+
+def test_state_round_trips_through_verls_checkpoint_folder(tmp_path: Path) -> None:
+    import torch
+
+    config = compose(tmp_path, "trainer.resume_mode=auto")
+    rollout = Rollout()
+    trainer = build_trainer(config, rollout)
+    for _ in range(2):
+        batch, _ = step(trainer)
+        if trainer.global_steps == 2:
+            trainer._save_checkpoint()  # where fit() saves: after the step, before global_steps moves on
+        end_step(trainer, batch)
+    folder = tmp_path / "ckpt" / "global_step_2"
+    assert (folder / "data.pt").exists() and (folder / "snooze" / "LATEST").exists()
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert torch.load(folder / "data.pt", weights_only=True) == {
+        "format": "snooze.verl.prompts", "version": 1, "step": 2, "state_dir": "snooze"}
+    snapshot = trainer.snooze.scheduler.state_dict()
+    step(trainer)  # step 3 of the first run
+    expected = rollout.submitted[-1]
+    log = tmp_path / "ckpt" / "snooze_rewards.jsonl"
+    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()) == 2
+
+    clear_transfer_queue()
+    resumed_rollout = Rollout()
+    resumed = build_trainer(config, resumed_rollout)
+    resumed._load_checkpoint()  # verl's: finds global_step_2, loads data.pt; then the scheduler beside it
+    assert resumed.global_steps == 2 and resumed.snooze.scheduler.step_index == 2
+    restored = resumed.snooze.scheduler.state_dict()
     assert all(np.array_equal(restored["arrays"][k], v) for k, v in snapshot["arrays"].items())
-    assert int(snapshot["arrays"]["ds0.counter"].max()) > 0  # the easy gsm prompts are asleep in the state
-    assert _keys(next(it2)) == expected_next
-    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 4  # steps >= 2 cut from the log
+    assert int(snapshot["arrays"]["ds0.counter"].max()) > 0  # sleeping prompts are in the state
+    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()) == 1  # step 2 cut from the log
+    resumed.global_steps += 1  # fit() moves to step 3
+    step(resumed)
+    assert resumed_rollout.submitted[0] == expected
 
 
-def test_resume_before_the_state_was_written_says_what_to_do(tmp_path: Path) -> None:
-    sampler, _ = _sampler(tmp_path)
-    data = sampler.state_dict()  # verl checkpointed, then the run died before update()
-    sampler2, _ = _sampler(tmp_path)
-    with pytest.raises(snooze.StateError, match="resume_from_path"):
-        sampler2.load_state_dict(data)
+def test_resuming_a_checkpoint_without_snooze_state_says_what_to_do(tmp_path: Path) -> None:
+    trainer = build_trainer(compose(tmp_path, "trainer.resume_mode=auto"))
+    batch, _ = step(trainer)
+    trainer._save_checkpoint()
+    import shutil
+
+    shutil.rmtree(tmp_path / "ckpt" / "global_step_1" / "snooze")
+    with pytest.raises(snooze.StateError, match="not written by the snooze trainer"):
+        build_trainer(compose(tmp_path, "trainer.resume_mode=auto"))._load_checkpoint()
+
+
+@pytest.mark.parametrize("mode", ["snooze_colocate_async", "snooze_separate_async"])
+def test_async_modes_are_refused_with_the_reason(tmp_path: Path, mode: str) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    config = compose(tmp_path, f"trainer.v1.trainer_mode={mode}")
+    with pytest.raises(snooze.IntegrationError, match="prompts are submitted ahead of the feedback"):
+        get_trainer_cls(mode)(config=config)
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("algorithm.filter_groups.enable=True", "turns on verl's own DAPO loop"),
+        ("trainer.v1.sampler.custom_sampler.path=pkg://x", "brings its own replay buffer"),
+        ("trainer.v1.sampler.sync_refill_failed_groups=True", "has no effect under the snooze trainer"),
+        ("+trainer.v1.snooze.carry_surplus=True", "carry_surplus=True is not supported"),
+        ("+trainer.v1.snooze.reward_metric=", "reward_metric"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(tmp_path: Path, override: str, match: str) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(snooze.IntegrationError, match=match):
+        get_trainer_cls("snooze")(config=compose(tmp_path, override))
+
+
+def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
+        get_trainer_cls("snooze")(config=compose(tmp_path, snooze={"snoze_factor": 5}))

@@ -6,8 +6,9 @@ Each adapter lives in its own module and imports its framework when that module 
 - :mod:`snooze.integrations.trl`: ``SnoozeGRPOTrainer``, a TRL ``GRPOTrainer`` whose generation step
   draws prompts from the scheduler and trains only on signal groups, on one process or many (extra
   ``[trl]``; its multi-process layout and rank checks are in ``_trl_dist``).
-- :mod:`snooze.integrations.verl`: ``SnoozeSampler``, a sampler for verl's curriculum-sampler hook,
-  plus the pre-filter reward capture for the DAPO loop (extra ``[verl]``).
+- :mod:`snooze.integrations.verl`: ``SnoozeTrainer``, verl 0.9's synchronous v1 trainer with its
+  prompts drawn from the scheduler and the scheduler's step loop in its replay buffer, registered as
+  ``trainer.v1.trainer_mode=snooze`` (extra ``[verl]``).
 - :mod:`snooze.integrations.reward_log`: the per-group reward log both adapters write.
 """
 

@@ -1,0 +1,68 @@
+"""verl integration: the snooze scheduler inside verl 0.9's v1 trainer (``trainer.v1.trainer_mode=snooze``).
+
+Importing this module registers three names in verl's trainer registry: ``snooze`` (verl's sync
+trainer with prompts drawn from the scheduler and the scheduler's step loop in the replay buffer)
+and ``snooze_colocate_async`` / ``snooze_separate_async``, which refuse with the reason. verl imports
+it by itself in every process: ``snooze-rl`` declares it in verl's ``verl.plugins`` entry-point
+group, and ``VERL_USE_EXTERNAL_MODULES=snooze.integrations.verl`` does the same where entry points
+are turned off. Options live under ``trainer.v1.snooze`` (see ``docs/integrations/verl.md``)::
+
+    python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo trainer.v1.trainer_mode=snooze \\
+        +trainer.v1.snooze.policy=snooze +trainer.v1.snooze.snooze_factor=5 ...
+
+Tested with verl 0.9.1 (``pip install --no-deps verl==0.9.1 transferqueue==0.1.11``).
+"""
+
+from __future__ import annotations
+
+from snooze import IntegrationError
+
+SUPPORTED = "0.9"  # verl minor version whose private trainer methods this integration overrides
+TESTED = "0.9.1"
+
+try:
+    import verl
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise IntegrationError(
+        f"snooze.integrations.verl needs verl {TESTED} and its v1 trainer ({exc}); see docs/integrations/verl.md "
+        "for the install line"
+    ) from exc
+
+if not str(verl.__version__).startswith(SUPPORTED + "."):  # pragma: no cover - depends on the installed verl
+    raise IntegrationError(
+        f"snooze.integrations.verl supports verl {SUPPORTED}.x (tested with {TESTED}); verl {verl.__version__} is "
+        f"installed. Install verl=={TESTED} (see docs/integrations/verl.md)."
+    )
+
+_OVERRIDDEN = {  # what the snooze trainer and replay buffer override or call: checked, not assumed
+    PPOTrainerSync: ("_build_replay_buffer", "_init_dataloader", "_fetch_one_gen_batch", "_add_prompts_to_generate",
+                     "prepare_step", "_save_checkpoint", "_load_checkpoint"),
+    ReplayBuffer: ("sample", "_sync_metadata_from_transfer_queue", "_clear_groups", "_materialize_batch",
+                   "_wait_for_next_poll"),
+}
+_missing = [f"{cls.__name__}.{name}" for cls, names in _OVERRIDDEN.items() for name in names if not hasattr(cls, name)]
+if _missing:  # pragma: no cover - depends on the installed verl
+    raise IntegrationError(f"verl {verl.__version__} lacks {_missing}; the snooze trainer is tested with verl {TESTED}")
+
+from snooze.integrations.verl._buffer import SnoozeReplayBuffer  # noqa: E402
+from snooze.integrations.verl._options import OPTIONS_KEY, SnoozeOptions, read_options  # noqa: E402
+from snooze.integrations.verl._prompts import LOADER_FORMAT, SnoozePromptLoader, prompt_keys  # noqa: E402
+from snooze.integrations.verl._run import METRIC_PREFIX, SnoozeRun  # noqa: E402
+from snooze.integrations.verl._trainer import STATE_DIR, TRAINER_MODE, SnoozeTrainer  # noqa: E402
+
+__all__ = [
+    "SnoozeTrainer",
+    "SnoozeReplayBuffer",
+    "SnoozePromptLoader",
+    "SnoozeRun",
+    "SnoozeOptions",
+    "read_options",
+    "prompt_keys",
+    "TRAINER_MODE",
+    "OPTIONS_KEY",
+    "STATE_DIR",
+    "METRIC_PREFIX",
+    "LOADER_FORMAT",
+]

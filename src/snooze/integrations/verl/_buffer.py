@@ -1,0 +1,140 @@
+"""``SnoozeReplayBuffer``: verl's v1 replay buffer with the scheduler's step loop in place of its DAPO refill.
+
+verl's sync trainer builds each batch in ``ReplayBuffer.sample``: it polls TransferQueue, where the
+rollout workers put every finished trajectory (with its ``rm_scores`` and the prompt's dataset
+fields), and with ``algorithm.filter_groups`` on it evicts zero-spread groups and refills. Here the
+training partition runs SPEC section 4 instead::
+
+    round 1 was submitted by the trainer's prepare_step
+    loop: report every newly finished group to the scheduler (before any filtering)
+          wait while the round is in flight
+          if the batch lacks signal groups and rounds < max_gen_rounds: submit the next round
+    close the scheduler's step: train on the groups it chose, drop every other group
+
+so every group is reported once, generation is bounded, and what verl trains on is exactly the
+scheduler's batch. Validation (``partition_id="val"``) is verl's own sampling, unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import transfer_queue as tq
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
+
+from snooze import IntegrationError
+
+__all__ = ["SnoozeReplayBuffer"]
+
+TRAIN = "train"
+
+
+def _trajectory_rewards(data: Any, metric: str, n: int) -> np.ndarray:
+    """One reward per trajectory, as verl's DAPO filter reads it (``_dapo_filtered_keys``)."""
+    if metric == FILTER_GROUPS_REWARD_METRIC:
+        return np.array([float(t.sum()) for t in data["rm_scores"]], dtype=np.float64)  # [T]
+    out = np.empty(n, dtype=np.float64)
+    for i, value in enumerate(data["extra_fields"]):
+        extra = getattr(value, "data", value)
+        info = extra.get("reward_extra_info", {}) if isinstance(extra, dict) else {}
+        if metric not in info:
+            raise IntegrationError(
+                f"a finished trajectory has no reward_extra_info[{metric!r}]; set trainer.v1.snooze.reward_metric "
+                "to 'reward' (rm_scores) or to a key the reward function returns"
+            )
+        out[i] = float(info[metric])
+    return out
+
+
+class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
+    """A v1 ``ReplayBuffer`` whose training batches are built by the snooze scheduler.
+
+    Built by :class:`~snooze.integrations.verl.SnoozeTrainer` (it needs the trainer's run, attached
+    once the data is read). ``refill_fn`` is verl's ``_add_prompts_to_generate``: each call submits
+    one scheduler round through verl's own dataloader path.
+    """
+
+    def __init__(self, *args: Any, reward_metric: str = FILTER_GROUPS_REWARD_METRIC, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reward_metric = reward_metric
+        self.run: Any = None
+
+    def attach(self, run: Any) -> None:
+        self.run = run
+
+    def sample(self, global_steps: int, partition_id: str, batch_size: int) -> tuple[KVBatchMeta, dict]:
+        if partition_id != TRAIN:
+            return super().sample(global_steps, partition_id, batch_size)
+        run = self.run
+        if run is None:
+            raise IntegrationError("SnoozeReplayBuffer has no scheduler attached; it is built by the snooze trainer")
+        if batch_size != run.config.batch_size:
+            raise IntegrationError(f"verl asked for {batch_size} groups but the scheduler builds batches of {run.config.batch_size}")
+        last_debug = time.time()
+        while True:
+            self._sync_metadata_from_transfer_queue()
+            self._take_terminal_groups()
+            if run.open:  # the round is still being generated
+                last_debug = self._wait_for_next_poll(TRAIN, last_debug)
+                continue
+            if not run.wants_round():
+                break
+            self.refill_fn(run.config.gen_size)
+        train, drop, metrics = run.finish_step()
+        self._sync_metadata_from_transfer_queue()
+        snapshot = dict(self.partitions[TRAIN])
+        self._clear_groups(TRAIN, set(drop))
+        return self._materialize_batch(TRAIN, train, snapshot), metrics
+
+    def _take_terminal_groups(self) -> None:
+        """Report each newly finished group, withdraw each failed one; clear the groups that cannot train."""
+        run = self.run
+        finished = [u for u in run.open if u in self.finished_keys[TRAIN]]
+        failed = [u for u in run.open if u in self.failure_keys[TRAIN]]
+        if finished:
+            keys, rewards = self._read_groups(finished)
+            never = run.report(finished, keys, rewards)
+            self._clear_groups(TRAIN, {u for u, n in zip(finished, never) if n})
+        if failed:
+            run.cancel(failed)
+            self._clear_groups(TRAIN, set(failed))
+
+    def _read_groups(self, uids: list[str]) -> tuple[list[tuple[str, Any]], np.ndarray]:
+        """Each group's prompt key and rewards ``[N, G]`` (sessions in order; the last output of a
+        multi-output session carries its reward, as verl's agent loop writes it). Raises before anything
+        is reported when a group does not have ``group_size`` sessions."""
+        G = self.run.config.group_size
+        wanted = set(uids)
+        by_uid: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # uid -> (session, output, key)
+        for key in self.partitions[TRAIN]:
+            uid, session, output = key.split("_")
+            if uid in wanted:
+                by_uid[uid].append((int(session), int(output), key))
+        for uid in uids:
+            sessions = {s for s, _, _ in by_uid[uid]}
+            if len(sessions) != G:
+                raise IntegrationError(
+                    f"group uid {uid} finished with {len(sessions)} rollouts but the scheduler's group_size is {G} "
+                    "(actor_rollout_ref.rollout.n); every prompt needs the same number of rollouts (an agent loop "
+                    "that sets __rollout_n__ per prompt cannot be used with snooze)"
+                )
+        last = {(u, s): k for u in uids for s, _, k in sorted(by_uid[u])}  # the highest output index wins
+        order = [last[(u, s)] for u in uids for s in sorted({s for s, _, _ in by_uid[u]})]  # [N*G]
+        field = "rm_scores" if self.reward_metric == FILTER_GROUPS_REWARD_METRIC else "extra_fields"
+        data = tq.kv_batch_get(keys=order, partition_id=TRAIN, select_fields=[field, "data_source", "extra_info"])
+        rewards = _trajectory_rewards(data, self.reward_metric, len(order)).reshape(len(uids), G)
+        sources, extras = list(data["data_source"]), list(data["extra_info"])
+        keys = [(str(sources[i * G]), _index(extras[i * G], uids[i])) for i in range(len(uids))]
+        return keys, rewards
+
+
+def _index(extra: Any, uid: str) -> Any:
+    extra = getattr(extra, "data", extra)
+    if not isinstance(extra, dict) or extra.get("index") is None:
+        raise IntegrationError(f"group uid {uid}: its trajectories carry no extra_info.index (the prompt's stable id)")
+    value = extra["index"]
+    return value.item() if isinstance(value, np.generic) else value

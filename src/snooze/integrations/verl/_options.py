@@ -1,0 +1,153 @@
+"""``trainer.v1.snooze``: the snooze trainer's options, read from verl's Hydra config and checked once.
+
+verl keeps each trainer mode's settings under ``trainer.v1.<mode>`` (``trainer.v1.sync``,
+``trainer.v1.colocate_async``, ...), so the snooze trainer's live under ``trainer.v1.snooze``: any
+:class:`~snooze.SchedulerConfig` field, plus the few options below that are not scheduler fields.
+Sizes verl already has are read from verl and may not be set twice (one source of truth).
+Everything is checked when verl builds the trainer, before any GPU worker starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from snooze import IntegrationError, SchedulerConfig
+
+__all__ = ["SnoozeOptions", "read_options", "OPTIONS_KEY"]
+
+OPTIONS_KEY = "trainer.v1.snooze"
+REWARD_LOG_NAME = "snooze_rewards.jsonl"  # default reward log, in trainer.default_local_dir
+_FROM_VERL = {  # scheduler field -> the verl key it is read from
+    "batch_size": "data.train_batch_size",
+    "gen_batch_size": "data.gen_batch_size",
+    "group_size": "actor_rollout_ref.rollout.n",
+}
+
+
+@dataclass(frozen=True)
+class SnoozeOptions:
+    """What the snooze trainer needs beyond verl's own config."""
+
+    scheduler: SchedulerConfig
+    """Batch construction. ``weights`` is ``None`` here and defaults, once the data is read, to each
+    ``data_source``'s row count (verl's own sampling is uniform over rows)."""
+
+    seed: int = 0
+    """Seeds the scheduler's per-dataset streams. Default: ``data.seed`` when set, else 0."""
+
+    reward_log: Path | None = None
+    """Per-group JSONL reward log that ``snooze replay`` reads. Default:
+    ``${trainer.default_local_dir}/snooze_rewards.jsonl``; ``false`` turns it off."""
+
+    reward_metric: str = "reward"
+    """Which reward the scheduler classifies groups by: ``reward`` is verl's canonical pre-KL reward
+    (the sum of each trajectory's ``rm_scores``, as ``algorithm.filter_groups.metric=reward``); any
+    other name reads that field of the reward function's ``reward_extra_info`` (e.g. ``acc``)."""
+
+    poll_interval: float = 2.0
+    """Seconds between looks at TransferQueue while groups are still being generated (verl's default)."""
+
+
+_OWN = tuple(f.name for f in dataclasses.fields(SnoozeOptions) if f.name != "scheduler")
+
+
+def _select(config: Any, key: str) -> Any:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.select(config, key, default=None)
+
+
+def _plain(node: Any) -> dict[str, Any]:
+    from omegaconf import DictConfig, OmegaConf
+
+    if node is None:
+        return {}
+    if isinstance(node, DictConfig):
+        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+    if isinstance(node, Mapping):
+        return dict(node)
+    raise IntegrationError(f"{OPTIONS_KEY} must be a mapping of options, got {type(node).__name__}")
+
+
+def _refuse_conflicts(config: Any) -> None:
+    """Settings that would run verl's own loop beside the scheduler's, or silently do nothing."""
+    if _select(config, "algorithm.filter_groups.enable"):
+        raise IntegrationError(
+            "algorithm.filter_groups.enable=True turns on verl's own DAPO loop, which the snooze trainer replaces "
+            f"with the scheduler's step loop. Set algorithm.filter_groups.enable=False and choose {OPTIONS_KEY}.policy "
+            f"(dynamic_sampling is DAPO, snooze adds snoozing); {OPTIONS_KEY}.reward_metric takes the place of "
+            "algorithm.filter_groups.metric and max_gen_rounds bounds generation."
+        )
+    custom = _select(config, "trainer.v1.sampler.custom_sampler")
+    if custom is not None and (custom.get("path") or custom.get("name")):
+        raise IntegrationError(
+            "trainer.v1.sampler.custom_sampler is set, but the snooze trainer brings its own replay buffer; "
+            "unset trainer.v1.sampler.custom_sampler.path and .name"
+        )
+    if _select(config, "trainer.v1.sampler.sync_refill_failed_groups"):
+        raise IntegrationError(
+            "trainer.v1.sampler.sync_refill_failed_groups has no effect under the snooze trainer: a failed group "
+            "is withdrawn from the scheduler (counted in snooze/gen/cancelled) and the round loop goes on. Unset it."
+        )
+    rm = _select(config, "reward.reward_model")
+    if rm is not None and rm.get("enable") and not rm.get("enable_resource_pool"):
+        raise IntegrationError(
+            "a colocated reward model (reward.reward_model.enable=True without enable_resource_pool) scores groups "
+            "only after the replay buffer has sampled them; the scheduler needs each group's reward when it "
+            "finishes. Use a rule-based reward or set reward.reward_model.enable_resource_pool=True."
+        )
+
+
+def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
+    fields = {k: v for k, v in opts.items() if k not in _OWN}
+    for name, verl_key in _FROM_VERL.items():
+        if name in fields:
+            raise IntegrationError(
+                f"{OPTIONS_KEY}.{name} is read from verl's {verl_key}; set it there (one value for both)"
+            )
+        value = _select(config, verl_key)
+        if value is not None:
+            fields[name] = int(value)
+    if "batch_size" not in fields or "group_size" not in fields:
+        raise IntegrationError("data.train_batch_size and actor_rollout_ref.rollout.n must be set")
+    if fields.get("weights") is not None:
+        fields["weights"] = dict(fields["weights"])
+    if fields.get("carry_surplus"):
+        raise IntegrationError(
+            "carry_surplus=True is not supported in verl: the sync trainer keeps no trajectories across steps "
+            "(nor in its checkpoints), so carried groups would be lost on resume. Leave carry_surplus off."
+        )
+    return fields
+
+
+def read_options(config: Any) -> SnoozeOptions:
+    """Check verl's config for the snooze trainer and return its options (``IntegrationError`` or
+    ``ConfigError`` naming the key on anything that cannot work)."""
+    _refuse_conflicts(config)
+    opts = _plain(_select(config, OPTIONS_KEY))
+    scheduler = SchedulerConfig.from_dict(_scheduler_fields(opts, config))  # ConfigError names unknown fields
+    seed = opts.get("seed", _select(config, "data.seed"))
+    log = opts.get("reward_log")
+    if log is None:
+        base = _select(config, "trainer.default_local_dir")
+        log = str(Path(base) / REWARD_LOG_NAME) if base else False
+    metric = opts.get("reward_metric", "reward")
+    if not isinstance(metric, str) or not metric:
+        raise IntegrationError(f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)")
+    poll = opts.get("poll_interval", 2.0)
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not poll > 0:
+        raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a number of seconds above 0")
+    seed = 0 if seed is None else seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
+    return SnoozeOptions(
+        scheduler=scheduler,
+        seed=seed,
+        reward_log=Path(log) if log else None,
+        reward_metric=metric,
+        poll_interval=float(poll),
+    )

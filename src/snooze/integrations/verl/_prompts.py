@@ -1,0 +1,113 @@
+"""Prompt identity in verl data, and the dataloader that yields only what the scheduler proposes.
+
+A verl prompt's stable id is ``(data_source, extra_info["index"])``. verl itself falls back to index
+0 when ``extra_info.index`` is missing (``RLHFDataset.__getitem__``), which would make every such
+prompt the same prompt; here a missing index is an error that names the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sized
+from typing import Any
+
+import numpy as np
+
+from snooze import Candidate, IntegrationError, Source, StateError
+
+__all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "LOADER_FORMAT"]
+
+LOADER_FORMAT = "snooze.verl.prompts"  # what verl's data.pt holds for the snooze trainer
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _columns(dataset: Sized) -> tuple[list[Any], list[Any]]:
+    """``data_source`` and ``extra_info.index`` of every row, read from the Arrow table when there is one
+    (verl's ``RLHFDataset.dataframe``), so nothing is tokenised and no row dict is built."""
+    frame = getattr(dataset, "dataframe", None)
+    table = getattr(getattr(frame, "data", None), "table", None)
+    if table is not None and "data_source" in table.column_names:
+        sources = table.column("data_source").to_pylist()
+        if "extra_info" not in table.column_names:
+            return sources, [None] * len(sources)
+        extra = table.column("extra_info").combine_chunks()
+        names = [extra.type.field(i).name for i in range(extra.type.num_fields)] if hasattr(extra.type, "field") else []
+        if "index" not in names:
+            return sources, [None] * len(sources)
+        return sources, extra.field("index").to_pylist()
+    rows = [dataset[i] for i in range(len(dataset))]  # type: ignore[index]  # a custom dataset class
+    extras = [r.get("extra_info") for r in rows]
+    return [r.get("data_source") for r in rows], [e.get("index") if isinstance(e, Mapping) else None for e in extras]
+
+
+def prompt_keys(dataset: Sized) -> list[tuple[str, Any]]:
+    """Each row's stable identity ``(data_source, extra_info["index"])``, in dataset order."""
+    sources, indices = _columns(dataset)
+    keys = []
+    for pos, (name, index) in enumerate(zip(sources, indices)):
+        if not isinstance(name, str) or not name:
+            raise IntegrationError(f"row {pos}: 'data_source' is {name!r}; every row needs a dataset name there")
+        if index is None:
+            raise IntegrationError(
+                f"row {pos} ({name!r}): extra_info has no 'index'. verl would silently use 0 and merge prompts; "
+                "snooze needs a stable id per prompt. Add extra_info={'index': <unique id>} to every row of the parquet."
+            )
+        keys.append((name, _plain(index)))
+    return keys
+
+
+class PromptIndex:
+    """The scheduler's datasets (one per ``data_source``) and where each of their rows sits in verl's dataset."""
+
+    def __init__(self, keys: list[tuple[str, Any]]) -> None:
+        names = list(dict.fromkeys(name for name, _ in keys))
+        owner = np.array([names.index(n) for n, _ in keys], dtype=np.int64) if keys else np.empty(0, np.int64)
+        self.positions = [np.flatnonzero(owner == d) for d in range(len(names))]  # dataset -> verl positions
+        self.sources = {n: Source.from_ids(n, [keys[i][1] for i in pos.tolist()]) for n, pos in zip(names, self.positions)}
+        self.names = names
+        self.n_rows = len(keys)
+
+    def row_counts(self) -> dict[str, float]:
+        return {n: float(len(p)) for n, p in zip(self.names, self.positions)}
+
+    def position(self, cand: Candidate) -> int:
+        return int(self.positions[self.names.index(cand.dataset)][cand.row])
+
+
+class SnoozePromptLoader:
+    """Stands in for verl's ``train_dataloader``: each batch is one generation round the scheduler proposed.
+
+    verl's own ``_fetch_one_gen_batch`` draws from it unchanged (and gives each prompt its ``uid``),
+    so snoozed and retired prompts never reach the rollout workers. ``state_dict`` is what verl writes
+    to ``data.pt``: a format tag, the scheduler step and the folder (beside ``data.pt``) that holds the
+    scheduler's own state, which is saved pickle-free by the trainer.
+    """
+
+    def __init__(self, run: Any, dataset: Any, collate_fn: Any, state_dir: str) -> None:
+        self.run = run
+        self.dataset = dataset
+        self.collate_fn = collate_fn
+        self.state_dir = state_dir
+        self.loaded: dict[str, Any] | None = None  # what load_state_dict received (checked on resume)
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:  # never StopIteration: verl would restart the iterator and ask again
+            cands = self.run.propose_round()
+            yield self.collate_fn([self.dataset[self.run.index.position(c)] for c in cands])
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"format": LOADER_FORMAT, "version": 1, "step": self.run.scheduler.step_index, "state_dir": self.state_dir}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if not isinstance(state, Mapping) or state.get("format") != LOADER_FORMAT:
+            what = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise StateError(
+                f"data.pt holds {what}, not the snooze trainer's prompt state: this checkpoint was written by "
+                "another verl trainer mode. Resume it with that mode, or start fresh (trainer.resume_mode=disable)."
+            )
+        self.loaded = dict(state)

@@ -1,0 +1,163 @@
+"""The scheduler's side of a verl run: which uid is which issued prompt, reports, step close, state.
+
+Framework-free on purpose: the replay buffer reads TransferQueue and hands plain arrays here, the
+trainer hands uids here, and everything the scheduler decides is made in this one object (it lives
+in verl's driver process, so one scheduler serves every node).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from snooze import SIGNAL, Candidate, IntegrationError, Scheduler, StateError
+from snooze.integrations.reward_log import RewardLogWriter, truncate_reward_log, write_groups
+from snooze.integrations.verl._options import SnoozeOptions
+from snooze.integrations.verl._prompts import PromptIndex
+
+__all__ = ["SnoozeRun", "METRIC_PREFIX"]
+
+log = logging.getLogger(__name__)
+
+METRIC_PREFIX = "snooze/"  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/efficiency", ...
+
+
+class SnoozeRun:
+    """Holds the :class:`~snooze.Scheduler` of a verl run and the uid of every prompt it issued."""
+
+    def __init__(self, index: PromptIndex, options: SnoozeOptions) -> None:
+        config = options.scheduler
+        if config.weights is None:  # verl samples rows uniformly: weigh each data_source by its size
+            config = config.replace(weights=index.row_counts())
+        self.index = index
+        self.options = options
+        self.scheduler = Scheduler(index.sources, config, seed=options.seed)
+        self._unbound: list[Candidate] = []  # proposed, not yet given a uid by verl
+        self.open: dict[str, Candidate] = {}  # uid -> issued candidate, rollouts not yet reported
+        self._step: dict[int, str] = {}  # ticket -> uid of every group reported or cancelled this step
+        self._writer: RewardLogWriter | None = None
+        self._append_log = False  # a fresh run starts its reward log over; a resumed one appends
+
+    @property
+    def config(self) -> Any:
+        return self.scheduler.config
+
+    # -- issuing --------------------------------------------------------------------------------
+    def propose_round(self) -> Sequence[Candidate]:
+        """One generation round of candidates (``gen_batch_size`` unless the data runs out)."""
+        cands = self.scheduler.propose()
+        if not cands:
+            raise IntegrationError(
+                f"the scheduler has no prompt left to issue at step {self.scheduler.step_index} (epochs="
+                f"{self.config.epochs}, every prompt used up, retired or excluded). Raise {'trainer.v1.snooze.epochs'} "
+                "or lower trainer.total_training_steps."
+            )
+        self._unbound.extend(cands)
+        return cands
+
+    def bind(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]]) -> None:
+        """Give the oldest unbound candidates the uids verl assigned to the rows it fetched, in order."""
+        if len(uids) > len(self._unbound):
+            raise IntegrationError(f"verl fetched {len(uids)} prompts but the scheduler issued {len(self._unbound)}")
+        cands = self._unbound[: len(uids)]
+        for uid, key, cand in zip(uids, keys, cands):
+            if key != cand.key:
+                raise IntegrationError(f"row with uid {uid} is {key}, but the scheduler issued {cand.key} there")
+        del self._unbound[: len(uids)]
+        self.open.update(zip(uids, cands))
+
+    # -- feedback -------------------------------------------------------------------------------
+    def _issued(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]] | None) -> list[Candidate]:
+        unknown = [u for u in uids if u not in self.open]
+        if unknown:
+            raise IntegrationError(
+                f"group uid {unknown[0]} was not issued by the snooze scheduler (or was reported already); only the "
+                "snooze trainer may submit training prompts"
+            )
+        cands = [self.open[u] for u in uids]
+        for uid, cand, key in zip(uids, cands, keys or [c.key for c in cands]):
+            if key != cand.key:
+                raise IntegrationError(
+                    f"group uid {uid}: its rollouts say (data_source, extra_info.index) = {key}, but the prompt issued "
+                    f"under that uid is {cand.key}; the agent loop must keep the dataset fields of each prompt"
+                )
+        return cands
+
+    def report(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]], rewards: np.ndarray) -> np.ndarray:
+        """Report finished groups (``rewards`` ``[N, G]``, before any filtering). All or nothing: a bad
+        report raises and records nothing. Returns, per group, whether it can never enter this step's batch."""
+        cands = self._issued(uids, keys)
+        outcomes = self.scheduler.report(cands, rewards)
+        write_groups(self._log(), self.scheduler.step_index, cands, rewards)
+        for uid, cand in zip(uids, cands):
+            del self.open[uid]
+            self._step[cand.ticket] = uid
+        kept_as_padding = self.config.on_short == "pad"
+        return np.zeros(len(cands), dtype=bool) if kept_as_padding or not self.config.drops_zero_signal else outcomes != SIGNAL
+
+    def cancel(self, uids: Sequence[str]) -> None:
+        """Withdraw groups whose rollouts failed (verl marks them ``failure``): counted, never trained on."""
+        cands = self._issued(uids, None)
+        self.scheduler.cancel(cands)
+        for uid, cand in zip(uids, cands):
+            del self.open[uid]
+            self._step[cand.ticket] = uid
+        log.warning("%d group(s) failed in rollout and were withdrawn from the scheduler: %s", len(uids), list(uids)[:5])
+
+    def wants_round(self) -> bool:
+        """Whether the step's loop asks for another generation round (SPEC section 4, bounded by max_gen_rounds)."""
+        s = self.scheduler
+        return not s.batch_full and s.round < self.config.max_gen_rounds and not s.exhausted
+
+    def finish_step(self) -> tuple[list[str], list[str], dict[str, float]]:
+        """Close the scheduler's step. Returns the uids to train on, the uids to drop and the metrics."""
+        if self.open or self._unbound:
+            raise IntegrationError(f"{len(self.open) + len(self._unbound)} issued group(s) not reported at the end of the step")
+        batch = self.scheduler.finish_step()
+        train = [self._step[c.ticket] for c in batch.candidates]
+        drop = sorted(set(self._step.values()) - set(train))
+        self._step = {}
+        if not train:
+            raise IntegrationError(
+                f"step {batch.step}: no group to train on after {int(batch.metrics.get('gen/rounds', 0))} generation "
+                f"round(s), and verl cannot train on an empty batch. Raise trainer.v1.snooze.max_gen_rounds or "
+                "data.gen_batch_size, or set trainer.v1.snooze.on_short=pad (zero-advantage groups fill the batch)."
+            )
+        return train, drop, {METRIC_PREFIX + k: v for k, v in batch.metrics.items()}
+
+    # -- reward log and state -------------------------------------------------------------------
+    def _log(self) -> RewardLogWriter | None:
+        if self._writer is None and self.options.reward_log is not None:
+            self._writer = RewardLogWriter(self.options.reward_log, append=self._append_log)
+        return self._writer
+
+    def save(self, folder: Path) -> None:
+        if self.open or self._unbound:
+            raise IntegrationError("cannot checkpoint in the middle of a step: issued groups are not reported yet")
+        self.scheduler.save(folder)
+
+    def restore(self, folder: Path, global_step: int) -> None:
+        """Load the scheduler saved with verl's checkpoint ``global_step`` and cut the reward log back to it."""
+        if not folder.is_dir():
+            raise StateError(
+                f"{folder} is missing: this verl checkpoint was not written by the snooze trainer (it saves the "
+                "scheduler there before data.pt). Resume from one it wrote, or start fresh (trainer.resume_mode=disable)."
+            )
+        restored = Scheduler.load(folder, self.index.sources, self.scheduler.config, seed=self.scheduler.seed)
+        if restored.step_index != global_step:
+            raise StateError(
+                f"{folder} holds the scheduler after {restored.step_index} steps, but verl resumes after step "
+                f"{global_step}; the folder does not belong to this checkpoint"
+            )
+        self.scheduler = restored
+        self.open, self._unbound, self._step = {}, [], {}
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._append_log = True
+        if self.options.reward_log is not None:
+            truncate_reward_log(self.options.reward_log, restored.step_index)
