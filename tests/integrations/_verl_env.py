@@ -100,11 +100,19 @@ class Rollout:
     """Stands in for verl's ``AgentLoopManagerTQ`` (which needs GPU rollout servers): same TransferQueue writes.
 
     ``delay`` finishes each submission on a thread after that many seconds (the replay buffer polls
-    meanwhile); ``sessions`` overrides the rollouts of one prompt key; ``fail`` marks a key's group failed.
+    meanwhile); ``sessions`` overrides the rollouts of one prompt key; ``fail`` marks a key's group failed;
+    ``rule`` gives the ``rm_scores`` reward of a session, ``acc_rule`` its ``reward_extra_info["acc"]``.
     """
 
-    def __init__(self, n: int = G, rule: Callable[[tuple[str, Any], int], float] = reward_rule, delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        n: int = G,
+        rule: Callable[[tuple[str, Any], int], float] = reward_rule,
+        delay: float = 0.0,
+        acc_rule: Callable[[tuple[str, Any], int], float] | None = None,
+    ) -> None:
         self.n, self.rule, self.delay = n, rule, delay
+        self.acc_rule = acc_rule or rule  # reward_extra_info["acc"], what a reward function may return beside the score
         self.sessions: dict[tuple[str, Any], int] = {}
         self.fail: set[tuple[str, Any]] = set()
         self.submitted: list[list[tuple[str, Any]]] = []  # prompt keys of each submission, in order
@@ -145,7 +153,7 @@ class Rollout:
                 fields.append({
                     "prompts": torch.tensor([3, 4, 5]), "responses": resp, "response_mask": torch.ones(3, dtype=torch.int64),
                     "rm_scores": scores, "data_source": ds, "extra_info": extra, "index": extra["index"], "uid": uid,
-                    "global_steps": step, "extra_fields": {"reward_extra_info": {"acc": self.rule(key, s)}},
+                    "global_steps": step, "extra_fields": {"reward_extra_info": {"acc": self.acc_rule(key, s)}},
                 })
                 tags.append({"status": "success", "prompt_len": 3, "response_len": 3, "seq_len": 6, "global_steps": step,
                              "min_global_steps": step, "max_global_steps": step})

@@ -193,13 +193,34 @@ def test_a_group_of_the_wrong_size_is_refused_and_nothing_is_recorded(tmp_path: 
     rollout = Rollout()
     trainer = build_trainer(compose(tmp_path), rollout)
     rollout.sessions = {key: G - 1 for key in ROWS}  # an agent loop that ran n-1 rollouts
+    trainer.prepare_step()  # the round is issued and generated
     before = trainer.snooze.scheduler.state_dict()
     with pytest.raises(snooze.IntegrationError, match=f"finished with {G - 1} rollouts but the scheduler's group_size is {G}"):
-        step(trainer)
+        trainer.replay_buffer.sample(global_steps=1, partition_id="train", batch_size=B)
     after = trainer.snooze.scheduler.state_dict()
-    assert after["arrays"].keys() == before["arrays"].keys()
-    assert all(np.array_equal(after["arrays"][k], before["arrays"][k]) for k in ("ds0.counter", "ds1.counter"))
+    assert after["meta"] == before["meta"] and after["arrays"].keys() == before["arrays"].keys()
+    assert all(np.array_equal(after["arrays"][k], v) for k, v in before["arrays"].items())
+    assert len(trainer.snooze.open) == B  # still waiting to be reported
     assert not (tmp_path / "ckpt" / "snooze_rewards.jsonl").exists()  # nothing logged
+
+
+def test_reward_metric_reads_the_reward_functions_extra_info(tmp_path: Path) -> None:
+    rollout = Rollout(rule=lambda key, s: 0.0, acc_rule=lambda key, s: 1.0 if key in EASY else float(s % 2))
+    trainer = build_trainer(compose(tmp_path, snooze={"reward_metric": "acc"}), rollout)
+    batch, metrics = step(trainer)  # rm_scores are all 0 (no signal); acc has it
+    assert metrics["snooze/train/groups"] == B and metrics["snooze/groups/too_hard"] == 0
+
+
+def test_prompt_keys_of_a_custom_dataset_class_and_duplicate_ids(tmp_path: Path) -> None:
+    from snooze.integrations.verl import prompt_keys
+    from snooze.integrations.verl._prompts import PromptIndex
+
+    rows = [{"data_source": "a", "extra_info": {"index": "x"}}, {"data_source": "b", "extra_info": {"index": 3}}]
+    assert prompt_keys(rows) == [("a", "x"), ("b", 3)]  # no Arrow table: read row by row
+    with pytest.raises(snooze.IntegrationError, match="row 1"):
+        prompt_keys([rows[0], {"data_source": "a", "extra_info": None}])
+    with pytest.raises(snooze.DataError, match="unique"):
+        PromptIndex([("a", 1), ("a", 1)])
 
 
 def test_failed_groups_are_withdrawn_and_replaced(tmp_path: Path) -> None:
@@ -289,3 +310,48 @@ def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:
 
     with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
         get_trainer_cls("snooze")(config=compose(tmp_path, snooze={"snoze_factor": 5}))
+
+
+def _documented_command(tmp_path: Path) -> list[str]:
+    """The ``main_ppo`` overrides of docs/integrations/verl.md, with local files for $DATA, $MODEL and $RUN."""
+    import shlex
+
+    doc = (Path(__file__).parents[2] / "docs" / "integrations" / "verl.md").read_text()
+    block = next(b for b in doc.split("```bash")[1:] if "verl.trainer.main_ppo" in b).split("```")[0]
+    words = shlex.split(block.replace("\\\n", " "))
+    assert words[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    data = make_parquet(tmp_path)
+    subs = {"$DATA/gsm8k/train.parquet": str(data), "$DATA/gsm8k/test.parquet": str(data),
+            "$MODEL": str(tmp_path / "model"), "$RUN": str(tmp_path / "run")}
+    out = []
+    for word in words[3:]:
+        for old, new in subs.items():
+            word = word.replace(old, new)
+        assert "$" not in word, word
+        out.append(word)
+    return out
+
+
+def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) -> None:
+    import os
+
+    import verl.trainer.config as verl_config
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.utils.config import validate_config
+
+    from integrations._verl_env import make_model_dir
+
+    make_model_dir(tmp_path)
+    with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
+        config = hydra_compose("ppo_trainer", overrides=_documented_command(tmp_path))
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))  # as main()
+    trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config=config)
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    cfg = trainer.snooze.config
+    assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.snooze_factor, cfg.max_gen_rounds) == (
+        256, 256, 8, "snooze", 5, 8)
+    assert trainer.snooze.options.reward_log == tmp_path / "run" / "ckpt" / "snooze_rewards.jsonl"
