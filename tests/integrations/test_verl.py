@@ -295,6 +295,8 @@ def test_async_modes_are_refused_with_the_reason(tmp_path: Path, mode: str) -> N
         ("trainer.v1.sampler.custom_sampler.path=pkg://x", "brings its own replay buffer"),
         ("trainer.v1.sampler.sync_refill_failed_groups=True", "has no effect under the snooze trainer"),
         ("+trainer.v1.snooze.carry_surplus=True", "carry_surplus=True is not supported"),
+        ("skip.rollout_tq.enable=True", "Turn rollout skip off"),
+        ("reward.reward_model.enable=True", "colocated reward model"),
         ("+trainer.v1.snooze.reward_metric=", "reward_metric"),
     ],
 )

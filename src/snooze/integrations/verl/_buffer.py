@@ -73,7 +73,10 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         if run is None:
             raise IntegrationError("SnoozeReplayBuffer has no scheduler attached; it is built by the snooze trainer")
         if batch_size != run.config.batch_size:
-            raise IntegrationError(f"verl asked for {batch_size} groups but the scheduler builds batches of {run.config.batch_size}")
+            raise IntegrationError(
+                f"verl asked for {batch_size} groups (data.train_batch_size / parameter_sync_step) but the scheduler "
+                f"builds batches of {run.config.batch_size}; the snooze trainer samples once per step"
+            )
         last_debug = time.time()
         while True:
             self._sync_metadata_from_transfer_queue()

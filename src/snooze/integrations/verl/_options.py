@@ -93,6 +93,12 @@ def _refuse_conflicts(config: Any) -> None:
             "trainer.v1.sampler.sync_refill_failed_groups has no effect under the snooze trainer: a failed group "
             "is withdrawn from the scheduler (counted in snooze/gen/cancelled) and the round loop goes on. Unset it."
         )
+    if _select(config, "skip.rollout_tq.enable") or _select(config, "skip.rollout.enable"):
+        raise IntegrationError(
+            "rollout skip (skip.rollout_tq / skip.rollout) records and replays verl's own sampling; the snooze trainer "
+            "draws each step's prompts from the scheduler, so replayed rollouts would not be the prompts it issued. "
+            "Turn rollout skip off."
+        )
     rm = _select(config, "reward.reward_model")
     if rm is not None and rm.get("enable") and not rm.get("enable_resource_pool"):
         raise IntegrationError(
