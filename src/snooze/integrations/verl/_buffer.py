@@ -113,10 +113,11 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         G = self.run.config.group_size
         wanted = set(uids)
         by_uid: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # uid -> (session, output, key)
-        for key in self.partitions[TRAIN]:
-            uid, session, output = key.split("_")
+        for key in self.partitions[TRAIN]:  # trajectory keys: {uid}_{session}_{output}
+            uid, _, rest = key.partition("_")
             if uid in wanted:
-                by_uid[uid].append((int(session), int(output), key))
+                session, _, output = rest.partition("_")
+                by_uid[uid].append((int(session), int(output or 0), key))
         for uid in uids:
             sessions = {s for s, _, _ in by_uid[uid]}
             if len(sessions) != G:

@@ -53,7 +53,7 @@ class SnoozeRun:
         if not cands:
             raise IntegrationError(
                 f"the scheduler has no prompt left to issue at step {self.scheduler.step_index} (epochs="
-                f"{self.config.epochs}, every prompt used up, retired or excluded). Raise {'trainer.v1.snooze.epochs'} "
+                f"{self.config.epochs}: every prompt used up, retired or excluded). Raise trainer.v1.snooze.epochs "
                 "or lower trainer.total_training_steps."
             )
         self._unbound.extend(cands)
