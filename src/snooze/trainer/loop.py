@@ -45,7 +45,7 @@ from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
-from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task
+from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task, sampled_accuracy_by_task
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.rollout import Roller, collate
@@ -69,7 +69,11 @@ class TrainConfig:
     """Training steps (scheduler steps, one optimizer update each)."""
 
     eval_every: int = 25
-    """Steps between held-out evaluations (greedy, exact match)."""
+    """Steps between held-out evaluations (greedy, exact match; and sampled with ``eval_samples``)."""
+
+    eval_samples: int = 0
+    """Completions per held-out prompt for the sampled accuracy (avg@k at the rollout ``temperature``,
+    logged as ``eval/sampled_accuracy``); 0 evaluates greedily only."""
 
     checkpoint_every: int = 50
     """Steps between checkpoints; 0 writes one only at the end."""
@@ -90,6 +94,8 @@ class TrainConfig:
     """The policy update."""
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
+            raise ConfigError(f"TrainConfig.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy evaluation only)")
         for name in ("steps", "eval_every"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
@@ -112,6 +118,14 @@ class RunResult:
     final_by_task: dict[str, float]
     totals: dict[str, float]
     wall_seconds: float
+    base_by_task: dict[str, float] = field(default_factory=dict)
+    """Greedy accuracy of the base model (step 0) per task."""
+    sampled_base: float = math.nan
+    """avg@k at the rollout temperature of the base model (NaN without ``eval_samples``)."""
+    sampled_final: float = math.nan
+    """avg@k at the rollout temperature after the last update."""
+    sampled_base_by_task: dict[str, float] = field(default_factory=dict)
+    sampled_final_by_task: dict[str, float] = field(default_factory=dict)
 
 
 class _Run:
@@ -179,10 +193,10 @@ def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: 
     ref_logp = None
     if run.ref is not None:
         with torch.no_grad():
-            ref_logp = completion_logprobs(run.ref, pid, pmask, tokens, mask, temperature)
+            ref_logp = completion_logprobs(run.ref, pid, pmask, tokens, mask, temperature, run.roller.group_size)
     stats: dict[str, float] = {}
     for _ in range(cfg.updates_per_batch):
-        logp = completion_logprobs(run.model, pid, pmask, tokens, mask, temperature)  # [B*G, T]
+        logp = completion_logprobs(run.model, pid, pmask, tokens, mask, temperature, run.roller.group_size)  # [B*G, T]: rows by group
         loss, stats = grpo_loss(logp, old_logp, adv, mask, cfg, ref_logp)
         run.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -192,11 +206,19 @@ def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: 
     return {"train/loss": stats["loss"], "train/clip_frac": stats["clip_frac"], "train/kl": stats["kl"]}
 
 
-def _eval(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], updates: int) -> dict[str, float]:
-    acc = accuracy_by_task(run.model, test_sets, run.roller.max_new)
-    out = {f"eval/accuracy/{k}": v for k, v in acc.items()}
-    out["eval/accuracy"] = float(np.mean(list(acc.values()))) if acc else math.nan
+def _eval(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], updates: int, samples: int) -> dict[str, float]:
+    out = _accuracy_keys("eval/accuracy", accuracy_by_task(run.model, test_sets, run.roller.max_new))
+    if samples > 0:
+        acc = sampled_accuracy_by_task(run.model, test_sets, samples, run.roller.temperature, run.roller.max_new)
+        out.update(_accuracy_keys("eval/sampled_accuracy", acc))
     out["eval/updates"] = float(updates)
+    return out
+
+
+def _accuracy_keys(prefix: str, acc: Mapping[str, float]) -> dict[str, float]:
+    """``prefix`` (mean over tasks) and ``prefix/<task>``."""
+    out = {f"{prefix}/{k}": v for k, v in acc.items()}
+    out[prefix] = float(np.mean(list(acc.values()))) if acc else math.nan
     return out
 
 
@@ -225,7 +247,7 @@ def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], s
     t0 = time.perf_counter()
     line: dict[str, Any] = {}
     if run.step % cfg.eval_every == 0:
-        line.update(_eval(run, test_sets, run.step))
+        line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
     run.roller.step = run.step
     batch = run.sched.step(run.roller)
     if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next step
@@ -235,7 +257,7 @@ def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], s
     run.roller.prune(keep_carried=sched_cfg.carry_surplus)
     run.step += 1
     if run.step == cfg.steps or run.sched.exhausted:
-        line.update(_eval(run, test_sets, run.step))
+        line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
     step_s = time.perf_counter() - t0
     run.elapsed += step_s
     line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
@@ -356,8 +378,20 @@ def read_result(run_dir: str | Path) -> RunResult:
     evals = [x for x in lines if x.get("eval/accuracy") is not None]
     if not lines or not evals:
         raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")
-    last, final = lines[-1], evals[-1]
-    by_task = {k.removeprefix("eval/accuracy/"): float(v) for k, v in final.items() if k.startswith("eval/accuracy/")}
+    last, final, first = lines[-1], evals[-1], evals[0] if evals[0]["step"] == 0 else {}
     totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
-    base = float(evals[0]["eval/accuracy"]) if evals[0]["step"] == 0 else math.nan
-    return RunResult(run_dir, int(last["step"]) + 1, base, float(final["eval/accuracy"]), by_task, totals, float(last["time/elapsed_s"]))
+    return RunResult(
+        run_dir, int(last["step"]) + 1, _get(first, "eval/accuracy"), float(final["eval/accuracy"]), _by_task(final, "eval/accuracy"),
+        totals, float(last["time/elapsed_s"]), base_by_task=_by_task(first, "eval/accuracy"),
+        sampled_base=_get(first, "eval/sampled_accuracy"), sampled_final=_get(final, "eval/sampled_accuracy"),
+        sampled_base_by_task=_by_task(first, "eval/sampled_accuracy"), sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
+    )  # fmt: skip
+
+
+def _get(line: Mapping[str, Any], key: str) -> float:
+    value = line.get(key)
+    return math.nan if value is None else float(value)
+
+
+def _by_task(line: Mapping[str, Any], prefix: str) -> dict[str, float]:
+    return {k.removeprefix(prefix + "/"): float(v) for k, v in line.items() if k.startswith(prefix + "/") and v is not None}
