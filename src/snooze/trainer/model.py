@@ -137,6 +137,16 @@ def _shift(ids_mask: torch.Tensor) -> torch.Tensor:
     return (ids_mask.long().cumsum(dim=1) - 1).clamp(min=0)  # position of each column within its row
 
 
+def _prefill(model: TinyGPT, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int) -> tuple[torch.Tensor, KVCache]:
+    """Run each prompt once and copy its last logits ``[N*G, V]`` and KV cache to its ``group_size`` rows.
+
+    A group's rows share the prompt, so the prompt's forward is done once per prompt, not once per rollout.
+    """
+    logits, cache = model(prompt_ids, prompt_mask, _shift(prompt_mask))  # [N, P, V]
+    last = logits[:, -1, :].repeat_interleave(group_size, dim=0)
+    return last, [(k.repeat_interleave(group_size, dim=0), v.repeat_interleave(group_size, dim=0)) for k, v in cache]
+
+
 @torch.no_grad()
 def sample(
     model: TinyGPT,
@@ -152,12 +162,12 @@ def sample(
     mask = prompt_mask.repeat_interleave(group_size, dim=0)
     rows = ids.shape[0]
     next_pos = mask.sum(dim=1, keepdim=True)  # [N*G, 1]
-    logits, cache = model(ids, mask, _shift(mask))
+    step_logits, cache = _prefill(model, prompt_ids, prompt_mask, group_size)  # [N*G, V]
     key_mask = mask
     done = torch.zeros(rows, dtype=torch.bool, device=ids.device)
     toks, logps, valid = [], [], []
     for _ in range(max_new):
-        step_logits = logits[:, -1, :].float()
+        step_logits = step_logits.float()
         if temperature > 0:
             logp_all = torch.log_softmax(step_logits / temperature, dim=-1)
             tok = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(1)
@@ -174,6 +184,7 @@ def sample(
             break
         key_mask = torch.cat([key_mask, live[:, None]], dim=1)
         logits, cache = model(tok[:, None], key_mask, next_pos, cache)
+        step_logits = logits[:, -1, :]
         next_pos = next_pos + 1
     return Rollouts(ids, mask, torch.stack(toks, 1), torch.stack(logps, 1), torch.stack(valid, 1))
 
@@ -185,13 +196,26 @@ def completion_logprobs(
     tokens: torch.Tensor,
     mask: torch.Tensor,
     temperature: float = 1.0,
+    group_size: int = 1,
 ) -> torch.Tensor:
-    """Log-probs ``[B, T]`` of ``tokens`` given the prompts, with gradients (the training forward)."""
-    ids = torch.cat([prompt_ids, tokens], dim=1)  # [B, P+T]
-    key_mask = torch.cat([prompt_mask, mask], dim=1)
-    logits, _ = model(ids, key_mask, _shift(key_mask))
-    p = prompt_ids.shape[1]
-    step_logits = logits[:, p - 1 : -1, :].float()  # column p-1+t predicts completion token t
+    """Log-probs ``[B, T]`` of ``tokens`` given the prompts, with gradients (the training forward).
+
+    ``group_size``: rows come in runs of that many sharing one prompt (a GRPO group, as :func:`sample`
+    returns them); each prompt is then run once and its KV cache shared by its rows, the same log-probs
+    for about half the work on short completions.
+    """
+    if group_size > 1:
+        first, cache = _prefill(model, prompt_ids[::group_size], prompt_mask[::group_size], group_size)  # [B, V]
+        key_mask = torch.cat([prompt_mask, mask], dim=1)
+        pos = _shift(key_mask)[:, prompt_ids.shape[1] :]
+        logits, _ = model(tokens, key_mask, pos, cache)  # [B, T, V]: column t predicts completion token t+1
+        step_logits = torch.cat([first[:, None, :], logits[:, :-1, :]], dim=1).float()
+    else:
+        ids = torch.cat([prompt_ids, tokens], dim=1)  # [B, P+T]
+        key_mask = torch.cat([prompt_mask, mask], dim=1)
+        logits, _ = model(ids, key_mask, _shift(key_mask))
+        p = prompt_ids.shape[1]
+        step_logits = logits[:, p - 1 : -1, :].float()  # column p-1+t predicts completion token t
     if temperature > 0:
         step_logits = step_logits / temperature
     logp = torch.log_softmax(step_logits, dim=-1).gather(2, tokens[:, :, None]).squeeze(2)
