@@ -30,9 +30,9 @@ from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["TaskSpec", "FAMILIES", "DEFAULT_LEVELS", "make_problem", "make_split", "task_splits", "verify", "warmup_stream", "parse_tasks"]
 
-FAMILIES: tuple[str, ...] = ("add", "rev", "count")
-DEFAULT_LEVELS: dict[str, tuple[int, int]] = {"add": (1, 3), "rev": (3, 7), "count": (4, 10)}
-_MAX_LEVEL: dict[str, int] = {"add": 6, "rev": 12, "count": 16}
+FAMILIES: tuple[str, ...] = ("add", "rev", "count", "sort")
+DEFAULT_LEVELS: dict[str, tuple[int, int]] = {"add": (1, 3), "rev": (3, 7), "count": (4, 10), "sort": (3, 7)}
+_MAX_LEVEL: dict[str, int] = {"add": 6, "rev": 12, "count": 16, "sort": 12}
 _REV_LETTERS = "abcdefghij"
 _COUNT_LETTERS = "abcde"
 _MAX_TRIES = 50  # draws per wanted problem before a split is declared too small for its level range
@@ -77,11 +77,14 @@ class TaskSpec:
                 raise ConfigError(f"task {text!r}: levels must look like 'add:2' or 'add:1-3'") from None
         return cls(family, lo, hi)
 
-    def strata(self) -> tuple[TaskSpec, TaskSpec]:
-        """Split the level range in two: (easy = lower half, hard = upper half). Needs ``hi > lo``."""
+    def strata(self, split: int | None = None) -> tuple[TaskSpec, TaskSpec]:
+        """Split the level range in two: (easy = ``lo..split``, hard = ``split+1..hi``); ``split``
+        defaults to the middle of the range. Needs ``hi > lo``."""
         if self.hi <= self.lo:
             raise ConfigError(f"task {self.name}: a single level cannot be split into strata; widen the range")
-        mid = (self.lo + self.hi) // 2
+        mid = (self.lo + self.hi) // 2 if split is None else split
+        if not self.lo <= mid < self.hi:
+            raise ConfigError(f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} (each stratum needs a level)")
         return TaskSpec(self.family, self.lo, mid), TaskSpec(self.family, mid + 1, self.hi)
 
 
@@ -106,6 +109,9 @@ def make_problem(family: str, level: int, rng: np.random.Generator) -> tuple[str
     if family == "rev":
         s = "".join(rng.choice(list(_REV_LETTERS), size=level))
         return f">{s}=", s[::-1]
+    if family == "sort":
+        s = "".join(rng.choice(list(_REV_LETTERS), size=level))
+        return f":{s}=", "".join(sorted(s))
     if family == "count":
         target = str(rng.choice(list(_COUNT_LETTERS)))
         s = "".join(rng.choice(list(_COUNT_LETTERS), size=level))
@@ -172,7 +178,7 @@ def task_splits(
 def _level_of(family: str, prompt: str) -> int:
     if family == "add":
         return max(len(x) for x in prompt[:-1].split("+"))
-    return len(prompt) - 2 if family == "rev" else len(prompt) - 4
+    return len(prompt) - 2 if family in ("rev", "sort") else len(prompt) - 4
 
 
 def warmup_stream(specs: Sequence[TaskSpec], exclude: Iterable[str], seed: int = 0) -> Iterator[tuple[str, str]]:
