@@ -12,10 +12,11 @@ import torch
 from snooze.analysis.baseline import BaselineConfig, task_pool
 from snooze.cli.main import main
 from snooze.experiments.compare import PROFILES, _data, check_curriculum
-from snooze.trainer.model import ModelConfig, TinyGPT
+from snooze.experiments.profiles import model_config, warmup_config
+from snooze.trainer.model import TinyGPT
 from snooze.trainer.tasks import make_split, parse_tasks, task_splits
-from snooze.trainer.tokenizer import EOS, CharTokenizer
-from snooze.trainer.warmup import WarmupConfig, _key
+from snooze.trainer.tokenizer import EOS
+from snooze.trainer.warmup import _key
 
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
@@ -50,8 +51,8 @@ def _seed_warmup_cache(cache: Path) -> str:
     """
     profile = PROFILES["quick"]
     _, _, banned = _data(profile, profile.tasks)
-    model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model)
-    key = _key(WarmupConfig(target_accuracy=profile.warmup_target), model_cfg, parse_tasks(profile.tasks), banned)
+    model_cfg = model_config(profile)
+    key = _key(warmup_config(profile), model_cfg, parse_tasks(profile.tasks), banned)
     folder = cache / f"warmup-{key}"
     folder.mkdir(parents=True)
     torch.manual_seed(0)

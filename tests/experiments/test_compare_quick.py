@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from snooze.cli.main import main
 from snooze.experiments.compare import FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
 
-SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds"}
+SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds",
+                "seeds", "gen_groups", "encounters_per_prompt", "generated_per_prompt", "accuracy"}  # fmt: skip
+TIME_KEYS = ("time/step_s", "time/elapsed_s")
 
 
 @pytest.mark.slow
 def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["compare", "--out", str(out), "--profile", "quick", "--cache", str(tmp_path / "cache")]) == 0
+    assert main(["compare", "--out", str(out), "--profile", "quick", "--jobs", "2", "--cache", str(tmp_path / "cache")]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
     steps = PROFILES["quick"].steps
@@ -38,6 +41,40 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     printed = capsys.readouterr().out
     assert "dynamic_sampling" in printed and (out / "summary.md").read_text().startswith("| arm")
     assert sorted(p.name for p in out.glob("*.png")) == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png"]
+    _check_new_summary_keys(out, summary)
+    # the same two runs one after another in this process: the same numbers as in worker processes
+    again = tmp_path / "again"
+    arms = "dynamic_sampling,snooze"
+    assert main(["compare", "--out", str(again), "--profile", "quick", "--arms", arms, "--jobs", "1", "--cache", str(tmp_path / "cache")]) == 0
+    for arm in arms.split(","):
+        a, b = ([{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(d / arm / "seed0" / "metrics.jsonl")] for d in (out, again))
+        assert a == b, arm
+    assert json.loads((out / "run_meta.json").read_text())["jobs"] == 2 and json.loads((again / "run_meta.json").read_text())["jobs"] == 1
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _check_new_summary_keys(out: Path, summary: dict[str, Any]) -> None:
+    profile = PROFILES["quick"]
+    for arm, s in summary.items():
+        enc = s["encounters_per_prompt"]
+        assert enc["min"] <= enc["mean"] <= enc["max"] and len(enc["by_seed"]) == s["seeds"]
+        prompts = profile.pool_size * (1 if arm.startswith("fig3") else len(profile.tasks.split(",")))
+        assert s["generated_per_prompt"]["mean"] == pytest.approx(s["total_gen_groups"] / prompts)
+        if arm in ("grpo", "dynamic_sampling"):  # nothing skipped: every encounter is rolled out
+            assert enc["mean"] == pytest.approx(s["generated_per_prompt"]["mean"])
+        for kind in ("greedy", "sampled"):
+            acc = s["accuracy"][kind]
+            assert set(acc) == {"base", "final", "gain", "by_task"} and acc["by_task"]
+            for task in acc["by_task"].values():
+                assert {"mean", "min", "max", "by_seed"} <= set(task["base"]) and 0 <= task["final"]["mean"] <= 1
+        assert s["accuracy"]["greedy"]["final"]["mean"] == s["final_test_accuracy"]
+    regime = json.loads((out / "regime.json").read_text())
+    names = [c["criterion"] for c in regime["checks"]]
+    assert any(n.startswith("2. DAPO reaches 90%") for n in names) and any(n.startswith("5. figure-3 stratum easy:") for n in names)
+    assert regime["detail"]["accuracy"] == "sampled"
 
 
 def test_arm_configs_and_strata() -> None:
@@ -71,7 +108,7 @@ def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "arms must be among" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--pool-size", "--test-size", "--threads"])
+@pytest.mark.parametrize("flag", ["--pool-size", "--test-size", "--threads", "--jobs", "--seeds"])
 def test_bad_sizes_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
     assert main(["compare", "--out", str(tmp_path), flag, "0"]) == 2
     assert f"{flag} 0: must be at least 1" in capsys.readouterr().err

@@ -159,3 +159,27 @@ def test_figure3_ignores_steps_with_an_empty_batch() -> None:
     title = fig._suptitle.get_text()
     plt.close(fig)
     assert "filtering 60%" in title
+
+
+def test_figure2_shows_accuracy_at_the_rollout_temperature_when_logged() -> None:
+    import matplotlib.pyplot as plt
+
+    dapo = _dapo_records() + [{"step": 10, "eval/accuracy": 0.5, "eval/sampled_accuracy": 0.4}]
+    fig = figure_efficiency({"dynamic_sampling": [dapo]})
+    title, panel = fig._suptitle.get_text(), fig.axes[1].get_title()
+    plt.close(fig)
+    assert "DAPO 40.0%" in title and "rollout temperature" in panel
+
+
+def test_figure3_marks_where_an_arm_ran_out_of_data() -> None:
+    import matplotlib.pyplot as plt
+
+    def recs(steps: int) -> list[dict]:
+        return [{"step": t, "train/size": 4, "dataset/easy:r/batch_frac": 0.5, "dataset/hard:r/batch_frac": 0.5} for t in range(steps)]
+
+    fig = figure_mix({"fig3-filter": [recs(12)], "fig3-snooze": [recs(40)]})
+    labels = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
+    lines = [ax.get_lines()[0].get_color() for ax in fig.axes]
+    plt.close(fig)
+    assert "data used up at step 11" in labels[0] and not any("used up" in x for x in labels[1])
+    assert lines[0] == STRATUM_COLORS["easy"]  # strata named easy:... get the stratum colours

@@ -16,7 +16,7 @@ import numpy as np
 from snooze.plots.metrics import SeedAggregate, aggregate_seeds, cumulative_batches, series
 from snooze.plots.style import arm_color, arm_label, plot_band, window_mean
 
-__all__ = ["Records", "figure_dapo_waste", "figure_efficiency", "EFFICIENCY_ARMS"]
+__all__ = ["Records", "figure_dapo_waste", "figure_efficiency", "accuracy_key", "EFFICIENCY_ARMS", "SAMPLED_KEY"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,11 +108,25 @@ def _dapo_title(rounds: SeedAggregate, cum_used: SeedAggregate) -> str:
     return "DAPO dynamic sampling: " + "; ".join(parts)
 
 
+SAMPLED_KEY = "eval/sampled_accuracy"
+"""Held-out avg@k at the rollout temperature: figure 2's accuracy when the runs log it (else greedy ``eval/accuracy``)."""
+
+
+def accuracy_key(runs: dict[str, list[Records]]) -> str:
+    """``eval/sampled_accuracy`` when any run logs it, else ``eval/accuracy`` (greedy)."""
+    logged = any(rec.get(SAMPLED_KEY) is not None for seeds in runs.values() for recs in seeds for rec in recs)
+    return SAMPLED_KEY if logged else "eval/accuracy"
+
+
 def figure_efficiency(runs: dict[str, list[Records]]) -> Any | None:
-    """Figure 2: cumulative generated batches per arm, beside held-out accuracy per arm."""
+    """Figure 2: cumulative generated batches per arm, beside held-out accuracy per arm.
+
+    The accuracy is avg@k at the rollout temperature when the runs log it (what GRPO optimises; greedy
+    accuracy can stay flat while the sampled distribution keeps improving), else greedy."""
     arms = [a for a in EFFICIENCY_ARMS if runs.get(a)]
+    key = accuracy_key({a: runs[a] for a in arms})
     cums = {a: aggregate_seeds([cumulative_batches(r) for r in runs[a]]) for a in arms}
-    accs = {a: _agg(runs[a], "eval/accuracy") for a in arms}
+    accs = {a: _agg(runs[a], key) for a in arms}
     cums = {a: c for a, c in cums.items() if len(c)}
     accs = {a: c for a, c in accs.items() if len(c)}
     if not cums and not accs:
@@ -131,7 +145,8 @@ def figure_efficiency(runs: dict[str, list[Records]]) -> Any | None:
     for arm, agg in accs.items():
         plot_band(ax_acc, agg, arm_color(arm), arm_label(arm), linewidth=2.0, marker="o", markersize=3.5)
     ax_acc.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
-    ax_acc.set(title="Held-out accuracy (step 0 = base model)", xlabel="training step", ylabel="held-out accuracy")
+    what = "at the rollout temperature (avg@k)" if key == SAMPLED_KEY else "(greedy)"
+    ax_acc.set(title=f"Held-out accuracy {what}; step 0 = base model", xlabel="training step", ylabel="held-out accuracy")
     for ax in (ax_gen, ax_acc):
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

@@ -32,11 +32,17 @@ _LATE = 0.2  # "late" share in the titles = the mean over the last 20% of steps
 _FALLBACK = ("#e69f00", "#56318f", "#009e73", "#cc79a7")
 
 
+def _part(name: str) -> str | None:
+    """``easy``/``hard`` when the dataset is named so (``easy:rev:3-6`` as snooze compare names strata, or ``add-easy``)."""
+    for part in STRATUM_COLORS:
+        if name.startswith(part + ":") or name.endswith(part):
+            return part
+    return None
+
+
 def _stratum_color(name: str, i: int) -> str:
-    for suffix, color in STRATUM_COLORS.items():
-        if name.endswith(suffix):
-            return color
-    return _FALLBACK[i % len(_FALLBACK)]
+    part = _part(name)
+    return STRATUM_COLORS[part] if part is not None else _FALLBACK[i % len(_FALLBACK)]
 
 
 def _shares(seeds: Sequence[Records], name: str, window: int) -> tuple[SeedAggregate, SeedAggregate]:
@@ -50,9 +56,14 @@ def _shares(seeds: Sequence[Records], name: str, window: int) -> tuple[SeedAggre
     return aggregate_seeds(smooth), aggregate_seeds(raw)
 
 
+def _last_step(seeds: Sequence[Records]) -> int:
+    """The last step any seed of the arm logged."""
+    return max((int(x["step"]) for recs in seeds for x in recs if isinstance(x.get("step"), (int, float))), default=0)
+
+
 def _focus(names: list[str]) -> str:
     """The stratum the title reports: the hard one when named so, else the last."""
-    hard = [n for n in names if n.endswith("hard")]
+    hard = [n for n in names if _part(n) == "hard"]
     return hard[0] if hard else names[-1]
 
 
@@ -68,6 +79,7 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
     fig, axes = plt.subplots(1, len(arms), figsize=(5.6 * len(arms), 4.8), sharey=True, squeeze=False)
     late: dict[str, tuple[str, float, float]] = {}
     n_seeds = 1
+    ends = {arm: _last_step(runs[arm]) for arm in arms}
     for ax, arm in zip(axes[0], arms):
         names = sorted({n for r in runs[arm] for n in dataset_names(r)})
         target = 1.0 / len(names)
@@ -82,6 +94,8 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
         ax.axhline(
             target, color="black", linestyle="--", linewidth=1.0, zorder=2, label=f"target {target:.0%} (equal weight)"
         )
+        if ends[arm] < max(ends.values()):  # the arm stopped early: every prompt retired (filter) or used up
+            ax.axvline(ends[arm], color="#c0392b", linestyle=":", linewidth=1.6, zorder=2, label=f"data used up at step {ends[arm]}")
         ax.set(title=arm_label(arm), xlabel="training step")
         ax.set_ylim(0, 1)
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1))

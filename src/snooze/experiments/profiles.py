@@ -1,0 +1,157 @@
+"""The sizes of ``snooze compare``: :class:`Profile`, the named :data:`PROFILES`, and the configs built from one.
+
+A profile fixes the *regime* every policy is compared in: tasks, pools, model, warm-up, training and
+evaluation. The regime is chosen by criteria on DAPO and plain GRPO alone (docs/reference-experiment.md,
+"How the regime was chosen"), and the same regime serves every policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from snooze.core.errors import ConfigError
+
+__all__ = ["Profile", "PROFILES", "with_overrides", "model_config", "warmup_config", "train_config"]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The size of one comparison."""
+
+    tasks: str
+    """Comma-separated task specs of the main arms (``family:lo-hi``)."""
+
+    fig3_task: str
+    """The task whose level range is split into easy and hard strata for figure 3 (one of ``tasks``)."""
+
+    pool_size: int
+    """RL prompts per task: finite, so the too-easy side shows up within the run."""
+
+    test_size: int
+    """Held-out prompts per task."""
+
+    steps: int
+    """Training steps of every arm."""
+
+    eval_every: int
+    """Steps between held-out evaluations."""
+
+    batch_size: int
+    """Signal groups per training step."""
+
+    group_size: int
+    """Rollouts per prompt (G)."""
+
+    seeds: int
+    """Seeds per main arm (paired: every policy runs on the same seeds)."""
+
+    lr: float
+    """GRPO learning rate."""
+
+    n_layer: int
+    """Transformer blocks of the policy."""
+
+    d_model: int
+    """Width of the policy."""
+
+    warmup_target: float
+    """Held-out-style accuracy the supervised warm-up stops at (the mean over tasks, or each task's
+    own with ``warmup_per_task``; greedy, or avg@k at the rollout temperature with ``eval_samples``)."""
+
+    max_gen_rounds: int = 8
+    """Generation rounds per step before training on a partial batch."""
+
+    temperature: float = 1.0
+    """Sampling temperature of the rollouts. Lower makes mastered prompts all-correct sooner, which
+    is when DAPO starts to waste generation (the regime of the seed's figures)."""
+
+    n_head: int = 4
+    """Attention heads of the policy (must divide ``d_model``)."""
+
+    eval_samples: int = 0
+    """Completions per held-out prompt for avg@k at the rollout temperature (``eval/sampled_accuracy``,
+    what GRPO optimises); 0: greedy accuracy only. With it, the warm-up's target is on avg@k too."""
+
+    warmup_per_task: bool = False
+    """The warm-up target is per task (a task leaves the warm-up once it reaches it), not a mean."""
+
+    warmup_lr: float = 2e-3
+    """Learning rate of the supervised warm-up."""
+
+    warmup_eval_every: int = 100
+    """Warm-up steps between validation checks (smaller lands closer to the target)."""
+
+    updates_per_batch: int = 1
+    """Optimizer steps per GRPO training batch."""
+
+    fig3_seeds: int = 1
+    """Seeds of the figure-3 arms (the first ``fig3_seeds`` of the main arms' seeds)."""
+
+    fig3_split: int | None = None
+    """Highest level of figure 3's easy stratum (the hard one takes the levels above); ``None``: the
+    middle of ``fig3_task``'s level range."""
+
+    def __post_init__(self) -> None:
+        ints = ("pool_size", "test_size", "steps", "eval_every", "batch_size", "group_size", "seeds", "n_layer", "d_model",
+                "max_gen_rounds", "n_head", "warmup_eval_every", "updates_per_batch", "fig3_seeds")  # fmt: skip
+        for name in ints:
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise ConfigError(f"Profile.{name}={value!r}: must be an integer >= 1")
+        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
+            raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")
+        for name in ("lr", "temperature", "warmup_lr"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"Profile.{name}={getattr(self, name)!r}: must be > 0")
+        if not 0 < self.warmup_target <= 1:
+            raise ConfigError(f"Profile.warmup_target={self.warmup_target!r}: must be in (0, 1]")
+
+
+PROFILES: dict[str, Profile] = {
+    # CI: every arm, every file, a few steps. Numbers from it mean nothing.
+    "quick": Profile("rev:3-5", "rev:3-5", 48, 48, steps=8, eval_every=4, batch_size=4, group_size=4, seeds=1, lr=1e-4,
+                     n_layer=2, d_model=48, warmup_target=0.3, max_gen_rounds=4, eval_samples=4),
+    # The reference experiment (docs/reference-experiment.md).
+    # lr 1e-4: 1e-3 made this base's held-out accuracy fall (0.62 -> 0.39 in 50 steps); T 0.7: at 1.0 ~80% of
+    # groups keep signal for 100 steps, so DAPO never wastes more than its second round (see the doc).
+    # 500 steps: the gap between DAPO and snoozing widens with training (one 600-step run, seed 0: 1.17x at
+    # step 100, 1.41x at 300, 1.63x at 500, 1.76x at 600); 500 keeps the whole comparison near 10 minutes.
+    "default": Profile("rev:3-7,count:3-6", "rev:3-7", 300, 200, steps=500, eval_every=25, batch_size=16, group_size=8, seeds=2,
+                       lr=1e-4, n_layer=2, d_model=64, warmup_target=0.5, temperature=0.7),
+}
+
+
+def with_overrides(profile: Profile, **changes: Any) -> Profile:
+    """The profile with the given fields changed (``None`` values are ignored)."""
+    return replace(profile, **{k: v for k, v in changes.items() if v is not None})
+
+
+def model_config(profile: Profile) -> Any:
+    """The policy network's :class:`~snooze.trainer.model.ModelConfig`."""
+    from snooze.trainer.model import ModelConfig
+    from snooze.trainer.tokenizer import CharTokenizer
+
+    return ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model, n_head=profile.n_head)
+
+
+def warmup_config(profile: Profile) -> Any:
+    """The supervised warm-up's :class:`~snooze.trainer.warmup.WarmupConfig` (validation on the eval metric)."""
+    from snooze.trainer.warmup import WarmupConfig
+
+    sampled = profile.eval_samples > 0
+    return WarmupConfig(
+        target_accuracy=profile.warmup_target, per_task=profile.warmup_per_task, lr=profile.warmup_lr, eval_every=profile.warmup_eval_every,
+        val_temperature=profile.temperature if sampled else 0.0, val_samples=profile.eval_samples if sampled else 1,
+    )  # fmt: skip
+
+
+def train_config(profile: Profile, seed: int, device: str = "cpu") -> Any:
+    """The reference loop's :class:`~snooze.trainer.loop.TrainConfig` for one seed."""
+    from snooze.trainer.grpo import GRPOConfig
+    from snooze.trainer.loop import TrainConfig
+
+    return TrainConfig(
+        steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature,
+        eval_samples=profile.eval_samples, grpo=GRPOConfig(lr=profile.lr, updates_per_batch=profile.updates_per_batch),
+    )  # fmt: skip

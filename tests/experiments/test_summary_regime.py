@@ -1,0 +1,80 @@
+"""summary.json's statistics and the regime's criteria, on hand-made numbers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from snooze.experiments.regime import regime_checks, regime_table, time_to_fraction
+from snooze.experiments.summary import saving_share, stat, summarise, summary_table
+from snooze.trainer.loop import RunResult
+
+
+def _result(seed: int, gen: float, skipped: float, base: float, final: float) -> RunResult:
+    return RunResult(
+        Path(f"s{seed}"), 10, base, final, {"a": final}, {"total/gen_groups": gen, "total/skipped": skipped, "total/rollouts": 8 * gen},
+        1.0, base_by_task={"a": base}, sampled_base=base - 0.1, sampled_final=final - 0.05,
+        sampled_base_by_task={"a": base - 0.1}, sampled_final_by_task={"a": final - 0.05},
+    )  # fmt: skip
+
+
+def test_stat_is_mean_and_min_max_over_the_finite_values() -> None:
+    assert stat([0.2, 0.4, math.nan]) == {"mean": pytest.approx(0.3), "min": 0.2, "max": 0.4, "by_seed": [0.2, 0.4, math.nan]}
+    assert math.isnan(stat([])["mean"])
+
+
+def test_summarise_counts_encounters_as_rolled_out_plus_skipped() -> None:
+    s = summarise([_result(0, 100, 20, 0.3, 0.5), _result(1, 140, 40, 0.3, 0.7)], pool_prompts=10)
+    assert s["encounters_per_prompt"] == {"mean": pytest.approx(15.0), "min": 12.0, "max": 18.0, "by_seed": [12.0, 18.0]}
+    assert s["generated_per_prompt"]["mean"] == pytest.approx(12.0) and s["total_gen_groups"] == 120
+    greedy, sampled = s["accuracy"]["greedy"], s["accuracy"]["sampled"]
+    assert greedy["final"]["by_seed"] == [0.5, 0.7] and s["final_test_accuracy"] == pytest.approx(0.6)
+    assert sampled["by_task"]["a"]["base"]["mean"] == pytest.approx(0.2) and sampled["gain"]["mean"] == pytest.approx(0.35)
+
+
+def test_saving_share_and_the_table() -> None:
+    assert saving_share(dapo_groups=300, arm_groups=200, optimal_groups=100) == pytest.approx(0.5)
+    assert math.isnan(saving_share(100, 100, 100))
+    dapo = summarise([_result(0, 300, 0, 0.3, 0.6), _result(1, 300, 0, 0.3, 0.7)], 10)
+    arm = summarise([_result(0, 200, 50, 0.3, 0.58), _result(1, 200, 50, 0.3, 0.66)], 10)
+    table = summary_table({"dynamic_sampling": dapo, "snooze": arm}, markdown=True, optimal_groups=100)
+    row = table.splitlines()[-1]
+    # 1.5x fewer, half of the optimal saving, gap paired by seed: -0.02 and -0.04
+    assert "| 1.50x | 50% |" in row and "-0.030 (-0.040--0.020)" in row
+
+
+def test_time_to_ninety_percent_of_the_final_gain() -> None:
+    steps = np.array([0, 25, 50, 75, 100])
+    assert time_to_fraction(steps, np.array([0.4, 0.5, 0.6, 0.7, 0.8])) == pytest.approx(1.0)  # linear: 90% at the end
+    assert time_to_fraction(steps, np.array([0.4, 0.78, 0.79, 0.8, 0.8])) == pytest.approx(0.25)  # early plateau
+    assert math.isnan(time_to_fraction(steps, np.array([0.5, 0.4, 0.4, 0.4, 0.4])))  # no gain
+
+
+def _records(rounds: list[int], acc: list[float]) -> list[dict[str, Any]]:
+    out = []
+    for t, r in enumerate(rounds):
+        rec: dict[str, Any] = {"step": t, "gen/rounds": r, "gen/groups": 4 * r, "train/groups": 4}
+        if t % 2 == 0 or t == len(rounds) - 1:
+            rec["eval/sampled_accuracy"] = acc[min(t // 2, len(acc) - 1)]
+        out.append(rec)
+    return out
+
+
+def test_regime_checks_report_each_criterion_against_its_target() -> None:
+    recs = _records([1] * 5 + [4] * 5, [0.3, 0.4, 0.5, 0.6, 0.7, 0.8])
+    dapo = summarise([_result(0, 200, 0, 0.35, 0.5)] * 3, pool_prompts=20)
+    regime = regime_checks({"dynamic_sampling": [recs] * 3}, {"dynamic_sampling": dapo}, {"easy:x": 0.7, "hard:x": 0.35}, 600.0)
+    checks = {c["criterion"]: c for c in regime["checks"]}
+    assert checks["1. a: base accuracy"]["value"] == 0.25 and checks["1. a: base accuracy"]["met"]
+    assert checks["1. a: DAPO gain (min over seeds)"]["value"] == pytest.approx(0.2) and checks["1. a: DAPO gain (min over seeds)"]["met"]
+    lasts = next(c for n, c in checks.items() if n.startswith("2."))
+    assert lasts["met"] and lasts["value"] >= 0.8  # a linear rise
+    assert checks["3. DAPO encounters per prompt"]["value"] == 10.0
+    assert checks["4. DAPO rounds per step, first -> last 10% of steps"]["value"] == [1.0, 4.0]
+    assert checks["4. DAPO used fraction, first -> last 10% of steps"]["value"] == [1.0, 0.25]
+    assert checks["5. figure-3 stratum hard:x: base accuracy"]["met"] is False and checks["5. figure-3 stratum easy:x: base accuracy"]["met"]
+    assert checks["6. paired seeds"]["met"] and "**no**" in regime_table(regime)
