@@ -92,3 +92,5 @@ def test_the_sampled_evaluation_is_repeatable_and_leaves_the_training_generator_
     c = sampled_accuracy_by_task(model, setup["test"], 4, 1.0, seed=7)
     assert a == b and a != c and torch.equal(state, torch.get_rng_state())
     assert 0.0 < a[SPEC.name] < 1.0
+    together = sampled_accuracy_by_task(model, {"other": setup["test"][SPEC.name][:50], **setup["test"]}, 4, 1.0)
+    assert together[SPEC.name] == a[SPEC.name]  # a set's score does not depend on the sets evaluated before it

@@ -7,9 +7,10 @@ Both check answers exactly, per task.
 - :func:`sampled_accuracy_by_task`: the mean reward of ``k`` completions per prompt sampled at a
   temperature (papers' avg@k, an unbiased estimate of a sampled answer's accuracy). At the rollout
   temperature this is what GRPO optimises: the chance that one rollout is right. The samples come
-  from a generator seeded afresh on every call (``seed``), so every evaluation of every arm uses the
-  same random numbers (differences between two evaluations are the model's, not the sampler's),
-  and evaluating never moves the training run's generator.
+  from a generator seeded afresh (``seed``) for every set on every call, so every evaluation of a set,
+  in every arm, uses the same random numbers (differences between two evaluations are the model's,
+  not the sampler's; a set scores the same whichever sets are evaluated with it), and evaluating
+  never moves the training run's generator.
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ def sampled_accuracy_by_task(
 def _score(model: TinyGPT, sets: Mapping[str, Sequence[Mapping[str, Any]]], max_new: int, k: int, temperature: float, seed: int) -> dict[str, float]:
     tok = CharTokenizer()
     device = next(model.parameters()).device
-    gen = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
     was_training = model.training
     model.eval()
     out: dict[str, float] = {}
     chunk_size = max(1, _EVAL_ROWS // k)
     for name, records in sets.items():
+        # seeded afresh per set: a set's score does not depend on which other sets are evaluated with it
+        gen = torch.Generator(device=device).manual_seed(seed) if temperature > 0 else None
         correct = 0.0
         for start in range(0, len(records), chunk_size):
             chunk = records[start : start + chunk_size]
