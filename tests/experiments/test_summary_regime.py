@@ -44,7 +44,7 @@ def test_saving_share_and_the_table() -> None:
     table = summary_table({"dynamic_sampling": dapo, "snooze": arm}, markdown=True, optimal_groups=100)
     row = table.splitlines()[-1]
     # 1.5x fewer, half of the optimal saving, gap paired by seed: -0.02 and -0.04
-    assert "| 1.50x | 50% |" in row and "-0.030 (-0.040--0.020)" in row
+    assert "| 1.50x | 50% |" in row and "-0.030 [-0.040, -0.020]" in row
 
 
 def test_time_to_ninety_percent_of_the_final_gain() -> None:

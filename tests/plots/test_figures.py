@@ -168,7 +168,7 @@ def test_figure2_shows_accuracy_at_the_rollout_temperature_when_logged() -> None
     fig = figure_efficiency({"dynamic_sampling": [dapo]})
     title, panel = fig._suptitle.get_text(), fig.axes[1].get_title()
     plt.close(fig)
-    assert "DAPO 40.0%" in title and "rollout temperature" in panel
+    assert "DAPO 40.0%" in title and "rollout temperature" in panel and "greedy" not in panel
 
 
 def test_figure3_marks_where_an_arm_ran_out_of_data() -> None:

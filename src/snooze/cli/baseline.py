@@ -14,9 +14,11 @@ HELP = "Sample baseline completions of the built-in tasks with one or more check
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from snooze.experiments.profiles import PROFILES
+
     parser.add_argument(
         "--profile",
-        choices=("quick", "default"),
+        choices=tuple(PROFILES),
         default=None,
         help="match a `snooze compare` profile: its tasks, pool and test sizes, temperature, and (with --warmup) "
         "its cached base model, so the curriculum's ids and pass rates fit `snooze compare --curriculum`",

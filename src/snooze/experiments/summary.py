@@ -84,7 +84,7 @@ def saving_share(dapo_groups: float, arm_groups: float, optimal_groups: float) -
 def _range(s: Mapping[str, Any], fmt: str = "{:.3f}") -> str:
     if len([x for x in s["by_seed"] if x is not None and not math.isnan(x)]) <= 1:
         return fmt.format(s["mean"])
-    return f"{fmt.format(s['mean'])} ({fmt.format(s['min'])}-{fmt.format(s['max'])})"
+    return f"{fmt.format(s['mean'])} [{fmt.format(s['min'])}, {fmt.format(s['max'])}]"
 
 
 def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal: float | None) -> list[str]:
@@ -100,21 +100,23 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
             share = f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], optimal):.0%}"
     greedy = s["accuracy"]["greedy"]["final"]
     return [arm, _range(s["gen_groups"], "{:.0f}"), ratio, share, f"{acc['base']['mean']:.3f}", _range(acc["final"]), gap,
-            _range(greedy, "{:.3f}"), _range(s["encounters_per_prompt"], "{:.1f}"), str(s["steps"]), f"{s['wall_seconds']:.0f}"]  # fmt: skip
+            _range(greedy, "{:.3f}"), _range(s["generated_per_prompt"], "{:.1f}"), _range(s["encounters_per_prompt"], "{:.1f}"),
+            str(s["steps"]), f"{s['wall_seconds']:.0f}"]  # fmt: skip
 
 
 def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None) -> str:
     """One row per arm: generated groups (DAPO / arm, share of the optimal saving), headline accuracy
-    base -> final and its gap to DAPO (paired by seed), greedy final, encounters per prompt, steps, wall time.
+    base -> final and its gap to DAPO (paired by seed), greedy final, groups generated and stream
+    encounters (rolled out or skipped) per prompt, steps, wall time.
 
-    Ranges are min-max over seeds. ``optimal_groups``: one round per step for the whole run (steps x
+    ``mean [min, max]`` over seeds. ``optimal_groups``: one round per step for the whole run (steps x
     generation batch), the denominator of the saving's share.
     """
     ref = summary.get("dynamic_sampling")
     kind = headline(next(iter(summary.values()))) if summary else "greedy"
     acc_name = "acc" if kind == "greedy" else "acc@T"
     head = ["arm", "gen groups", "DAPO/arm", "saving share", f"base {acc_name}", f"final {acc_name}", "gap vs DAPO",
-            "final greedy", "encounters/prompt", "steps", "wall s"]  # fmt: skip
+            "final greedy", "groups/prompt", "encounters/prompt", "steps", "wall s"]  # fmt: skip
     rows = [_row(arm, s, ref, optimal_groups) for arm, s in summary.items()]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

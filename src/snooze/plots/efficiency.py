@@ -145,8 +145,8 @@ def figure_efficiency(runs: dict[str, list[Records]]) -> Any | None:
     for arm, agg in accs.items():
         plot_band(ax_acc, agg, arm_color(arm), arm_label(arm), linewidth=2.0, marker="o", markersize=3.5)
     ax_acc.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
-    what = "at the rollout temperature (avg@k)" if key == SAMPLED_KEY else "(greedy)"
-    ax_acc.set(title=f"Held-out accuracy {what}; step 0 = base model", xlabel="training step", ylabel="held-out accuracy")
+    what = "avg@k at the rollout temperature" if key == SAMPLED_KEY else "greedy"
+    ax_acc.set(title=f"Held-out accuracy ({what}; step 0 = base)", xlabel="training step", ylabel="held-out accuracy")
     for ax in (ax_gen, ax_acc):
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

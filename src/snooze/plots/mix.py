@@ -76,7 +76,8 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
     import matplotlib.pyplot as plt
     from matplotlib.ticker import PercentFormatter
 
-    fig, axes = plt.subplots(1, len(arms), figsize=(5.6 * len(arms), 4.8), sharey=True, squeeze=False)
+    # a shared step axis: an arm that ran out of data early shows how early
+    fig, axes = plt.subplots(1, len(arms), figsize=(5.6 * len(arms), 4.8), sharex=True, sharey=True, squeeze=False)
     late: dict[str, tuple[str, float, float]] = {}
     n_seeds = 1
     ends = {arm: _last_step(runs[arm]) for arm in arms}
