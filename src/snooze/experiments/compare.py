@@ -175,7 +175,10 @@ def run_compare(
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
     not on ``jobs``; keep ``jobs x threads`` at most the core count (oversubscribed, two runs of 2 threads
-    on 2 cores took 9-10 s per step against 0.26 s alone). The warm-up uses ``jobs x threads`` threads."""
+    on 2 cores took 9-10 s per step against 0.26 s alone). The warm-up and the base model's evaluation
+    run here with ``threads`` threads too: the base's weights depend on the thread count (one warm-up of
+    the default profile on 2 threads differed from the 1-thread one by up to 0.026 in a weight), so a
+    fixed count gives every machine the same base whatever ``jobs`` is."""
     import torch
 
     from snooze.experiments.runner import RunSpec, run_all
@@ -192,7 +195,7 @@ def run_compare(
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
-    torch.set_num_threads(max(1, jobs) * threads)
+    torch.set_num_threads(threads)
     model_cfg, base = profile_base(profile, cache_dir, device, banned)
     base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
     specs = []
