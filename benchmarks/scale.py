@@ -79,8 +79,8 @@ def _late_run(tables: list[Any], rng: np.random.Generator) -> None:
     so far, the rest at random pass rates)."""
     for t in tables:
         asleep = rng.random(t.counter.shape[0]) < 0.6
-        if t.history.shape[0]:
-            t.history[:] = np.where(asleep, 255, rng.integers(1, 256, size=asleep.shape[0])).astype(np.uint8)
+        if "history" in t.columns:
+            t.columns["history"][:] = np.where(asleep, 255, rng.integers(1, 256, size=asleep.shape[0])).astype(np.uint8)
         else:
             t.counter[asleep] = rng.integers(1, 6, size=int(asleep.sum()), dtype=np.int32)
         t.flags[asleep] |= 2
@@ -118,7 +118,7 @@ def bench_snooze(n: int, steps: int, mix: str = "quota", skip: str = "counter") 
     _late_run(sched.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
-    memory = sum(t.nbytes for t in sched.tables) + sum(s._permutation().nbytes for s in sched.streams)
+    memory = sum(t.nbytes for t in sched.tables) + sum(s.permutation().nbytes for s in sched.streams)
     with tempfile.TemporaryDirectory(prefix="snooze-scale-") as tmp:
         t0 = time.perf_counter()
         file = sched.save(Path(tmp) / "ckpt")

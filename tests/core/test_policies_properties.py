@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
-from snooze.core.mixing import largest_remainder
+from snooze.core._mixing import largest_remainder
 
 KINDS = st.sampled_from(["signal", "easy", "hard", "flat"])
 

@@ -1,5 +1,5 @@
 """Issue 6.3: a state loaded against other data, seed, group size or weights is refused unless the
-caller asks to migrate; the migration (``snooze.core.state._migrate``) does what its docstring says."""
+caller asks to migrate; the migration (``snooze.core._state._migrate``) does what its docstring says."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import _driver as D
 import pytest
 
 import snooze
-from snooze.data.source import MAX_RECORD_BYTES, Source
+from snooze.core.source import MAX_RECORD_BYTES, Source
 
 SRC = Path(snooze.__file__).resolve().parent
 
@@ -40,7 +40,7 @@ def _source_lines() -> list[tuple[Path, int, str]]:
 
 def test_the_scan_sees_the_code() -> None:
     files = {p.name for p, _, _ in _source_lines()}
-    assert {"checkpoint.py", "state.py", "source.py", "scheduler.py"} <= files
+    assert {"checkpoint.py", "_state.py", "source.py", "scheduler.py"} <= files
 
 
 @pytest.mark.parametrize(("pattern", "why"), BANNED)

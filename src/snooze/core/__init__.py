@@ -1,4 +1,62 @@
-"""The numpy-only core: config, errors, classification, advantages, the scheduler, metrics, state.
+"""The numpy-only core: what a user of the scheduler touches, in one place.
 
-Nothing under ``snooze.core`` imports torch, a trainer, an integration or the CLI.
+Nothing under ``snooze.core`` imports torch, a trainer, an integration or the CLI. Modules whose
+name starts with ``_`` are the scheduler's parts (stream, prompt memory, draw walk, pending set,
+buffers, mix, metrics, state envelope); they may change without notice.
 """
+
+from snooze.core.advantages import grpo_advantages
+from snooze.core.checkpoint import load_state, save_state
+from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
+from snooze.core.config import SchedulerConfig
+from snooze.core.curriculum import Curriculum
+from snooze.core.errors import (
+    BatchShortError,
+    ConfigError,
+    DataError,
+    IntegrationError,
+    ReportError,
+    RewardError,
+    SnoozeError,
+    StateError,
+    StateMismatchError,
+)
+from snooze.core.policies import POLICIES, SKIP_RULES, register_policy, register_skip_rule
+from snooze.core.scheduler import Scheduler
+from snooze.core.source import Source, as_source
+from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
+
+__all__ = [
+    "Scheduler",
+    "SchedulerConfig",
+    "Candidate",
+    "Candidates",
+    "Batch",
+    "RolloutFn",
+    "Source",
+    "as_source",
+    "Curriculum",
+    "save_state",
+    "load_state",
+    "POLICIES",
+    "SKIP_RULES",
+    "register_policy",
+    "register_skip_rule",
+    "grpo_advantages",
+    "classify_groups",
+    "check_rewards",
+    "SIGNAL",
+    "TOO_EASY",
+    "TOO_HARD",
+    "FLAT",
+    "OUTCOME_NAMES",
+    "SnoozeError",
+    "ConfigError",
+    "DataError",
+    "RewardError",
+    "ReportError",
+    "BatchShortError",
+    "StateError",
+    "StateMismatchError",
+    "IntegrationError",
+]

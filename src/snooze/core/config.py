@@ -1,32 +1,68 @@
 """`SchedulerConfig`: every knob of batch construction, validated once, frozen.
 
-Each field's docstring is its only help text; the CLI shows it. Thresholds are fractions of the
+Each field's docstring is its only help text; the CLI builds its options from the fields (name,
+type, default, docstring, choices: :mod:`snooze.cli._options`). The choices of a field are its
+``Literal`` values, or, for ``policy`` and ``skip``, the names registered in
+:mod:`snooze.core.policies` (:func:`field_choices` reads either). Thresholds are fractions of the
 reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1]``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Mapping
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from snooze.core.errors import ConfigError
+from snooze.core.policies import POLICIES, SKIP_RULES
 
-__all__ = ["SchedulerConfig", "POLICIES", "Policy", "OnShort", "Mix", "AdvantageScale"]
+__all__ = ["SchedulerConfig", "Choices", "field_choices", "PolicyName", "SkipName", "OnShort", "Mix", "AdvantageScale"]
 
-Policy = Literal["grpo", "dynamic_sampling", "filter", "snooze"]
+
+@dataclass(frozen=True)
+class Choices:
+    """``Annotated`` metadata: a ``str`` field whose allowed values are a registry's names, read when used."""
+
+    names: Callable[[], tuple[str, ...]]
+
+
+PolicyName = Annotated[str, Choices(lambda: tuple(POLICIES))]
+SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
 OnShort = Literal["partial", "pad", "raise"]
-Skip = Literal["counter", "history"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
-POLICIES: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
+    """The values field ``name`` of dataclass ``cls`` may take: its ``Literal`` values, or the names of
+    the registry in its ``Choices`` annotation; ``None`` when it is not a choice. The one source of a
+    field's choices (config validation and the CLI read it)."""
+    return _choices_of(_hints(cls)[name])
+
+
+def _choices_of(tp: Any) -> tuple[Any, ...] | None:
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *extras = typing.get_args(tp)
+        found = [m.names() for m in extras if isinstance(m, Choices)]
+        return found[0] if found else _choices_of(base)
+    if origin is Literal:
+        return typing.get_args(tp)
+    return None
 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """How training batches are built from groups of rollouts (SPEC sections 2 to 4)."""
+    """How training batches are built from groups of rollouts (docs/concepts.md)."""
 
     batch_size: int = 16
     """Signal groups (prompts) per training step."""
@@ -37,7 +73,7 @@ class SchedulerConfig:
     group_size: int = 8
     """Rollouts per prompt (G). At least 2: a group of one has no spread."""
 
-    policy: Policy = "snooze"
+    policy: PolicyName = "snooze"
     """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
     refill, DAPO), ``filter`` (drop; retire too-easy prompts for good), ``snooze`` (drop; skip
     too-easy prompts for their next ``snooze_factor`` encounters)."""
@@ -65,9 +101,9 @@ class SchedulerConfig:
     max_snooze: int = 1_000_000
     """Cap on a single snooze period under ``backoff`` (encounters)."""
 
-    skip: Skip = "counter"
+    skip: SkipName = "counter"
     """How ``snooze`` decides to skip a too-easy prompt: ``counter`` (the seed's rule: a too-easy
-    outcome adds ``snooze_factor`` encounters to skip) or ``history`` (beyond the seed, SPEC section 3:
+    outcome adds ``snooze_factor`` encounters to skip) or ``history`` (beyond the seed, docs/concepts.md:
     each encounter is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is the chance its
     group would be all-correct, ``p`` the prompt's pass rate averaged over its past groups, and
     ``k = snooze_factor`` caps it so a prompt that stays solved is skipped for ``k`` encounters on
@@ -113,16 +149,13 @@ class SchedulerConfig:
         if self.gen_batch_size is not None:
             _check_int(self, "gen_batch_size", 1)
         _check_int(self, "group_size", 2)
-        _check_choice(self, "policy", POLICIES)
+        for name in ("policy", "skip", "on_short", "mix", "advantage"):
+            _check_choice(self, name)
         _check_int(self, "snooze_factor", 0)
         if self.hard_snooze_factor is not None:
             _check_int(self, "hard_snooze_factor", 0)
         _check_int(self, "max_snooze", 1)
         _check_int(self, "max_gen_rounds", 1)
-        _check_choice(self, "on_short", ("partial", "pad", "raise"))
-        _check_choice(self, "mix", ("stream", "quota"))
-        _check_choice(self, "advantage", ("group", "batch", "none"))
-        _check_choice(self, "skip", ("counter", "history"))
         if not (isinstance(self.history_weight, (int, float)) and 0.0 < self.history_weight <= 1.0):
             raise ConfigError(f"history_weight={self.history_weight!r}: must be in (0, 1]")
         if self.epochs is not None:
@@ -169,8 +202,8 @@ class SchedulerConfig:
 
     @property
     def drops_zero_signal(self) -> bool:
-        """Whether zero-signal groups are kept out of the batch (every policy but ``grpo``)."""
-        return self.policy != "grpo"
+        """Whether zero-signal groups are kept out of the batch (every built-in policy but ``grpo``)."""
+        return not POLICIES[self.policy].trains_on_zero_signal
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (used in saved state and run metadata)."""
@@ -201,9 +234,9 @@ def _check_int(cfg: SchedulerConfig, name: str, minimum: int) -> None:
         raise ConfigError(f"{name}={value!r}: must be an integer >= {minimum}")
 
 
-def _check_choice(cfg: SchedulerConfig, name: str, allowed: tuple[str, ...]) -> None:
-    value = getattr(cfg, name)
-    if value not in allowed:
+def _check_choice(cfg: SchedulerConfig, name: str) -> None:
+    value, allowed = getattr(cfg, name), field_choices(type(cfg), name) or ()
+    if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}={value!r}: must be one of {', '.join(map(repr, allowed))}")
 
 

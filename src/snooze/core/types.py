@@ -1,4 +1,4 @@
-"""What the scheduler hands out and hands back: `Candidate` and `Batch`."""
+"""What the scheduler hands out and hands back: `Candidate`, `Candidates`, `Batch`, and the `RolloutFn` it calls."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
 
 import numpy as np
+import numpy.typing as npt
 
-from snooze.data.source import Source
+from snooze.core.source import Source
 
 __all__ = ["Candidate", "Candidates", "Batch", "RolloutFn"]
 
@@ -98,6 +99,7 @@ class Batch:
 
 
 class RolloutFn(Protocol):
-    """Rolls out each candidate ``G`` times and returns the rewards, ``[len(candidates), G]``."""
+    """Rolls out each candidate ``G`` times and returns the rewards, ``[len(candidates), G]``: what
+    :meth:`Scheduler.step` calls once per generation round with what :meth:`Scheduler.propose` returned."""
 
-    def __call__(self, candidates: list[Candidate], /) -> Any: ...
+    def __call__(self, candidates: Candidates, /) -> npt.ArrayLike: ...

@@ -1,6 +1,6 @@
 """`Source`: one dataset's records, addressed by row, each with a stable id.
 
-A prompt's identity is ``(dataset, id)`` where ``id`` comes from the data (SPEC section 2), never
+A prompt's identity is ``(dataset, id)`` where ``id`` comes from the data (docs/concepts.md, "Prompts, groups, outcomes"), never
 from a position that shuffling would change. The scheduler works on row numbers internally and
 keeps a fingerprint of the ids so a saved state is never applied to different data.
 """

@@ -1,15 +1,19 @@
 """`DatasetStream`: the order in which one dataset's prompts come up (its *encounters*).
 
-Each epoch is a fresh permutation drawn from ``(seed, dataset key, epoch)``: state is three
-integers, not a stored order, so it is tiny to save and the same on every machine.
+Each epoch is a fresh permutation drawn from ``(seed, dataset key, epoch)``: the state is two
+integers, ``(epoch, cursor)``, not a stored order, so it is tiny to save and the same on every
+machine (docs/concepts.md, "Streams and epochs").
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from snooze.core._stateful import state_int
 
 __all__ = ["DatasetStream", "dataset_key"]
 
@@ -22,8 +26,9 @@ def dataset_key(name: str) -> int:
 class DatasetStream:
     """Rows ``0..n-1`` in a seeded permutation per epoch; finite (``epochs``) or endless."""
 
-    def __init__(self, n: int, seed: int, key: int, epochs: int | None = None) -> None:
-        self.n, self.seed, self.key, self.epochs = n, seed, key, epochs
+    def __init__(self, name: str, n: int, seed: int, epochs: int | None = None) -> None:
+        self.name, self.n, self.seed, self.epochs = name, n, seed, epochs
+        self.key = dataset_key(name)
         self.epoch = 0
         self.cursor = 0
         self._perm: np.ndarray | None = None
@@ -33,19 +38,19 @@ class DatasetStream:
     def exhausted(self) -> bool:
         return self.epochs is not None and self.epoch >= self.epochs
 
-    def _permutation(self) -> np.ndarray:
-        if self._perm_epoch != self.epoch:
+    def permutation(self) -> np.ndarray:
+        """The current epoch's order (drawn once per epoch and cached: ``[n]`` int32, int64 past 2**31)."""
+        if self._perm is None or self._perm_epoch != self.epoch:
             rng = np.random.default_rng([self.seed, self.key, self.epoch])
             self._perm = rng.permutation(self.n).astype(np.int64 if self.n >= 2**31 else np.int32)
             self._perm_epoch = self.epoch
-        assert self._perm is not None
         return self._perm
 
     def peek(self, k: int) -> np.ndarray:
         """Up to ``k`` next rows, all from the current epoch (never crossing into the next)."""
         if self.exhausted:
             return np.empty(0, dtype=np.int64)
-        return self._permutation()[self.cursor : self.cursor + k]
+        return self.permutation()[self.cursor : self.cursor + k]
 
     def advance(self, k: int) -> None:
         """Consume ``k`` rows of the current epoch; move to the next epoch when it is used up."""
@@ -54,8 +59,10 @@ class DatasetStream:
             self.epoch += 1
             self.cursor = 0
 
-    def state(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "cursor": self.cursor}
 
-    def load_state(self, state: dict[str, Any]) -> None:
-        self.epoch, self.cursor = int(state["epoch"]), int(state["cursor"])
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        epoch = state_int(state["epoch"], f"stream of {self.name!r}: epoch")
+        cursor = state_int(state["cursor"], f"stream of {self.name!r}: cursor", 0, self.n - 1)
+        self.epoch, self.cursor = epoch, cursor

@@ -7,7 +7,7 @@ import json
 import pytest
 
 import snooze
-from snooze.data import Source
+from snooze.core.source import Source
 
 
 def write_jsonl(path, rows):

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
+
+from snooze.core._stateful import check_rows
+from snooze.core.errors import StateError
 
 __all__ = ["GroupBuffer"]
 
@@ -39,6 +45,17 @@ class GroupBuffer:
         out.extend(self, mask)
         return out
 
+    def move_head(self, dst: GroupBuffer, k: int) -> int:
+        """Move the first ``k`` groups (at most all) to the end of ``dst``; returns how many moved."""
+        k = max(0, min(k, len(self)))
+        if k:
+            head = np.zeros(len(self), dtype=bool)
+            head[:k] = True
+            dst.extend(self, head)
+            rest = self.take(~head)
+            self.ds, self.row, self.ticket, self.outcome, self.rewards = rest.ds, rest.row, rest.ticket, rest.outcome, rest.rewards
+        return k
+
     @classmethod
     def of(cls, ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, outcome: np.ndarray, rewards: np.ndarray) -> GroupBuffer:
         out = cls(rewards.shape[1])
@@ -47,15 +64,18 @@ class GroupBuffer:
         out.rewards = rewards.astype(np.float64, copy=False)
         return out
 
-    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}.{name}": getattr(self, name) for name in _FIELDS}
-        out[f"{prefix}.rewards"] = self.rewards
-        return out
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Each column, copied: ``ds``, ``row``, ``ticket``, ``outcome`` ``[K]`` and ``rewards`` ``[K, G]``."""
+        return {name: getattr(self, name).copy() for name in (*_FIELDS, "rewards")}
 
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str, group_size: int) -> GroupBuffer:
-        out = cls(group_size)
-        for name in _FIELDS:
-            setattr(out, name, arrays[f"{prefix}.{name}"].astype(getattr(out, name).dtype))
-        out.rewards = arrays[f"{prefix}.rewards"].astype(np.float64).reshape(-1, group_size)
-        return out
+    def load_state_dict(self, state: Mapping[str, Any], sizes: Sequence[int] = (), what: str = "buffer") -> None:
+        """Take the columns; every group must name a prompt of datasets of these ``sizes``."""
+        cols = {name: np.asarray(state[name]).astype(getattr(self, name).dtype) for name in _FIELDS}
+        rewards = np.asarray(state["rewards"]).astype(np.float64).reshape(-1, self.group_size)
+        if not len({c.shape[0] for c in cols.values()} | {rewards.shape[0]}) == 1:
+            raise StateError(f"buffer {what!r} has columns of different lengths; the state is corrupt")
+        check_rows(cols["ds"], cols["row"], sizes, what)
+        for name, col in cols.items():
+            setattr(self, name, col)
+        self.rewards = rewards

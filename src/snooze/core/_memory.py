@@ -1,0 +1,129 @@
+"""`PromptMemory`: what the scheduler remembers about each prompt, as flat numpy columns.
+
+Every run keeps three columns, six bytes a prompt (state format 1 always holds them):
+
+- ``counter`` (int32): encounters left to skip. At an encounter a prompt whose counter is above 0 is
+  skipped before any rollout and its counter goes down by one (the draw walk, :mod:`._draw`, does
+  this for every policy); a policy that snoozes a prompt adds to it.
+- ``flags`` (uint8): ``RETIRED`` (``filter`` saw it too easy: never rolled out again),
+  ``EASY_SNOOZED`` (snoozed for being too easy and not rolled out since: its next group decides
+  whether it *regressed*) and ``EXCLUDED`` (left out by a curriculum stage). Retired and excluded
+  prompts are *blocked*: passed over at every encounter.
+- ``streak`` (uint8): consecutive too-easy outcomes (for ``backoff``).
+
+A policy or skip rule adds columns of its own by declaring them (:class:`Column`; ``skip="history"``
+adds one byte, ``history``). All datasets live in one set of arrays: ``tables[d]`` is dataset ``d``'s
+slice (views, with its cached counts), so a report that spans datasets is applied in one pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from snooze.core._stateful import state_array
+from snooze.core.errors import StateError
+
+__all__ = ["Column", "BASE_COLUMNS", "PromptTable", "PromptMemory", "RETIRED", "EASY_SNOOZED", "EXCLUDED", "BLOCKED"]
+
+RETIRED = np.uint8(1)
+EASY_SNOOZED = np.uint8(2)
+EXCLUDED = np.uint8(4)  # set by a curriculum stage: passed over like a retired prompt, but reversible
+BLOCKED = np.uint8(RETIRED | EXCLUDED)
+
+
+class Column(NamedTuple):
+    """One value per prompt, saved as the array ``ds<d>.<name>`` of each dataset."""
+
+    name: str
+    dtype: Any
+    minimum: int | None = None
+    """Smallest valid value (a state holding less is refused as corrupt); ``None``: any."""
+
+
+BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8), Column("streak", np.uint8))
+
+
+class PromptTable:
+    """One dataset's prompts: views of its rows in every column, and its counts kept up to date."""
+
+    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+        self.columns = columns
+        self.counter, self.flags, self.streak = columns["counter"], columns["flags"], columns["streak"]
+        self.recount()
+
+    def __len__(self) -> int:
+        return int(self.counter.shape[0])
+
+    def recount(self) -> None:
+        """Recompute the cached counts from the columns (after loading state)."""
+        self.n_asleep = int(np.count_nonzero(self.counter))
+        self.n_retired = int(np.count_nonzero(self.flags & RETIRED))
+        self.n_blocked = int(np.count_nonzero(self.flags & BLOCKED))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.columns.values())
+
+    def asleep(self) -> int:
+        """Prompts with a snooze counter above 0 (kept up to date, O(1))."""
+        return self.n_asleep
+
+    def retired(self) -> int:
+        """Prompts retired by ``filter`` (kept up to date, O(1))."""
+        return self.n_retired
+
+
+class PromptMemory:
+    """Every dataset's columns in one set of arrays; ``tables[d]`` is dataset ``d``'s slice."""
+
+    def __init__(self, sizes: Sequence[int], columns: Sequence[Column] = ()) -> None:
+        """``columns``: the ones a policy or skip rule keeps beyond :data:`BASE_COLUMNS`."""
+        self.sizes = [int(n) for n in sizes]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.spec = BASE_COLUMNS + tuple(c for c in columns if c.name not in {b.name for b in BASE_COLUMNS})
+        total = int(self.offsets[-1])
+        self.columns = {c.name: np.zeros(total, dtype=c.dtype) for c in self.spec}
+        bounds = list(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
+        self.tables = [PromptTable({k: v[lo:hi] for k, v in self.columns.items()}) for lo, hi in bounds]
+
+    def account(self, ds: np.ndarray, new: np.ndarray, retired: np.ndarray, blocked: np.ndarray) -> None:
+        """Keep each table's counts right after a report: ``new`` prompts asleep, newly ``retired`` and
+        newly ``blocked`` ones, one flag per prompt of dataset ``ds``."""
+        D = len(self.tables)
+        per = [np.bincount(ds[m], minlength=D).tolist() if m.any() else [0] * D for m in (new, retired, blocked)]
+        for d, t in enumerate(self.tables):
+            t.n_asleep += per[0][d]
+            t.n_retired += per[1][d]
+            t.n_blocked += per[2][d]
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``{"datasets": [{column: array}]}``: each dataset's columns, copied."""
+        return {"datasets": [{k: v.copy() for k, v in t.columns.items()} for t in self.tables]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take each dataset's columns. The base columns must be there; a column of this run's policy
+        that the state lacks starts at 0 (e.g. a state saved under ``skip="counter"`` loaded under
+        ``"history"``: every prompt unseen); columns this run does not keep are ignored."""
+        saved = state["datasets"]
+        if len(saved) != len(self.tables):
+            raise StateError(f"the state holds the memory of {len(saved)} datasets, this scheduler has {len(self.tables)}")
+        base = {c.name for c in BASE_COLUMNS}
+        loaded: list[dict[str, np.ndarray]] = []
+        for d, (cols, n) in enumerate(zip(saved, self.sizes)):
+            mine: dict[str, np.ndarray] = {}
+            for c in self.spec:
+                if c.name not in cols and c.name not in base:
+                    continue
+                arr = state_array(cols[c.name], f"ds{d}.{c.name}", (n,), c.dtype, copy=False)
+                if c.minimum is not None and n and int(arr.min()) < c.minimum:
+                    raise StateError(f"array ds{d}.{c.name} holds values below {c.minimum}; the state is corrupt")
+                mine[c.name] = arr
+            loaded.append(mine)
+        for t, mine in zip(self.tables, loaded):  # everything checked: take it over
+            for name, column in t.columns.items():
+                column[...] = mine.get(name, 0)
+            t.recount()

@@ -1,0 +1,179 @@
+"""Per-step and cumulative metrics under the names docs/metrics.md lists (docs/concepts.md, "Metrics").
+
+Every generated or carried-in group ends a step in exactly one place, so per dataset and in total::
+
+    gen_groups + carried_in == batch_groups + dropped + discarded + carried_out
+
+:class:`StepMetrics` counts while the step runs; at its end the scheduler hands over a
+:class:`StepEnd` (the batch and a few levels of its state) and gets the flat metrics dict back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from snooze.core.classify import OUTCOME_NAMES, SIGNAL
+
+__all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
+
+_DS_KEYS = ("gen_groups", "signal", "dropped", "skipped", "discarded", "carried_out", "carried_in")
+_SCALARS = ("gen/rounds", "gen/cancelled", "snooze/skipped", "snooze/new", "snooze/regressed", "filter/new", "filter/skipped")
+TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
+
+
+class StepEnd(NamedTuple):
+    """What the metrics of a finished step need from the scheduler."""
+
+    batch_ds: np.ndarray  # [B] dataset of each group in the batch
+    batch_signal: np.ndarray  # [B] whether each group carries signal
+    padded: int  # zero-signal groups added by on_short="pad"
+    starved: np.ndarray  # [D] quota mode: the dataset could not fill its quota
+    group_size: int
+    asleep: Sequence[int]  # [D] prompts with a snooze counter above 0, per dataset
+    retired: int  # prompts retired by filter, all datasets
+    epochs: Sequence[int]  # [D] each dataset's current epoch
+
+
+class StepMetrics:
+    """Counters for the step in progress, plus running totals. Its whole state is JSON-safe.
+
+    It is the one place that counts generation rounds and finished steps: the scheduler's ``round``
+    and ``step_index`` are :attr:`rounds` and :attr:`steps`."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
+        self.start_step(np.empty(0, dtype=np.int32))
+
+    @property
+    def rounds(self) -> int:
+        """Generation rounds of the step in progress."""
+        return self.scalars["gen/rounds"]
+
+    @property
+    def steps(self) -> int:
+        """Steps finished."""
+        return self.totals["steps"]
+
+    def start_step(self, carried_in: np.ndarray) -> None:
+        D = len(self.names)
+        self.scalars: dict[str, int] = {k: 0 for k in _SCALARS}
+        self.outcomes = np.zeros(len(OUTCOME_NAMES), dtype=np.int64)
+        self.ds = {k: np.zeros(D, dtype=np.int64) for k in _DS_KEYS}
+        self.ds["carried_in"] += np.bincount(carried_in, minlength=D)
+
+    def add(self, key: str, value: int) -> None:
+        self.scalars[key] += int(value)
+
+    def _bincount(self, ds: np.ndarray) -> np.ndarray:
+        return np.bincount(ds, minlength=len(self.names)).astype(np.int64)
+
+    def add_skips(self, skipped: np.ndarray, passed: np.ndarray) -> None:
+        """Encounters skipped (asleep) and passed over (retired or excluded), ``[D]`` each."""
+        self.ds["skipped"] += skipped + passed
+        self.scalars["snooze/skipped"] += int(skipped.sum())
+        self.scalars["filter/skipped"] += int(passed.sum())
+
+    def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
+        self.ds["gen_groups"] += self._bincount(ds)
+        self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
+        self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
+
+    def add_dropped(self, ds: np.ndarray) -> None:
+        self.ds["dropped"] += self._bincount(ds)
+
+    def add_discarded(self, ds: np.ndarray) -> None:
+        self.ds["discarded"] += self._bincount(ds)
+
+    def close_surplus(self, ds: np.ndarray, carried: bool) -> None:
+        self.ds["carried_out" if carried else "discarded"] += self._bincount(ds)
+
+    def finish(self, end: StepEnd) -> dict[str, Any]:
+        """The finished step's flat metrics dict; advances the totals (``steps`` among them)."""
+        if end.padded:  # padding came out of the dropped pile
+            self.ds["dropped"] -= self._bincount(end.batch_ds[~end.batch_signal])
+        gen = int(self.ds["gen_groups"].sum())
+        train = int(end.batch_signal.sum())
+        out: dict[str, Any] = {"step": self.steps, **self._generation(gen, train, end)}
+        self._advance_totals(gen, train, end.group_size)
+        out.update(self._per_dataset(end))
+        out.update({f"total/{key}": int(value) for key, value in self.totals.items()})
+        t = self.totals
+        out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
+        return out
+
+    def _generation(self, gen: int, train: int, end: StepEnd) -> dict[str, Any]:
+        size = int(end.batch_ds.shape[0])
+        s = self.scalars
+        out: dict[str, Any] = {
+            "gen/groups": gen,
+            "gen/rollouts": gen * end.group_size,
+            "gen/rounds": s["gen/rounds"],
+            "gen/cancelled": s["gen/cancelled"],
+            "train/groups": train,
+            "train/size": size,
+            "train/padded": int(end.padded),
+            "efficiency": train / gen if gen else 0.0,
+        }
+        for code, name in enumerate(OUTCOME_NAMES):
+            out[f"groups/{name}"] = int(self.outcomes[code])
+        out["groups/dropped"] = int(self.ds["dropped"].sum())
+        for key in ("discarded", "carried_in", "carried_out"):
+            out[f"surplus/{key}"] = int(self.ds[key].sum())
+        out["snooze/skipped"] = s["snooze/skipped"]
+        out["snooze/asleep"] = int(sum(end.asleep))
+        out["snooze/new"] = s["snooze/new"]
+        out["snooze/regressed"] = s["snooze/regressed"]
+        out["filter/retired"] = int(end.retired)
+        out["filter/new"] = s["filter/new"]
+        out["filter/skipped"] = s["filter/skipped"]
+        return out
+
+    def _advance_totals(self, gen: int, train: int, group_size: int) -> None:
+        t, s = self.totals, self.scalars
+        t["gen_groups"] += gen
+        t["rollouts"] += gen * group_size
+        t["train_groups"] += train
+        t["rounds"] += s["gen/rounds"]
+        t["skipped"] += s["snooze/skipped"] + s["filter/skipped"]
+        t["dropped"] += int(self.ds["dropped"].sum())
+        t["discarded"] += int(self.ds["discarded"].sum())
+        t["steps"] += 1
+
+    def _per_dataset(self, end: StepEnd) -> dict[str, Any]:
+        size = int(end.batch_ds.shape[0])
+        groups = self._bincount(end.batch_ds).tolist()
+        ds = {k: v.tolist() for k, v in self.ds.items()}
+        out: dict[str, Any] = {}
+        for d, name in enumerate(self.names):
+            g = ds["gen_groups"][d]
+            p = f"dataset/{name}/"
+            out[p + "batch_frac"] = groups[d] / size if size else 0.0
+            out[p + "batch_groups"] = groups[d]
+            out[p + "gen_groups"] = g
+            out[p + "signal_rate"] = ds["signal"][d] / g if g else 0.0
+            out[p + "asleep"] = int(end.asleep[d])
+            out[p + "starved"] = int(bool(end.starved[d]))
+            for key in ("dropped", "skipped", "discarded", "carried_in", "carried_out"):
+                out[p + key] = ds[key][d]
+            out[p + "epoch"] = int(end.epochs[d])
+        return out
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "totals": {k: int(v) for k, v in self.totals.items()},
+            "scalars": dict(self.scalars),
+            "outcomes": self.outcomes.tolist(),
+            "ds": {k: v.tolist() for k, v in self.ds.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        totals = {k: int(state["totals"][k]) for k in TOTAL_KEYS}
+        scalars = {k: int(state["scalars"].get(k, 0)) for k in _SCALARS}
+        outcomes = np.asarray(state["outcomes"], dtype=np.int64)
+        ds = {k: np.asarray(state["ds"][k], dtype=np.int64) for k in _DS_KEYS}
+        self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

@@ -1,0 +1,96 @@
+"""`PendingSet`: candidates issued and not yet reported, and the ticket counter that issues them.
+
+Tickets are issued in increasing order, so appending keeps the arrays sorted and membership is a
+vectorised ``searchsorted``: checking and removing a report of N candidates costs O(N log P + P)
+numpy work instead of N dictionary operations (``P`` = candidates out for rollout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from snooze.core._stateful import check_rows, state_int
+from snooze.core.errors import StateError
+
+__all__ = ["PendingSet"]
+
+
+class PendingSet:
+    """Columns ``ticket`` (sorted, unique), ``ds`` and ``row``; ``next_ticket`` is the next one to issue."""
+
+    def __init__(self, sizes: Sequence[int] = ()) -> None:
+        self.sizes = list(sizes)  # rows per dataset, to check a loaded state
+        self.next_ticket = 0
+        self.ticket = np.empty(0, dtype=np.int64)
+        self.ds = np.empty(0, dtype=np.int64)
+        self.row = np.empty(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return int(self.ticket.shape[0])
+
+    def __contains__(self, ticket: object) -> bool:
+        return bool(self.find(np.array([ticket], dtype=np.int64))[0] >= 0)
+
+    def issue(self, ds: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """Tickets for newly drawn prompts ``(ds[i], row[i])``, held until reported. ``[N]`` -> ``[N]``."""
+        ticket = np.arange(self.next_ticket, self.next_ticket + ds.shape[0], dtype=np.int64)
+        self.add(ticket, ds, row)
+        self.next_ticket += int(ds.shape[0])
+        return ticket
+
+    def add(self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray) -> None:
+        """Append tickets (all above the ones held)."""
+        self.ticket = np.concatenate([self.ticket, ticket.astype(np.int64)])
+        self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
+        self.row = np.concatenate([self.row, row.astype(np.int64)])
+
+    def find(self, ticket: np.ndarray) -> np.ndarray:
+        """Index of each ticket in the set, ``-1`` where it is not pending. ``[N]`` -> ``[N]``.
+
+        The usual report (one whole round, in issue order) is a run of consecutive entries: it is
+        recognised with one comparison instead of a search per ticket."""
+        n, held = ticket.shape[0], len(self)
+        if n and held >= n:
+            start = int(np.searchsorted(self.ticket, ticket[0]))
+            if start + n <= held and np.array_equal(self.ticket[start : start + n], ticket):
+                return np.arange(start, start + n)
+        if not held:
+            return np.full(n, -1, dtype=np.int64)
+        idx = np.minimum(np.searchsorted(self.ticket, ticket), held - 1)
+        return np.where(self.ticket[idx] == ticket, idx, -1)
+
+    def why_missing(self, ticket: int) -> str:
+        """Why ``ticket`` is not pending, for an error message."""
+        return "was already reported (or cancelled)" if 0 <= ticket < self.next_ticket else "was never issued by this scheduler"
+
+    def pop(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Remove the entries at ``index`` (from :meth:`find`, all found); return their ``(ds, row)``."""
+        ds, row = self.ds[index], self.row[index]
+        if index.shape[0] == len(self):  # the whole set (a report of everything out): nothing to keep
+            self.ticket, self.ds, self.row = self.ticket[:0], self.ds[:0], self.row[:0]
+            return ds, row
+        keep = np.ones(len(self), dtype=bool)
+        keep[index] = False
+        self.ticket, self.ds, self.row = self.ticket[keep], self.ds[keep], self.row[keep]
+        return ds, row
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """``next_ticket`` and ``pending``, ``[P, 3]`` int64 rows of ``(ticket, ds, row)``."""
+        rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
+        return {"next_ticket": self.next_ticket, "pending": rows}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        next_ticket = state_int(state["next_ticket"], "next_ticket")
+        arr = np.asarray(state["pending"], dtype=np.int64).reshape(-1, 3)
+        check_rows(arr[:, 1], arr[:, 2], self.sizes, "pending")
+        if arr.shape[0] and (
+            arr[:, 0].min() < 0 or arr[:, 0].max() >= next_ticket or np.unique(arr[:, 0]).shape[0] != arr.shape[0]
+        ):
+            raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
+        order = np.argsort(arr[:, 0], kind="stable")
+        self.next_ticket = next_ticket
+        self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()

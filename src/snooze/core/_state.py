@@ -1,0 +1,271 @@
+"""The envelope of a scheduler's state: state format 1, its compatibility checks, and migration.
+
+The scheduler composes its components' ``state_dict()``s (:class:`Parts`); this module lays them
+out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and reads them back::
+
+    meta.format, .version            "snooze.scheduler", 1
+    meta.seed, .config               what the scheduler was built with (checked on load)
+    meta.datasets[d]                 {"name", "size", "fingerprint"} + the stream's {"epoch", "cursor"}
+    meta.weights, .drawn             the mix
+    meta.next_ticket, arrays.pending the pending set
+    meta.metrics, .last_metrics      the step's counters and totals; the last finished step's metrics
+    meta.step, .round                header copies of metrics.totals.steps and metrics.scalars.gen/rounds
+    meta.policy                      the policy's own state, only when it keeps any (none built in)
+    arrays.ds<d>.<column>            the prompt memory (counter, flags, streak; history under skip="history")
+    arrays.<buffer>.<column>         the step's batch, surplus and zero-signal groups
+
+Loading checks the format, the version and that the state belongs to this data and configuration;
+``migrate=True`` carries prompt memory over by id instead (:func:`_migrate`). Errors of any kind in a
+malformed state become :class:`~snooze.StateError` naming the file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from snooze.core._buffer import GroupBuffer
+from snooze.core._memory import BASE_COLUMNS
+from snooze.core._metrics import StepMetrics
+from snooze.core._stateful import state_int
+from snooze.core.config import SchedulerConfig
+from snooze.core.errors import StateError, StateMismatchError
+from snooze.core.source import Source, as_source
+
+__all__ = ["Parts", "pack", "unpack", "reading", "STATE_FORMAT", "STATE_VERSION", "BUFFERS"]
+
+log = logging.getLogger(__name__)
+STATE_FORMAT = "snooze.scheduler"
+STATE_VERSION = 1
+BUFFERS = ("batch", "surplus", "zero")
+
+
+@dataclass
+class Parts:
+    """A scheduler's state as its components' ``state_dict()``s."""
+
+    streams: list[dict[str, Any]]
+    memory: dict[str, Any]
+    mix: dict[str, Any]
+    pending: dict[str, Any]
+    buffers: dict[str, dict[str, Any]]
+    metrics: dict[str, Any]
+    last_metrics: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)
+
+
+def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: Parts) -> dict[str, Any]:
+    """``parts`` laid out as format 1."""
+    meta: dict[str, Any] = {
+        "format": STATE_FORMAT,
+        "version": STATE_VERSION,
+        "seed": seed,
+        "config": config.to_dict(),
+        "weights": parts.mix["weights"],
+        "step": parts.metrics["totals"]["steps"],
+        "round": parts.metrics["scalars"]["gen/rounds"],
+        "next_ticket": parts.pending["next_ticket"],
+        "drawn": parts.mix["drawn"],
+        "metrics": parts.metrics,
+        "last_metrics": parts.last_metrics,
+        "datasets": [
+            {"name": src.name, "size": len(src), "fingerprint": src.fingerprint, **st}
+            for src, st in zip(sources, parts.streams)
+        ],
+    }
+    if parts.policy:
+        meta["policy"] = parts.policy
+    arrays: dict[str, np.ndarray] = {"pending": parts.pending["pending"]}
+    for d, columns in enumerate(parts.memory["datasets"]):
+        arrays.update({f"ds{d}.{name}": a for name, a in columns.items()})
+    for name, buf in parts.buffers.items():
+        arrays.update({f"{name}.{col}": a for col, a in buf.items()})
+    return {"meta": meta, "arrays": arrays}
+
+
+@contextmanager
+def reading(state: Any) -> Iterator[None]:
+    """Turn every error of reading ``state`` into a :class:`StateError` that names its file
+    (``state["path"]``, set by :func:`snooze.load_state`)."""
+    where = state.get("path") if isinstance(state, Mapping) else None
+    try:
+        yield
+    except StateError as exc:
+        if where and str(where) not in str(exc):
+            raise type(exc)(f"{where}: {exc}") from None
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+        raise StateError(
+            (f"{where}: " if where else "") + f"scheduler state is incomplete or malformed ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def unpack(
+    state: Mapping[str, Any],
+    seed: int,
+    config: SchedulerConfig,
+    sources: Sequence[Source],
+    migrate: bool = False,
+    previous: Mapping[str, Any] | None = None,
+) -> Parts:
+    """``state`` (format 1) as component states for a scheduler built with ``seed``, ``config`` and
+    ``sources``. Call inside :func:`reading`. A state of other data, seed, group size, reward range or
+    weights raises :class:`StateMismatchError` unless ``migrate``."""
+    meta, arrays = state["meta"], state["arrays"]
+    if not isinstance(meta, Mapping) or not isinstance(arrays, Mapping):
+        raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
+    if meta.get("format") != STATE_FORMAT:
+        raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
+    if meta.get("version") != STATE_VERSION:
+        raise StateError(
+            f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
+            f"{STATE_VERSION}); load it with the snooze release that wrote it"
+        )
+    if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
+        raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
+    _check_header(meta)
+    problems = _mismatches(meta, seed, config, sources)
+    if problems and not migrate:
+        raise StateMismatchError(
+            "the saved state does not match this scheduler: "
+            + "; ".join(problems)
+            + ". Load with the same data, seed and config, or pass migrate=True to carry each prompt's memory over "
+            "by (dataset, id) (see docs/guarantees.md)."
+        )
+    if problems:
+        return _migrate(meta, arrays, seed, config, sources, previous)
+    return Parts(
+        streams=[{"epoch": info["epoch"], "cursor": info["cursor"]} for info in meta["datasets"]],
+        memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
+        mix={"weights": meta["weights"] if meta["config"]["weights"] == config.to_dict()["weights"] else None,
+             "drawn": meta["drawn"]},  # fmt: skip
+        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"]},
+        buffers={name: _prefixed(arrays, name) for name in BUFFERS},
+        metrics=dict(meta["metrics"]),
+        last_metrics=dict(meta["last_metrics"]),
+        policy=dict(meta.get("policy", {})),
+    )
+
+
+def _check_header(meta: Mapping[str, Any]) -> None:
+    """``step`` and ``round`` copy counts kept in ``metrics``: they must agree."""
+    step = state_int(meta["step"], "step")
+    rounds = state_int(meta["round"], "round")
+    if step != meta["metrics"]["totals"]["steps"] or rounds != meta["metrics"]["scalars"].get("gen/rounds", 0):
+        raise StateError(
+            f"step={step} and round={rounds} disagree with the metrics' counts "
+            f"({meta['metrics']['totals']['steps']} steps, {meta['metrics']['scalars'].get('gen/rounds', 0)} rounds); "
+            "the state is corrupt"
+        )
+
+
+def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sources: Sequence[Source]) -> list[str]:
+    """Every way the state does not belong to this scheduler (empty: it does)."""
+    problems = []
+    if meta.get("seed") != seed:
+        problems.append(f"seed {meta.get('seed')} (saved) != {seed} (now)")
+    saved_cfg, now_cfg = meta["config"], config.to_dict()
+    for key in ("group_size", "reward_range"):
+        if saved_cfg.get(key) != now_cfg[key]:
+            problems.append(f"{key} {saved_cfg.get(key)} (saved) != {now_cfg[key]} (now)")
+    if saved_cfg.get("weights") != now_cfg["weights"]:
+        problems.append(f"weights {saved_cfg.get('weights')} (saved) != {config.weights} (now)")
+    saved = [(d["name"], d["fingerprint"]) for d in meta["datasets"]]
+    now = [(src.name, src.fingerprint) for src in sources]
+    if [n for n, _ in saved] != [n for n, _ in now]:
+        problems.append(f"datasets {[n for n, _ in saved]} (saved) != {[n for n, _ in now]} (now)")
+    else:
+        problems += [f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now) if a != b]
+    return problems
+
+
+def _columns(arrays: Mapping[str, np.ndarray], d: int) -> dict[str, np.ndarray]:
+    return _prefixed(arrays, f"ds{d}")
+
+
+def _prefixed(arrays: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """``{name: array}`` of every ``<prefix>.<name>`` array."""
+    start = prefix + "."
+    return {k[len(start) :]: v for k, v in arrays.items() if k.startswith(start)}
+
+
+# -- migration ----------------------------------------------------------------------------------
+def _migrate(
+    meta: Mapping[str, Any],
+    arrays: Mapping[str, np.ndarray],
+    seed: int,
+    config: SchedulerConfig,
+    sources: Sequence[Source],
+    previous: Mapping[str, Any] | None,
+) -> Parts:
+    """A state saved with other data, seed, group size, reward range or weights, carried over.
+
+    Defined as follows (docs/guarantees.md):
+
+    - each prompt's memory (every column: snooze counter, flags, streak, and the policy's own) moves
+      by ``(dataset, id)``; prompts new to the data start fresh, prompts gone from it are dropped,
+      datasets gone from the mix are dropped (with a warning). A dataset whose ids changed needs
+      ``previous[name]``, the data the state was saved with, to map saved rows to ids;
+    - a dataset's stream keeps its position exactly when its ids and the seed are unchanged; otherwise
+      it starts over at the beginning of the epoch it was in (the order of the rest of that epoch is
+      not defined by the new data or seed);
+    - the step number, ticket counter, encounters drawn per dataset and the cumulative totals carry on;
+    - the step in progress is dropped (candidates out for rollout can no longer be reported; the
+      groups gathered for the unfinished step are discarded) and the mix weights are the new config's.
+    """
+    names = [s.name for s in sources]
+    memory = [{c.name: np.zeros(len(src), dtype=c.dtype) for c in BASE_COLUMNS} for src in sources]
+    streams: list[dict[str, Any]] = [{"epoch": 0, "cursor": 0} for _ in sources]
+    drawn = [0] * len(sources)
+    moved = 0
+    for i, info in enumerate(meta["datasets"]):
+        if info["name"] not in names:
+            log.warning("migration drops dataset %r: it is not in the new mix", info["name"])
+            continue
+        d = names.index(info["name"])
+        size = state_int(info["size"], f"datasets[{i}].size", 1)
+        rows = _saved_rows_to_new(sources[d], info, previous)
+        keep = rows >= 0
+        for name, saved in _columns(arrays, i).items():
+            if saved.shape != (size,):
+                raise StateError(f"array ds{i}.{name} has shape {saved.shape}, expected ({size},)")
+            memory[d][name] = np.zeros(len(sources[d]), dtype=saved.dtype)
+            memory[d][name][rows[keep]] = saved[keep]
+        moved += int(keep.sum())
+        exact = info["fingerprint"] == sources[d].fingerprint and meta.get("seed") == seed
+        streams[d] = {"epoch": info["epoch"], "cursor": info["cursor"] if exact else 0}
+        drawn[d] = state_int(int(meta["drawn"][i]), f"drawn[{i}]")
+    metrics = StepMetrics(names)  # a fresh step; the totals carry on
+    metrics.totals = {k: int(meta["metrics"]["totals"][k]) for k in metrics.totals}
+    log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
+    return Parts(
+        streams=streams,
+        memory={"datasets": memory},
+        mix={"weights": None, "drawn": drawn},
+        pending={"next_ticket": meta["next_ticket"], "pending": np.empty((0, 3), dtype=np.int64)},
+        buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
+        metrics=metrics.state_dict(),
+    )
+
+
+def _saved_rows_to_new(new: Source, info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> np.ndarray:
+    """For each saved row of a dataset, its row in the new data (``-1``: the prompt is gone)."""
+    name = info["name"]
+    if info["fingerprint"] == new.fingerprint:
+        return np.arange(len(new), dtype=np.int64)
+    if previous is None or name not in previous:
+        raise StateMismatchError(
+            f"dataset {name!r} changed since the state was saved; migrating needs the data it was saved with "
+            f"(previous_datasets={{{name!r}: ...}}) to match its prompts by id"
+        )
+    old = as_source(name, previous[name])
+    if old.fingerprint != info["fingerprint"]:
+        raise StateMismatchError(
+            f"previous_datasets[{name!r}] is not the data this state was saved with (fingerprint differs)"
+        )
+    return new.rows_of(old.ids.tolist())

@@ -1,0 +1,54 @@
+"""The state protocol every stateful piece of the scheduler follows, and the checks its loaders share.
+
+``state_dict()`` returns a snapshot in plain data: JSON-safe values and numpy arrays, sharing no
+memory with the object. ``load_state_dict(state)`` checks all of it before it changes anything and
+raises :class:`~snooze.StateError` saying what is wrong; only then does it take the state over. So
+a component that refuses a state is left exactly as it was (the pattern of torchdata's ``Stateful``
+and mosaicml streaming's dataset state). The scheduler composes its components' states; the file
+layout they are saved in is :mod:`snooze.core._state`'s business, not theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from snooze.core.errors import StateError
+
+__all__ = ["Stateful", "state_int", "state_array", "check_rows"]
+
+
+@runtime_checkable
+class Stateful(Protocol):
+    """Anything whose state is saved: the scheduler, its components, a curriculum, a policy."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+
+def state_int(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
+    """``value`` as an ``int`` in ``[low, high]``, or a :class:`StateError` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high is not None and value > high):
+        raise StateError(f"{what}={value!r} is out of range; the state is corrupt")
+    return int(value)
+
+
+def state_array(value: Any, what: str, shape: tuple[int, ...], dtype: Any, copy: bool = True) -> np.ndarray:
+    """``value`` (a copy unless ``copy=False``), which must be an array of exactly ``shape`` and ``dtype``."""
+    arr = np.asarray(value)
+    if arr.shape != shape or arr.dtype != np.dtype(dtype):
+        raise StateError(f"array {what} has shape {arr.shape} / {arr.dtype}, expected {shape} / {np.dtype(dtype)}")
+    return arr.copy() if copy else arr
+
+
+def check_rows(ds: np.ndarray, rows: np.ndarray, sizes: Sequence[int], what: str) -> None:
+    """Every ``(ds[i], rows[i])`` names a prompt of a dataset of these ``sizes``."""
+    if ds.shape[0] == 0:
+        return
+    if ds.min() < 0 or ds.max() >= len(sizes):
+        raise StateError(f"{what} names a dataset index outside 0..{len(sizes) - 1}; the state is corrupt")
+    if rows.min() < 0 or (rows >= np.asarray(sizes)[ds]).any():
+        raise StateError(f"{what} names a row beyond its dataset; the state is corrupt")

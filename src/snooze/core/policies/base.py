@@ -1,0 +1,231 @@
+"""The plug-in point for policies and skip rules: what one is, what it sees, how it is registered.
+
+A **policy** decides, for each reported group, whether it may enter the training batch and what
+happens to its prompt's future encounters (docs/concepts.md, "Policies"). It may
+
+- keep per-prompt columns of its own (:attr:`Policy.columns`: a few bytes a prompt, saved with the
+  state as ``ds<d>.<name>``),
+- skip encounters before any rollout beyond the snooze counter (:meth:`Policy.skip_mask`), and
+- update the prompt memory from each report (:meth:`Policy.report`).
+
+A **skip rule** is the part of ``snooze`` that decides how a too-easy prompt is skipped
+(``SchedulerConfig.skip``: ``counter`` or ``history``); it has the same three hooks.
+
+Both are registered by name, as verl registers its advantage estimators, and
+``SchedulerConfig.policy`` / ``.skip`` accept exactly the registered names::
+
+    @register_policy("my_policy")
+    class MyPolicy(Policy):
+        columns = (Column("seen", np.uint8),)
+
+        def report(self, memory, report):
+            memory.columns["seen"][report.group_rows] = 1
+            return None
+
+A new policy is one module holding such a class, imported once so that it registers (the built-in
+ones are imported by :mod:`snooze.core.policies`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
+
+import numpy as np
+
+from snooze.core._memory import Column, PromptMemory, PromptTable
+from snooze.core._stream import DatasetStream
+from snooze.core.classify import TOO_EASY, TOO_HARD, group_means
+from snooze.core.errors import ConfigError, StateError
+
+if TYPE_CHECKING:
+    from snooze.core.config import SchedulerConfig
+
+__all__ = [
+    "Policy",
+    "SkipRule",
+    "Report",
+    "Prompts",
+    "Changes",
+    "Column",
+    "Registry",
+    "POLICIES",
+    "SKIP_RULES",
+    "register_policy",
+    "register_skip_rule",
+    "make_policy",
+]
+
+SkipMask = Callable[[PromptTable, DatasetStream, np.ndarray, np.ndarray], np.ndarray]
+"""``(table, stream, rows [M], awake [M]) -> skip [M]``: which of the next encounters of a dataset
+(``rows``, all of one epoch; ``awake``: counter at 0 and not blocked) are skipped before any rollout."""
+
+
+class Prompts(NamedTuple):
+    """A report seen from its prompts: each distinct prompt once. ``[U]`` each."""
+
+    rows: np.ndarray  # rows of the prompt memory (all datasets)
+    ds: np.ndarray  # owning dataset
+    easy: np.ndarray  # too-easy groups of the prompt in this report (0 or 1; more when issued twice in one round)
+    hard: np.ndarray  # too-hard groups
+    other: np.ndarray  # bool: the prompt had a group that was not too easy
+
+
+class Report:
+    """One report as the policies see it: its groups in report order, and (:meth:`prompts`) each
+    prompt once. A round draws all its candidates before any is reported, so a small dataset can
+    issue one prompt twice across an epoch edge: both groups count, together (docs/concepts.md)."""
+
+    def __init__(
+        self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
+    ) -> None:
+        self.group_ds = ds  # [N] dataset of each group
+        self.group_rows = rows  # [N] row of each group's prompt in the prompt memory
+        self.outcomes = outcomes  # [N] outcome codes (snooze.SIGNAL, ...)
+        self.rewards = rewards  # [N, G], checked
+        self.reward_range = reward_range
+
+    def __len__(self) -> int:
+        return int(self.group_rows.shape[0])
+
+    @cached_property
+    def repeated(self) -> bool:
+        """Whether some prompt has more than one group in this report."""
+        if self.group_rows.shape[0] < 2:
+            return False
+        ordered = np.sort(self.group_rows)
+        return bool((ordered[1:] == ordered[:-1]).any())
+
+    def means(self) -> np.ndarray:
+        """Each group's mean reward as a fraction of the reward range, ``[N]`` in [0, 1]."""
+        low, high = self.reward_range
+        return np.clip((group_means(self.rewards) - low) / (high - low), 0.0, 1.0)
+
+    @cached_property
+    def _prompts(self) -> Prompts:
+        easy, hard = self.outcomes == TOO_EASY, self.outcomes == TOO_HARD
+        if not self.repeated:  # the usual report: each group its own prompt
+            return Prompts(self.group_rows, self.group_ds, easy, hard, ~easy)
+        rows, first, inverse = np.unique(self.group_rows, return_index=True, return_inverse=True)
+        U = rows.shape[0]
+        n_easy = np.bincount(inverse[easy], minlength=U)
+        n_hard = np.bincount(inverse[hard], minlength=U)
+        other = np.bincount(inverse[~easy], minlength=U) > 0
+        return Prompts(rows, self.group_ds[first], n_easy, n_hard, other)
+
+    def prompts(self) -> Prompts:
+        """Each distinct prompt of the report once, with its groups' outcomes counted."""
+        return self._prompts
+
+
+class Changes(NamedTuple):
+    """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once)."""
+
+    ds: np.ndarray  # dataset of each prompt
+    new: np.ndarray  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
+    regressed: np.ndarray  # woke from a too-easy snooze and was not too easy (``snooze/regressed``)
+    retired: np.ndarray  # newly retired (``filter/new``)
+    blocked: np.ndarray  # newly passed over by every draw (retired, and not already excluded)
+
+    @classmethod
+    def of(cls, ds: np.ndarray, **flags: np.ndarray) -> Changes:
+        none = np.zeros(ds.shape[0], dtype=bool)
+        return cls(ds, *(flags.get(k, none) for k in cls._fields[1:]))
+
+
+class _Plugin:
+    """What policies and skip rules share: a name, a config, columns, an optional mask, a report hook."""
+
+    name: ClassVar[str] = ""
+    columns: tuple[Column, ...] = ()
+    skip_mask: SkipMask | None = None
+    """Extra skips at an encounter, before any rollout (``None``: only the snooze counter skips)."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+
+    def state_dict(self) -> dict[str, Any]:
+        """Run-level state beyond the per-prompt columns (none for the built-in ones)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state:
+            raise StateError(f"{self.name!r} keeps no state of its own, but the saved state has {sorted(state)}")
+
+
+class Policy(_Plugin):
+    """Base class of the policies (``SchedulerConfig.policy``). The defaults are DAPO's: zero-signal
+    groups stay out of the batch and prompts' futures are unchanged."""
+
+    trains_on_zero_signal: ClassVar[bool] = False
+    """Zero-signal groups enter the batch too (``grpo``)."""
+
+    def report(self, memory: PromptMemory, report: Report) -> Changes | None:
+        """Update the prompt memory for a report's groups; what changed (``None``: nothing)."""
+        return None
+
+
+class SkipRule(_Plugin):
+    """Base class of the skip rules of ``snooze`` (``SchedulerConfig.skip``)."""
+
+    marks_easy: bool = True
+    """A too-easy outcome marks the prompt ``EASY_SNOOZED``, so its next group can count as regressed."""
+
+    def easy_periods(self, streak: np.ndarray) -> np.ndarray | np.integer:
+        """Encounters each too-easy outcome adds to the snooze counter, given the prompt's streak of
+        too-easy outcomes before it (``[U]``, or one number for all)."""
+        return np.int32(0)
+
+    def report(self, memory: PromptMemory, report: Report) -> None:
+        """Update the rule's own columns from a report (before the policy's update)."""
+
+
+T = TypeVar("T", bound=_Plugin)
+
+
+class Registry(Mapping[str, type[T]], Generic[T]):
+    """Name -> class. ``register(name)`` is a class decorator; iterating gives the names in order."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._classes: dict[str, type[T]] = {}
+
+    def register(self, name: str) -> Callable[[type[T]], type[T]]:
+        def add(cls: type[T]) -> type[T]:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ConfigError(f"{self.kind} name {name!r}: must be a Python identifier (it is a config value)")
+            if name in self._classes and self._classes[name] is not cls:
+                raise ConfigError(f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})")
+            cls.name = name
+            self._classes[name] = cls
+            return cls
+
+        return add
+
+    def __getitem__(self, name: str) -> type[T]:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind}: {', '.join(self._classes)})"
+
+
+POLICIES: Registry[Policy] = Registry("policy")
+"""Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, and any you add."""
+
+SKIP_RULES: Registry[SkipRule] = Registry("skip rule")
+"""Every registered skip rule of ``snooze`` by name: ``counter``, ``history``, and any you add."""
+
+register_policy = POLICIES.register
+register_skip_rule = SKIP_RULES.register
+
+
+def make_policy(config: SchedulerConfig) -> Policy:
+    """The policy ``config.policy`` names, built for ``config``."""
+    return POLICIES[config.policy](config)

@@ -1,0 +1,75 @@
+"""``skip="history"``: probabilistic skipping from each prompt's pass-rate history (docs/concepts.md).
+
+Each prompt keeps one byte, its pass rate ``p`` averaged over its past groups
+(``p <- p + history_weight * (mean - p)``; the first group sets it; 0 = no group yet, ``1 + 254 p``
+otherwise). At each encounter it is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is
+the chance its group would be all-correct (wasted), and the cap ``k / (k + 1)`` (``k = snooze_factor``)
+makes a prompt that stays solved sit out ``k`` encounters on average, as under the counter rule.
+The randomness is a hash of ``(seed, dataset, epoch, row)``, so nothing is saved for it and a resumed
+run skips exactly what the uninterrupted one does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from snooze.core._memory import Column, PromptMemory, PromptTable
+from snooze.core._stream import DatasetStream
+from snooze.core.policies.base import Report, SkipRule, register_skip_rule
+
+if TYPE_CHECKING:
+    from snooze.core.config import SchedulerConfig
+
+__all__ = ["HistoryRule", "encounter_uniform"]
+
+_LEVELS = 254  # history byte h: 0 = no group seen yet; 1..255 = pass rate (h - 1) / 254
+
+
+def encounter_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.ndarray:
+    """A uniform number in [0, 1) for each ``(seed, dataset key, epoch, row)``: a stateless hash
+    (splitmix64), so a skip decided from it is the same after any resume and on any machine. [M] -> [M]"""
+    x = rows.astype(np.uint64) ^ np.uint64(((seed * 0x9E3779B1 + key) * 0x85EBCA77 + epoch * 0xC2B2AE3D) & (2**64 - 1))
+    for mul in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB):
+        x = (x ^ (x >> np.uint64(31))) * np.uint64(mul)
+    x ^= x >> np.uint64(29)
+    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+@register_skip_rule("history")
+class HistoryRule(SkipRule):
+    """One pass-rate byte per prompt; an encounter skipped with probability ``min(p**G, k/(k+1))``."""
+
+    columns = (Column("history", np.uint8),)
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__(config)
+        k = config.snooze_factor
+        p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])  # byte 0: no group seen yet
+        self.skip_lut = np.minimum(p**config.group_size, k / (k + 1))  # [256] skip probability per byte
+        self.skip_lut[0] = 0.0
+
+    def skip_mask(self, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+        p_skip = self.skip_lut[table.columns["history"][rows]]
+        maybe = np.flatnonzero(awake & (p_skip > 0))  # hash only where a skip is possible
+        skip = np.zeros(rows.shape[0], dtype=bool)
+        skip[maybe] = encounter_uniform(stream.seed, stream.key, stream.epoch, rows[maybe]) < p_skip[maybe]
+        return skip
+
+    def report(self, memory: PromptMemory, report: Report) -> None:
+        """Fold each group's pass rate into its prompt's byte, in report order when a prompt repeats."""
+        h, rows, means, w = memory.columns["history"], report.group_rows, report.means(), self.config.history_weight
+
+        def fold(byte: np.ndarray, m: np.ndarray) -> np.ndarray:
+            old = np.where(byte > 0, (byte.astype(np.float64) - 1.0) / _LEVELS, m)
+            return (1.0 + np.rint(_LEVELS * (old + w * (m - old)))).astype(np.uint8)
+
+        if not report.repeated:
+            h[rows] = fold(h[rows], means)
+            return
+        for r, m in zip(rows.tolist(), means.tolist()):  # rare (an epoch edge in one report): one at a time
+            h[r] = fold(h[r : r + 1], np.array([m]))[0]
+
+    def easy_periods(self, streak: np.ndarray) -> np.integer:
+        return np.int32(0)  # no counter for too-easy outcomes: the history decides at each encounter
