@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 import snooze
-from snooze.analysis import RewardLogWriter, StepShape, policy_names, read_reward_log, replay_policies
+from snooze.analysis import StepShape, policy_names, replay_policies
+from snooze.logs import RewardLogWriter, read_reward_log
 
 N, G, STEPS = 400, 8, 120
 

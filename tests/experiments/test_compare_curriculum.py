@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from snooze.analysis.baseline import BaselineConfig, task_pool
 from snooze.cli.main import main
+from snooze.experiments.baseline import BaselineConfig, task_pool
 from snooze.experiments.compare import PROFILES, _data, check_curriculum
 from snooze.experiments.profiles import model_config, warmup_config
 from snooze.trainer.model import TinyGPT

@@ -63,7 +63,7 @@ def test_unreadable_and_absent_runs_are_left_out_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="snooze.plots"):
         paths = write_compare_figures(tmp_path / "figs", runs)
     assert [p.name for p in paths] == ["fig1_dapo_waste.png", "fig2_efficiency.png"]
-    assert "never-written" in caplog.text and "metrics.jsonl:2" in caplog.text
+    assert "never-written" in caplog.text and "metrics.jsonl, line 2" in caplog.text
 
 
 def _dapo_records() -> list[dict]:

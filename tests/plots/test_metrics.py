@@ -1,4 +1,4 @@
-"""The numpy helpers behind the figures, on hand-made metrics files with worked-out numbers."""
+"""The numpy helpers behind the figures, on hand-made metrics records with worked-out numbers."""
 
 from __future__ import annotations
 
@@ -12,37 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from snooze.core.errors import DataError
-from snooze.plots import aggregate_seeds, cumulative_batches, dataset_names, moving_average, read_metrics, series
+from snooze.logs import read_metrics
+from snooze.plots import aggregate_seeds, cumulative_batches, dataset_names, moving_average, series
 
 
 def _write(path: Path, lines: list[str]) -> Path:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
-
-
-def test_read_metrics_from_dir_and_file_skips_blank_lines(tmp_path: Path) -> None:
-    f = _write(tmp_path / "metrics.jsonl", ['{"step": 1, "gen/rounds": 2}', "", '{"step": 2, "gen/rounds": 3}'])
-    assert read_metrics(tmp_path) == [{"step": 1, "gen/rounds": 2}, {"step": 2, "gen/rounds": 3}]
-    assert read_metrics(f) == read_metrics(tmp_path)
-
-
-def test_read_metrics_drops_truncated_last_line(tmp_path: Path) -> None:
-    _write(tmp_path / "metrics.jsonl", ['{"step": 1}', '{"step": 2, "gen/ro'])
-    assert read_metrics(tmp_path) == [{"step": 1}]
-
-
-def test_read_metrics_rejects_bad_middle_line_naming_it(tmp_path: Path) -> None:
-    _write(tmp_path / "metrics.jsonl", ['{"step": 1}', "not json", '{"step": 3}'])
-    with pytest.raises(DataError, match=r"metrics.jsonl:2"):
-        read_metrics(tmp_path)
-
-
-def test_read_metrics_rejects_non_object_and_missing_file(tmp_path: Path) -> None:
-    _write(tmp_path / "metrics.jsonl", ["[1, 2]", '{"step": 1}'])
-    with pytest.raises(DataError, match="JSON object"):
-        read_metrics(tmp_path)
-    with pytest.raises(DataError, match="no metrics file"):
-        read_metrics(tmp_path / "nowhere")
 
 
 def test_series_sorts_skips_missing_and_nonfinite_and_keeps_last_duplicate() -> None:

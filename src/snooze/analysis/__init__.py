@@ -1,12 +1,13 @@
 """Offline analyses: replay a logged run under other policies, stratify prompts by baseline pass rate.
 
-numpy only at import; matplotlib and pyarrow are imported inside the functions that need them.
+numpy only at import; matplotlib and pyarrow are imported inside the functions that need them. The
+reward log these read is :mod:`snooze.logs`'s; the baseline completions that stratification reads
+are sampled by :mod:`snooze.experiments.baseline` (it runs the reference model).
 """
 
 from snooze.analysis.completions import Completions, read_completions
 from snooze.analysis.outputs import write_stratification
 from snooze.analysis.replay import ReplayPolicy, StepShape, policy_names, replay, replay_policies
-from snooze.analysis.reward_log import RewardLog, RewardLogWriter, read_reward_log
 from snooze.analysis.stratify import STRATA, Stratification, StratifyConfig, signal_prob, stratify
 
 __all__ = [
@@ -20,10 +21,7 @@ __all__ = [
     "write_stratification",
     "ReplayPolicy",
     "StepShape",
-    "RewardLog",
-    "RewardLogWriter",
     "policy_names",
-    "read_reward_log",
     "replay",
     "replay_policies",
 ]

@@ -53,7 +53,7 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
     if _write_parquet(result, out / "prompts.parquet"):
         written.append(out / "prompts.parquet")
     if plots:
-        from snooze.analysis.plotting import plot_pass_rates, plot_strata
+        from snooze.plots import plot_pass_rates, plot_strata
 
         datasets = result.columns["dataset"]
         rates = {

@@ -1,7 +1,7 @@
 """Counterfactual replay: what would ``filter`` or ``snooze:k`` have skipped in a logged run?
 
 Every logged group is one encounter of its prompt. Each policy replays each prompt's encounters in
-log order under the rules of SPEC section 3:
+log order under the rules of docs/concepts.md ("Policies"):
 
 - ``snooze:k``: a counter starts at 0; a rolled-out encounter that is too easy *adds* ``k`` (and,
   with hard snoozing, a too-hard one adds ``k`` too); an encounter met with the counter above 0 is
@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from snooze.analysis.reward_log import RewardLog
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
+from snooze.logs import RewardLog
 
 __all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
 

@@ -1,4 +1,4 @@
-"""Rebuild the step loop (SPEC section 4) over a replayed encounter stream.
+"""Rebuild the step loop (docs/concepts.md, "The step loop") over a replayed encounter stream.
 
 A replay's skip mask says which logged encounters a policy would not have rolled out. In the real
 run those skips are cheap: the stream moves on and the step keeps generating rounds of

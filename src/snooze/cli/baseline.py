@@ -88,7 +88,7 @@ def _loaded(model_cfg: Any, result: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from snooze.analysis.baseline import (
+    from snooze.experiments.baseline import (
         BaselineConfig,
         baseline_completions,
         load_checkpoint,

@@ -112,8 +112,9 @@ def _print_sim_note(results: dict[str, dict[str, Any]], shape: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from snooze.analysis import StepShape, policy_names, read_reward_log, replay_policies
+    from snooze.analysis import StepShape, policy_names, replay_policies
     from snooze.core.config import SchedulerConfig
+    from snooze.logs import read_reward_log
 
     log = read_reward_log(args.log, group_size=args.group_size, reward_range=args.reward_range)
     try:
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     print(_table(results))
     _print_sim_note(results, shape)
     if not args.no_plot:
-        from snooze.analysis.plotting import plot_replay
+        from snooze.plots import plot_replay
 
         plot_replay(results, out / "replay.png")
     print(f"wrote {out / 'replay.json'}" + ("" if args.no_plot else f" and {out / 'replay.png'}"))

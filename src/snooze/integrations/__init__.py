@@ -1,7 +1,7 @@
 """Adapters that run the scheduler inside other training frameworks.
 
 Each adapter lives in its own module and imports its framework when that module is imported, so
-``import snooze`` never needs TRL or verl:
+``import snooze`` never needs TRL or verl; the names below are imported on first use:
 
 - :mod:`snooze.integrations.trl`: ``SnoozeGRPOTrainer``, a TRL ``GRPOTrainer`` whose generation step
   draws prompts from the scheduler and trains only on signal groups, on one process or many (extra
@@ -9,7 +9,15 @@ Each adapter lives in its own module and imports its framework when that module 
 - :mod:`snooze.integrations.verl`: ``SnoozeTrainer``, verl 0.9's synchronous v1 trainer with its
   prompts drawn from the scheduler and the scheduler's step loop in its replay buffer, registered as
   ``trainer.v1.trainer_mode=snooze`` (extra ``[verl]``).
-- :mod:`snooze.integrations.reward_log`: the per-group reward log both adapters write.
+
+Both write the per-group reward log of :mod:`snooze.logs`.
 """
 
-__all__: list[str] = []
+from snooze._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(["SnoozeGRPOTrainer", "SnoozeCheckpointCallback"], "snooze.integrations.trl"),
+    **dict.fromkeys(["SnoozeTrainer"], "snooze.integrations.verl"),
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)

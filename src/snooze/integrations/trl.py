@@ -5,7 +5,7 @@ fixes the generation batch before anything is generated, and nothing after gener
 size. Dynamic sampling needs to generate *again* within one optimisation step until the batch holds
 enough signal groups, which only the generation step itself can do. So
 :class:`SnoozeGRPOTrainer` overrides ``_generate_and_score_completions``: it ignores the prompts the
-dataloader drew and runs the scheduler's step loop (SPEC section 4) instead, calling TRL's own
+dataloader drew and runs the scheduler's step loop (docs/concepts.md, "The step loop") instead, calling TRL's own
 generation and scoring once per round, then hands TRL the signal groups it kept::
 
     trainer = SnoozeGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=ds,
@@ -35,7 +35,7 @@ from snooze import Batch, Candidate, IntegrationError, Scheduler
 from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_dist as dist
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
-from snooze.integrations.reward_log import RewardLogWriter, truncate_reward_log, write_groups
+from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
     import torch
@@ -309,7 +309,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
-            dropped = truncate_reward_log(self._reward_log_path, self.scheduler.step_index)
+            dropped = truncate_log(self._reward_log_path, self.scheduler.step_index)
             log.info("resume: dropped %d reward-log line(s) from steps >= %d", dropped, self.scheduler.step_index)
         log.info("restored scheduler state at step %d from %s", self.scheduler.step_index, folder)
         return True

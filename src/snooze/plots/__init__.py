@@ -1,7 +1,8 @@
-"""Figures of ``snooze compare`` (the seed's figures 1-3) and the metrics helpers behind them.
+"""Every figure snooze draws: ``snooze compare``'s (the seed's figures 1-3) and the offline analyses'
+(``snooze replay``, ``snooze stratify``), with the metrics helpers behind them.
 
-numpy at import; matplotlib is imported lazily when a figure is drawn (extra ``[plots]``).
-See ``docs/figures.md`` for which metric feeds which panel.
+numpy at import; matplotlib is imported by :func:`snooze.plots._mpl.pyplot` when a figure is drawn
+(extra ``[plots]``). See ``docs/figures.md`` for which metric feeds which panel.
 """
 
 from snooze.plots.compare import FIGURE_FILES, load_runs, write_compare_figures
@@ -12,10 +13,10 @@ from snooze.plots.metrics import (
     cumulative_batches,
     dataset_names,
     moving_average,
-    read_metrics,
     series,
 )
 from snooze.plots.mix import figure_mix
+from snooze.plots.offline import plot_pass_rates, plot_replay, plot_strata
 
 __all__ = [
     "FIGURE_FILES",
@@ -28,7 +29,9 @@ __all__ = [
     "figure_mix",
     "load_runs",
     "moving_average",
-    "read_metrics",
     "series",
+    "plot_replay",
+    "plot_pass_rates",
+    "plot_strata",
     "write_compare_figures",
 ]

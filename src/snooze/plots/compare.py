@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snooze.core.errors import DataError
+from snooze.core.errors import ConfigError, DataError
+from snooze.logs import read_metrics
+from snooze.plots._mpl import pyplot
 from snooze.plots.efficiency import Records, figure_dapo_waste, figure_efficiency
-from snooze.plots.metrics import read_metrics
 from snooze.plots.mix import figure_mix
 
 __all__ = ["FIGURE_FILES", "load_runs", "write_compare_figures"]
@@ -61,12 +62,9 @@ def write_compare_figures(out_dir: Path, runs: Mapping[str, Sequence[Path]]) -> 
     never lost to a plotting problem. Without matplotlib it writes nothing and logs how to fix it.
     """
     try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-    except ImportError:
-        logger.warning("figures skipped: matplotlib is not installed (pip install 'snooze-rl[plots]')")
+        plt = pyplot()
+    except ConfigError as exc:
+        logger.warning("figures skipped: %s", exc)
         return []
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.plots._mpl import pyplot
 from snooze.plots.metrics import SeedAggregate, aggregate_seeds, cumulative_batches, series
 from snooze.plots.style import arm_color, arm_label, plot_band, window_mean
 
@@ -64,7 +65,7 @@ def figure_dapo_waste(seeds: Sequence[Records]) -> Any | None:
     if len(rounds) == 0 and len(per_step) == 0:
         logger.info("figure 1 skipped: the dynamic_sampling runs log neither gen/rounds nor train/groups")
         return None
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import PercentFormatter
 
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
@@ -132,7 +133,7 @@ def figure_efficiency(runs: dict[str, list[Records]]) -> Any | None:
     if not cums and not accs:
         logger.info("figure 2 skipped: no arm among %s logs generation rounds or eval/accuracy", EFFICIENCY_ARMS)
         return None
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import PercentFormatter
 
     fig, (ax_gen, ax_acc) = plt.subplots(1, 2, figsize=(14, 5.2))

@@ -1,19 +1,15 @@
-"""Reading ``metrics.jsonl`` files and the small, pure numpy helpers the figures are built from.
+"""The small, pure numpy helpers the figures are built from, over metrics records.
 
-Everything here is numpy-only and has no matplotlib import, so it is cheap to test with
-hand-made metrics files. A run directory holds ``metrics.jsonl``: one JSON object per training
-step (the keys of SPEC section 5 plus ``train/loss``, ``time/elapsed_s`` and, on evaluation
-steps, ``eval/accuracy``).
+Records are what :func:`snooze.logs.read_metrics` returns for a run: one dict per training step (the
+keys of docs/metrics.md plus ``train/loss``, ``time/elapsed_s`` and, on evaluation steps,
+``eval/accuracy``). Everything here is numpy-only, so it is cheap to test with hand-made records.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,49 +17,13 @@ import numpy as np
 from snooze.core.errors import DataError
 
 __all__ = [
-    "METRICS_FILE",
     "SeedAggregate",
-    "read_metrics",
     "series",
     "aggregate_seeds",
     "moving_average",
     "cumulative_batches",
     "dataset_names",
 ]
-
-logger = logging.getLogger(__name__)
-
-METRICS_FILE = "metrics.jsonl"
-"""The per-step metrics file inside a run directory."""
-
-
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """Read one run's per-step metrics, in file order.
-
-    ``path`` is a run directory (its ``metrics.jsonl`` is read) or the JSONL file itself. Blank
-    lines are ignored. A truncated *last* line (a run killed while writing) is dropped with a
-    warning; a malformed line anywhere else raises :class:`DataError` naming the line.
-    """
-    p = Path(path)
-    if p.is_dir():
-        p = p / METRICS_FILE
-    if not p.is_file():
-        raise DataError(f"no metrics file at {p}: pass a run directory holding {METRICS_FILE} or the file itself")
-    lines = p.read_text(encoding="utf-8").splitlines()
-    numbered = [(i + 1, line) for i, line in enumerate(lines) if line.strip()]
-    records: list[dict[str, Any]] = []
-    for k, (lineno, line) in enumerate(numbered):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            if k == len(numbered) - 1:
-                logger.warning("%s:%d: dropping a truncated last line (%s)", p, lineno, e)
-                break
-            raise DataError(f"{p}:{lineno}: not valid JSON ({e}); fix or remove that line") from e
-        if not isinstance(obj, dict):
-            raise DataError(f"{p}:{lineno}: expected a JSON object per line, got {type(obj).__name__}")
-        records.append(obj)
-    return records
 
 
 def _finite(value: Any) -> bool:

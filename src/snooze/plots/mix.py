@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from snooze.plots._mpl import pyplot
 from snooze.plots.efficiency import Records
 from snooze.plots.metrics import SeedAggregate, aggregate_seeds, dataset_names, moving_average, series
 from snooze.plots.style import STRATUM_COLORS, arm_label, plot_band, window_mean
@@ -73,7 +74,7 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
     if not arms:
         logger.info("figure 3 skipped: no arm among %s logs dataset/<name>/batch_frac", MIX_ARMS)
         return None
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import PercentFormatter
 
     # a shared step axis: an arm that ran out of data early shows how early

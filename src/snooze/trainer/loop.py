@@ -5,7 +5,7 @@ Reads top to bottom (CleanRL-style). Each arm of ``snooze compare`` is this loop
 
 Files written into ``run_dir``:
 
-- ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (SPEC section 5),
+- ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (docs/metrics.md),
   ``train/loss``, ``train/clip_frac``, ``train/kl``, ``time/step_s``, ``time/elapsed_s``, and on
   evaluation steps ``eval/accuracy`` and ``eval/accuracy/<task>`` with ``eval/updates`` (how many
   updates the evaluated weights had). Step ``s`` is evaluated *before* its update when
@@ -39,12 +39,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.analysis.reward_log import RewardLogWriter
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
+from snooze.logs import METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter, read_metrics, truncate_log
 from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task, sampled_accuracy_by_task
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
@@ -54,8 +54,6 @@ __all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "
 
 logger = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
-REWARDS_FILE = "rewards.jsonl"
 _CKPT = "checkpoint"
 CURRICULUM_STATE = "curriculum.json"
 """The curriculum's ``state_dict()`` inside the checkpoint folder (next to ``trainer.json``)."""
@@ -222,24 +220,12 @@ def _accuracy_keys(prefix: str, acc: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def _truncate(path: Path, below_step: int) -> None:
-    """Keep only the lines of steps before ``below_step`` (what a resumed run will write again)."""
-    if not path.exists():
-        return
-    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] < below_step]
-    path.write_text("".join(line + "\n" for line in keep))
-
-
 def _tensorboard(run_dir: Path) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         return None
     return SummaryWriter(str(run_dir / "tb"))
-
-
-def _jsonable(v: Any) -> Any:
-    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig) -> dict[str, Any]:
@@ -264,9 +250,8 @@ def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], s
     return line
 
 
-def _write(mlog: Any, tb: Any, line: Mapping[str, Any]) -> None:
-    mlog.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
-    mlog.flush()
+def _write(mlog: MetricsLogWriter, tb: Any, line: Mapping[str, Any]) -> None:
+    mlog.write(line)
     if tb is not None:
         for k, v in line.items():
             if isinstance(v, (int, float)) and math.isfinite(v):
@@ -348,12 +333,12 @@ def train(
         curriculum.apply(run.sched)  # after building or restoring the scheduler (idempotent)
     for name in (METRICS_FILE, REWARDS_FILE):
         if resumed:
-            _truncate(run_dir / name, run.step)
+            truncate_log(run_dir / name, run.step)
         else:
             (run_dir / name).unlink(missing_ok=True)
     (run_dir / "config.json").write_text(json.dumps(config, indent=1))
     tb = _tensorboard(run_dir)
-    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, open(run_dir / METRICS_FILE, "a", encoding="utf-8") as mlog:
+    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
         run.roller.reward_log = rlog
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
         while run.step < end:
@@ -374,7 +359,7 @@ def train(
 def read_result(run_dir: str | Path) -> RunResult:
     """A run's result from its ``metrics.jsonl``: base (step 0) and last evaluation, last totals."""
     run_dir = Path(run_dir)
-    lines = [json.loads(x) for x in (run_dir / METRICS_FILE).read_text().splitlines() if x.strip()]
+    lines = read_metrics(run_dir)
     evals = [x for x in lines if x.get("eval/accuracy") is not None]
     if not lines or not evals:
         raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")

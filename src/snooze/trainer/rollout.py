@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.analysis.reward_log import RewardLogWriter
 from snooze.core.errors import StateError
 from snooze.core.types import Candidate
+from snooze.logs import RewardLogWriter
 from snooze.trainer.model import TinyGPT, sample
 from snooze.trainer.tasks import verify
 from snooze.trainer.tokenizer import PAD, CharTokenizer

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from snooze import SIGNAL, Candidate, IntegrationError, Scheduler, StateError
-from snooze.integrations.reward_log import RewardLogWriter, truncate_reward_log, write_groups
+from snooze.logs import RewardLogWriter, truncate_log, write_groups
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
 
@@ -160,4 +160,4 @@ class SnoozeRun:
             self._writer = None
         self._append_log = True
         if self.options.reward_log is not None:
-            truncate_reward_log(self.options.reward_log, restored.step_index)
+            truncate_log(self.options.reward_log, restored.step_index)

@@ -1,4 +1,4 @@
-"""Figures for the offline analyses (matplotlib, imported lazily, drawn off-screen)."""
+"""Figures of the offline analyses: ``snooze replay``'s savings, ``snooze stratify``'s pass rates and strata."""
 
 from __future__ import annotations
 
@@ -8,25 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core.errors import ConfigError
+from snooze.plots._mpl import pyplot
 
 __all__ = ["plot_replay", "plot_pass_rates", "plot_strata"]
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ModuleNotFoundError:
-        raise ConfigError("plots need matplotlib: pip install 'snooze-rl[plots]'") from None
-    matplotlib.use("Agg")  # never open a window; works on headless machines
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
     """Savings (share of groups skipped) and missed signal against the snooze factor; ``filter`` as lines."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for prefix, marker in (("snooze:", "o"), ("snooze-hard:", "s")):
         rows = sorted((r["factor"], r) for name, r in results.items() if name.startswith(prefix))
@@ -76,7 +65,7 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
 
 def plot_pass_rates(rates: Mapping[str, Mapping[str, np.ndarray]], path: str | os.PathLike[str]) -> None:
     """Histogram of pass rates, one panel per dataset, one series per model (``rates[dataset][model]``)."""
-    plt = _pyplot()
+    plt = pyplot()
     names = sorted(rates)
     fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.2), squeeze=False)
     bins = np.linspace(0.0, 1.0, 11)
@@ -94,7 +83,7 @@ def plot_pass_rates(rates: Mapping[str, Mapping[str, np.ndarray]], path: str | o
 
 def plot_strata(mix: Mapping[str, Mapping[str, int]], strata: Sequence[str], path: str | os.PathLike[str]) -> None:
     """Stacked bars: the share of each stratum within each dataset (``mix[dataset][stratum]`` counts)."""
-    plt = _pyplot()
+    plt = pyplot()
     names = sorted(mix)
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(names) + 2), 3.5))
     bottom = np.zeros(len(names))

@@ -9,8 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from snooze.analysis.baseline import BaselineConfig, task_pool  # noqa: E402
 from snooze.cli.main import main  # noqa: E402
+from snooze.experiments.baseline import BaselineConfig, task_pool  # noqa: E402
 from snooze.trainer.model import ModelConfig, TinyGPT  # noqa: E402
 from snooze.trainer.tasks import parse_tasks  # noqa: E402
 

@@ -5,8 +5,9 @@
     {"step": 3, "dataset": "gsm8k", "id": "q-17", "rewards": [1.0, 0.0, 1.0, 1.0]}
 
 Each line of a prompt ``(dataset, id)`` is one *encounter* of that prompt. The reference trainer and
-the TRL and verl adapters write this format; :class:`RewardLogWriter` is the one writer they share.
-Extra fields on a line are allowed and ignored by the readers here.
+the TRL and verl adapters write this format; :class:`RewardLogWriter` is the one writer they share
+(:func:`write_groups` writes a round straight from the candidates). Extra fields on a line are
+allowed and ignored by the readers here.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -23,8 +24,13 @@ from typing import IO, Any
 import numpy as np
 
 from snooze.core.errors import DataError
+from snooze.core.types import Candidate
+from snooze.logs._jsonl import fail, read_lines
 
-__all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "REQUIRED_FIELDS"]
+__all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
+
+REWARDS_FILE = "rewards.jsonl"
+"""The reward log inside a run directory of the reference trainer."""
 
 REQUIRED_FIELDS: tuple[str, ...] = ("step", "dataset", "id", "rewards")
 
@@ -69,54 +75,41 @@ class RewardLog:
         return index, list(table)
 
 
-def _fail(path: str, line: int, field: str | None, what: str) -> DataError:
-    where = f"{path}, line {line}" + (f", field {field!r}" if field else "")
-    return DataError(f"{where}: {what}")
-
-
 def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, list[Any]]:
     if not isinstance(obj, dict):
-        raise _fail(path, line, None, f"expected a JSON object, got {type(obj).__name__}; see docs/reward-log.md")
+        raise fail(path, line, None, f"expected a JSON object, got {type(obj).__name__}; see docs/reward-log.md")
     for field in REQUIRED_FIELDS:
         if field not in obj:
-            raise _fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
+            raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
     step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise _fail(path, line, "step", f"{step!r} is not an integer >= 0")
+        raise fail(path, line, "step", f"{step!r} is not an integer >= 0")
     if not isinstance(dataset, str) or not dataset:
-        raise _fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
+        raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise _fail(path, line, "id", f"{pid!r} is not a string or an integer")
+        raise fail(path, line, "id", f"{pid!r} is not a string or an integer")
     if not isinstance(rewards, list) or not rewards:
-        raise _fail(path, line, "rewards", "must be a non-empty list of numbers, one per rollout")
+        raise fail(path, line, "rewards", "must be a non-empty list of numbers, one per rollout")
     for r, value in enumerate(rewards):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
+            raise fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
     return step, dataset, pid, rewards
 
 
-def _parse_lines(handle: IO[str], path: str, group_size: int | None) -> tuple[list[Any], ...]:
+def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[list[Any], ...]:
     steps: list[int] = []
     datasets: list[str] = []
     ids: list[str | int] = []
     rewards: list[list[Any]] = []
-    lines: list[int] = []
-    for line_no, text in enumerate(handle, start=1):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    numbers: list[int] = []
+    for line_no, obj in lines:
         step, dataset, pid, row = _check_line(obj, path, line_no)
         want = group_size if group_size is not None else (len(rewards[0]) if rewards else len(row))
         if len(row) != want:
-            source = "--group-size" if group_size is not None else f"line {lines[0]}"
-            raise _fail(
-                path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G"
-            )
+            source = "--group-size" if group_size is not None else f"line {numbers[0]}"
+            raise fail(path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G")
         if steps and step < steps[-1]:
-            raise _fail(
+            raise fail(
                 path,
                 line_no,
                 "step",
@@ -127,8 +120,8 @@ def _parse_lines(handle: IO[str], path: str, group_size: int | None) -> tuple[li
         datasets.append(dataset)
         ids.append(pid)
         rewards.append(row)
-        lines.append(line_no)
-    return steps, datasets, ids, rewards, lines
+        numbers.append(line_no)
+    return steps, datasets, ids, rewards, numbers
 
 
 def read_reward_log(
@@ -141,8 +134,7 @@ def read_reward_log(
     """
     name = str(path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            steps, datasets, ids, rows, lines = _parse_lines(handle, name, group_size)
+        steps, datasets, ids, rows, lines = _parse_lines(read_lines(path), name, group_size)
     except FileNotFoundError:
         raise DataError(f"{name}: reward log not found") from None
     except UnicodeDecodeError as exc:
@@ -152,14 +144,21 @@ def read_reward_log(
     arr = np.asarray(rows, dtype=np.float64)  # [N, G]
     line_arr = np.asarray(lines, dtype=np.int64)
     if arr.shape[1] < 2:
-        raise _fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
+        raise fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
     low, high = reward_range
     bad = ~np.isfinite(arr) | (arr < low) | (arr > high)
     if bad.any():
         g, r = (int(i) for i in np.argwhere(bad)[0])
         kind = "not finite" if not math.isfinite(arr[g, r]) else f"outside the reward range [{low}, {high}]"
-        raise _fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {arr[g, r]!r} is {kind} (set --reward-range?)")
+        raise fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {arr[g, r]!r} is {kind} (set --reward-range?)")
     return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr)
+
+
+def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any) -> None:
+    """Log one generation round: ``rewards[i]`` (``[N, G]``) is the group of ``candidates[i]``."""
+    if writer is None or not candidates:
+        return
+    writer.write(step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
 
 
 class RewardLogWriter:

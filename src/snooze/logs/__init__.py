@@ -1,0 +1,32 @@
+"""The run logs, in one place: the reward log (one JSON line per generated group) and the metrics log
+(one JSON line per step): their writers, their readers, and the atomic cut-back to a step on resume.
+
+Used by the reference trainer, the TRL and verl adapters (reward log), ``snooze replay`` (reading the
+reward log) and the figures and run summaries (reading the metrics log). Formats:
+``docs/reward-log.md`` and ``docs/metrics.md``.
+"""
+
+from snooze.logs._jsonl import read_lines, truncate_log
+from snooze.logs._metrics_log import METRICS_FILE, MetricsLogWriter, read_metrics
+from snooze.logs._reward_log import (
+    REQUIRED_FIELDS,
+    REWARDS_FILE,
+    RewardLog,
+    RewardLogWriter,
+    read_reward_log,
+    write_groups,
+)
+
+__all__ = [
+    "RewardLog",
+    "RewardLogWriter",
+    "read_reward_log",
+    "write_groups",
+    "REQUIRED_FIELDS",
+    "REWARDS_FILE",
+    "METRICS_FILE",
+    "MetricsLogWriter",
+    "read_metrics",
+    "read_lines",
+    "truncate_log",
+]

@@ -1,0 +1,80 @@
+"""JSON lines as the run logs use them: one object per line, appended and flushed as a run goes.
+
+One rule for every log and every reader: a run killed while writing leaves its last line cut short
+(no newline at its end); such a last line is dropped with a warning. Any other line that is not a
+JSON object is a :class:`~snooze.DataError` naming the file and the line: a log is never silently
+shortened in the middle. Cutting a log back to a step (on resume) writes it aside and renames it
+into place, so a crash leaves either the old or the new log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from snooze.core.errors import DataError
+
+__all__ = ["read_lines", "truncate_log", "fail"]
+
+log = logging.getLogger(__name__)
+
+
+def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) -> DataError:
+    """The error for a bad line: ``<path>, line <n>[, field '<f>']: <what>``."""
+    return DataError(f"{path}, line {line}" + (f", field {field!r}" if field else "") + f": {what}")
+
+
+def _parsed(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
+    """``(line number, text, object)`` of every non-blank line; object ``None``: a last line cut short."""
+    with open(path, encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                if not text.endswith("\n"):  # only the last line can lack one: cut short by a crash
+                    yield number, text, None
+                    return
+                raise fail(path, number, None, f"not valid JSON ({exc.msg} at column {exc.colno}); fix or remove that line") from None
+            if not isinstance(obj, dict):
+                raise fail(path, number, None, f"expected a JSON object per line, got {type(obj).__name__}")
+            yield number, text, obj
+
+
+def read_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line, in file order (1-based numbers)."""
+    for number, _, obj in _parsed(path):
+        if obj is None:
+            log.warning("%s, line %d: dropping a last line cut short (a run killed while writing it)", path, number)
+            return
+        yield number, obj
+
+
+def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
+    """Drop every line whose ``step`` is ``>= from_step`` (the steps a resumed run will redo), and a last
+    line cut short. Returns how many lines were dropped; a missing file is fine (nothing logged yet)."""
+    p = Path(path)
+    if not p.exists():
+        return 0
+    kept: list[str] = []
+    dropped = 0
+    for number, text, obj in _parsed(p):
+        step = obj.get("step") if obj is not None else None
+        if obj is not None and (isinstance(step, bool) or not isinstance(step, int)):
+            raise fail(p, number, "step", f"{step!r}: not a line of a snooze run log; move the file aside or log elsewhere")
+        if obj is None or step >= from_step:
+            dropped += 1
+        else:
+            kept.append(text if text.endswith("\n") else text + "\n")
+    tmp = p.with_name(f".{p.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, p)
+    return dropped
