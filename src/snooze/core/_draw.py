@@ -30,14 +30,33 @@ __all__ = ["Walk", "walk", "drawable"]
 _MIN_CHUNK = 256  # encounters examined per vectorised pass at least; amortises numpy call overhead
 
 
-class Walk(NamedTuple):
-    """What a walk met: the awake prompts in mixed-stream order, and per dataset what it spent."""
+class Walk:
+    """What a walk met: the awake prompts in mixed-stream order, and per dataset what it spent.
 
-    owners: np.ndarray  # [K] dataset of each awake prompt met
-    rows: np.ndarray  # [K] its row
-    encounters: np.ndarray  # [D] encounters spent
-    skipped: np.ndarray  # [D] of them skipped: asleep (counter above 0, or the policy's mask)
-    passed: np.ndarray  # [D] of them passed over: retired or excluded
+    ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``passed``
+    (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met."""
+
+    __slots__ = ("parts", "encounters", "skipped", "passed")
+
+    def __init__(self, datasets: int) -> None:
+        self.parts: list[tuple[np.ndarray | int, np.ndarray]] = []  # per pass: (owners, or its one dataset; rows)
+        self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
+
+    def spend(self, d: int, used: int, skipped: int, passed: int) -> None:
+        self.encounters[d] += used
+        self.skipped[d] += skipped
+        self.passed[d] += passed
+
+    def rows(self) -> np.ndarray:
+        """``[K]`` row of each awake prompt met."""
+        if len(self.parts) == 1:
+            return self.parts[0][1]
+        return np.concatenate([r for _, r in self.parts]) if self.parts else np.empty(0, dtype=np.int64)
+
+    def owners(self) -> np.ndarray:
+        """``[K]`` dataset of each awake prompt met."""
+        owners = [np.full(r.shape[0], o, dtype=np.int64) if isinstance(o, int) else o for o, r in self.parts]
+        return np.concatenate(owners).astype(np.int64, copy=False) if owners else np.empty(0, dtype=np.int64)
 
 
 class _Peek(NamedTuple):
@@ -47,15 +66,16 @@ class _Peek(NamedTuple):
     masked: np.ndarray | None  # [M] skipped by the policy's mask (None: no mask)
 
 
-def drawable(tables: Sequence[PromptTable], streams: Sequence[DatasetStream]) -> np.ndarray:
-    """``[D]``: the dataset can still give a prompt (its stream is not exhausted, not all blocked)."""
-    return np.array([not s.exhausted and t.n_blocked < len(t) for t, s in zip(tables, streams)])
+def drawable(tables: Sequence[PromptTable], streams: Sequence[DatasetStream], weights: np.ndarray) -> np.ndarray:
+    """``[D]``: the dataset is in the mix (weight above 0) and can still give a prompt (its stream is
+    not exhausted, not every prompt is blocked)."""
+    return np.array([w > 0 and not s.exhausted and t.n_blocked < t.n for w, t, s in zip(weights.tolist(), tables, streams)])
 
 
 def _encounters_for(table: PromptTable, k: int) -> int:
     """Encounters to examine at once to likely meet ``k`` awake prompts (10% headroom): a guess that
     makes a walk usually one pass; the result never depends on it."""
-    n = len(table)
+    n = table.n
     awake = max(n - table.n_asleep - table.n_blocked, 1)
     return max(int(k * 1.1 * n / awake) + 16, _MIN_CHUNK)
 
@@ -73,9 +93,9 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> 
     return _Peek(rows, awake & ~masked, counter, masked)
 
 
-def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[int, int]:
+def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int]:
     """Spend the first ``used`` encounters of a peek made just before: sleeping prompts' counters go
-    down by one. Returns ``(skipped, passed)``."""
+    down by one. Returns ``(awake rows met, skipped, passed)``."""
     seen, awake, counter = peek.rows[:used], peek.awake[:used], peek.counter[:used]
     asleep = counter > 0
     left = counter[asleep]
@@ -83,7 +103,8 @@ def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) 
     table.n_asleep -= int(np.count_nonzero(left == 1))
     skipped = left.shape[0] + (int(np.count_nonzero(peek.masked[:used])) if peek.masked is not None else 0)
     stream.advance(used)
-    return skipped, used - int(np.count_nonzero(awake)) - skipped
+    taken = seen[awake]
+    return taken, skipped, used - taken.shape[0] - skipped
 
 
 def walk(
@@ -93,66 +114,82 @@ def walk(
     weights: np.ndarray,
     drawn: np.ndarray,
     need: int,
+    only: int | None = None,
 ) -> Walk:
-    """Walk the mixed stream of the datasets with a weight above 0 until ``need`` awake prompts are met
-    (fewer when the data runs out). ``drawn``: their encounters so far (the stride schedule's start)."""
+    """Walk the mixed stream of the datasets with a weight above 0 (``only``: of that one dataset)
+    until ``need`` awake prompts are met, fewer when the data runs out. ``drawn``: each dataset's
+    encounters so far in the mixed stream (where its stride schedule starts)."""
     D = len(tables)
-    spent, skipped, passed = (np.zeros(D, dtype=np.int64) for _ in range(3))
-    owners_out: list[np.ndarray] = []
-    rows_out: list[np.ndarray] = []
+    out = Walk(D)
+    w, among = weights.tolist(), (range(D) if only is None else (only,))
     while need > 0:
-        active = drawable(tables, streams) & (weights > 0)
-        if not active.any():
+        active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
+        if not active:
             break
-        p = np.where(active, weights, 0.0) / np.where(active, weights, 0.0).sum()
-        # encounters to examine at once: sized from the share awake, so one pass usually does
-        m = max(int(sum(p[d] * _encounters_for(tables[d], need) for d in np.flatnonzero(active))), 64)
-        want = np.where(active, np.ceil(m * p).astype(np.int64) + 1, 0)
-        peeks = {int(d): _peek(tables[d], streams[d], policy, int(want[d])) for d in np.flatnonzero(active)}
-        owners, awake, rows = _merge(peeks, p, drawn + spent, want, m, D)
-        hits = np.flatnonzero(awake)
-        cut = int(hits[need - 1]) + 1 if hits.shape[0] >= need else owners.shape[0]
-        if cut == 0:
-            break
-        used = np.bincount(owners[:cut], minlength=D)
-        for d in np.flatnonzero(used):
-            s, q = _consume(tables[d], streams[d], peeks[int(d)], int(used[d]))
-            skipped[d] += s
-            passed[d] += q
-        spent += used
-        take = awake[:cut]
-        owners_out.append(owners[:cut][take])
-        rows_out.append(rows[:cut][take])
-        need -= int(take.sum())
-    if not owners_out:
-        empty = np.empty(0, dtype=np.int64)
-        return Walk(empty, empty, spent, skipped, passed)
-    owners_all, rows_all = np.concatenate(owners_out), np.concatenate(rows_out)
-    return Walk(owners_all.astype(np.int64), rows_all.astype(np.int64), spent, skipped, passed)
+        if len(active) == 1:  # one dataset: the mixed stream is its own stream
+            d = active[0]
+            peek = _peek(tables[d], streams[d], policy, _encounters_for(tables[d], need))
+            cut, met = _cut(peek.awake, need)
+            if cut == 0:
+                break
+            taken, s, q = _consume(tables[d], streams[d], peek, cut)
+            out.spend(d, cut, s, q)
+            out.parts.append((d, taken))
+        else:
+            peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
+            cut, met = _cut(awake, need)
+            if cut == 0:
+                break
+            for d, k in enumerate(np.bincount(owners[:cut], minlength=D).tolist()):
+                if k:
+                    out.spend(d, k, *_consume(tables[d], streams[d], peeks[d], k)[1:])
+            take = awake[:cut]
+            out.parts.append((owners[:cut][take], rows[:cut][take]))  # the awake prompts, in mixed-stream order
+        need -= met
+    return out
 
 
-def _merge(
-    peeks: dict[int, _Peek], p: np.ndarray, drawn: np.ndarray, want: np.ndarray, m: int, D: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The peeked encounters in mixed-stream order, at most ``m``: ``(owners, awake, rows)``.
+def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:
+    """``(encounters to spend, awake prompts met)``: up to and including the ``need``-th awake one."""
+    hits = np.flatnonzero(awake)
+    if hits.shape[0] >= need:
+        return int(hits[need - 1]) + 1, need
+    return awake.shape[0], hits.shape[0]
+
+
+def _mixed_pass(
+    tables: Sequence[PromptTable],
+    streams: Sequence[DatasetStream],
+    policy: Policy,
+    weights: np.ndarray,
+    active: list[int],
+    drawn: np.ndarray,
+    need: int,
+) -> tuple[dict[int, _Peek], np.ndarray, np.ndarray, np.ndarray]:
+    """One pass over several datasets: peek each, then order the encounters by stride scheduling.
+    Returns ``(peeks, owners, awake, rows)`` of at most ``m`` encounters in mixed-stream order.
 
     Stops where a dataset's epoch ends inside the chunk, so no encounter is taken past a point
     where that dataset's stream would have gone on."""
-    if len(peeks) == 1:  # one dataset: its own order
-        (d, pk), = peeks.items()
-        n = min(pk.rows.shape[0], m)
-        return np.full(n, d, dtype=np.int64), pk.awake[:n], pk.rows[:n]
+    D = len(tables)
+    on = np.zeros(D, dtype=bool)
+    on[active] = True
+    p = np.where(on, weights, 0.0) / np.where(on, weights, 0.0).sum()
+    # encounters to examine at once: sized from the share awake, so one pass usually does
+    m = max(int(sum(p[d] * _encounters_for(tables[d], need) for d in active)), 64)
+    want = np.where(on, np.ceil(m * p).astype(np.int64) + 1, 0)
+    peeks = {d: _peek(tables[d], streams[d], policy, int(want[d])) for d in active}
     counts = np.zeros(D, dtype=np.int64)
     for d, pk in peeks.items():
         counts[d] = pk.rows.shape[0]  # short where an epoch ends
     rank = np.concatenate([np.arange(c) for c in counts])
     owners = np.repeat(np.arange(D), counts)
     due = (drawn[owners] + rank + 0.5) / np.maximum(p[owners], 1e-300)  # stride scheduling
-    short = (counts < want) & (want > 0)
+    short = (counts < want) & on
     cutoff = ((drawn + counts + 0.5) / np.maximum(p, 1e-300))[short].min() if short.any() else np.inf
     order = np.argsort(due, kind="stable")
     order = order[due[order] < cutoff][:m]
     at = (np.cumsum(counts) - counts)[owners[order]] + rank[order]  # [M] index into the peeks, concatenated
-    awake = np.concatenate([peeks[d].awake for d in sorted(peeks)])[at]
-    rows = np.concatenate([peeks[d].rows for d in sorted(peeks)])[at]
-    return owners[order], awake, rows
+    awake = np.concatenate([peeks[d].awake for d in active])[at]
+    rows = np.concatenate([peeks[d].rows for d in active])[at]
+    return peeks, owners[order], awake, rows

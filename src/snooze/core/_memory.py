@@ -52,10 +52,11 @@ class PromptTable:
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
         self.columns = columns
         self.counter, self.flags, self.streak = columns["counter"], columns["flags"], columns["streak"]
+        self.n = int(self.counter.shape[0])  # prompts
         self.recount()
 
     def __len__(self) -> int:
-        return int(self.counter.shape[0])
+        return self.n
 
     def recount(self) -> None:
         """Recompute the cached counts from the columns (after loading state)."""
@@ -89,11 +90,11 @@ class PromptMemory:
         bounds = list(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
         self.tables = [PromptTable({k: v[lo:hi] for k, v in self.columns.items()}) for lo, hi in bounds]
 
-    def account(self, ds: np.ndarray, new: np.ndarray, retired: np.ndarray, blocked: np.ndarray) -> None:
+    def account(self, ds: np.ndarray, new: np.ndarray | None, retired: np.ndarray | None, blocked: np.ndarray | None) -> None:
         """Keep each table's counts right after a report: ``new`` prompts asleep, newly ``retired`` and
-        newly ``blocked`` ones, one flag per prompt of dataset ``ds``."""
+        newly ``blocked`` ones, one flag per prompt of dataset ``ds`` (``None``: none)."""
         D = len(self.tables)
-        per = [np.bincount(ds[m], minlength=D).tolist() if m.any() else [0] * D for m in (new, retired, blocked)]
+        per = [np.bincount(ds[m], minlength=D).tolist() if m is not None else [0] * D for m in (new, retired, blocked)]
         for d, t in enumerate(self.tables):
             t.n_asleep += per[0][d]
             t.n_retired += per[1][d]

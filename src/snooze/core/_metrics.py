@@ -71,11 +71,14 @@ class StepMetrics:
     def _bincount(self, ds: np.ndarray) -> np.ndarray:
         return np.bincount(ds, minlength=len(self.names)).astype(np.int64)
 
-    def add_skips(self, skipped: np.ndarray, passed: np.ndarray) -> None:
+    def add_skips(self, skipped: Sequence[int], passed: Sequence[int]) -> None:
         """Encounters skipped (asleep) and passed over (retired or excluded), ``[D]`` each."""
-        self.ds["skipped"] += skipped + passed
-        self.scalars["snooze/skipped"] += int(skipped.sum())
-        self.scalars["filter/skipped"] += int(passed.sum())
+        column = self.ds["skipped"]
+        for d, (s, q) in enumerate(zip(skipped, passed)):
+            if s or q:
+                column[d] += s + q
+        self.scalars["snooze/skipped"] += sum(skipped)
+        self.scalars["filter/skipped"] += sum(passed)
 
     def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
         self.ds["gen_groups"] += self._bincount(ds)

@@ -137,7 +137,7 @@ class Scheduler:
         return len(self.batch) >= self.config.batch_size
 
     def _active(self) -> np.ndarray:
-        return drawable(self.tables, self.streams) & (self.weights > 0)
+        return drawable(self.tables, self.streams, self.weights)
 
     # -- configuration hooks (curricula) -------------------------------------------------------
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
@@ -190,15 +190,15 @@ class Scheduler:
             return Candidates(self.sources, empty, empty, empty)
         self.counts.add("gen/rounds", 1)
         if self.config.mix == "stream":
-            w = self._walk(self.weights, int(n))
+            w = self._walk(int(n))
             self.mix.drawn += w.encounters
-            owners, rows = w.owners, w.rows
+            owners, rows = w.owners(), w.rows().astype(np.int64, copy=False)
         else:
             owners, rows = self._draw_quota(int(n))
         return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows))
 
-    def _walk(self, weights: np.ndarray, need: int, drawn: np.ndarray | None = None) -> Walk:
-        w = walk(self.tables, self.streams, self.policy, weights, self.drawn if drawn is None else drawn, need)
+    def _walk(self, need: int, only: int | None = None) -> Walk:
+        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
         self.counts.add_skips(w.skipped, w.passed)
         return w
 
@@ -208,7 +208,6 @@ class Scheduler:
         dataset could not give. Candidates come out interleaved by dataset."""
         D = len(self.sources)
         rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * D
-        zeros = np.zeros(D, dtype=np.int64)
         want = n
         while want > 0:
             active = self._active()
@@ -218,8 +217,7 @@ class Scheduler:
             alloc = largest_remainder(want, open_slots if open_slots.sum() > 0 else np.where(active, self.weights, 0.0))
             got_any = False
             for d in np.flatnonzero(alloc):
-                only_d = np.where(np.arange(D) == d, self.weights, 0.0)  # the walk restricted to dataset d
-                rows = self._walk(only_d, int(alloc[d]), zeros).rows
+                rows = self._walk(int(alloc[d]), only=int(d)).rows()  # the walk restricted to dataset d
                 rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
                 got_any |= rows.shape[0] > 0
                 want -= rows.shape[0]
@@ -262,7 +260,8 @@ class Scheduler:
         if changes is not None:
             self.memory.account(changes.ds, changes.new, changes.retired, changes.blocked)
             for key, flags in (("snooze/new", changes.new), ("snooze/regressed", changes.regressed), ("filter/new", changes.retired)):
-                self.counts.add(key, np.count_nonzero(flags))
+                if flags is not None:
+                    self.counts.add(key, np.count_nonzero(flags))
         self.counts.record_generated(ds, outcomes)
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
         return outcomes

@@ -29,7 +29,6 @@ ones are imported by :mod:`snooze.core.policies`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -85,25 +84,32 @@ class Report:
         self.outcomes = outcomes  # [N] outcome codes (snooze.SIGNAL, ...)
         self.rewards = rewards  # [N, G], checked
         self.reward_range = reward_range
+        self._repeated: bool | None = None
+        self._prompts: Prompts | None = None
 
     def __len__(self) -> int:
         return int(self.group_rows.shape[0])
 
-    @cached_property
+    @property
     def repeated(self) -> bool:
         """Whether some prompt has more than one group in this report."""
-        if self.group_rows.shape[0] < 2:
-            return False
-        ordered = np.sort(self.group_rows)
-        return bool((ordered[1:] == ordered[:-1]).any())
+        if self._repeated is None:
+            ordered = np.sort(self.group_rows)
+            self._repeated = bool((ordered[1:] == ordered[:-1]).any())
+        return self._repeated
 
     def means(self) -> np.ndarray:
         """Each group's mean reward as a fraction of the reward range, ``[N]`` in [0, 1]."""
         low, high = self.reward_range
         return np.clip((group_means(self.rewards) - low) / (high - low), 0.0, 1.0)
 
-    @cached_property
-    def _prompts(self) -> Prompts:
+    def prompts(self) -> Prompts:
+        """Each distinct prompt of the report once, with its groups' outcomes counted."""
+        if self._prompts is None:
+            self._prompts = self._count()
+        return self._prompts
+
+    def _count(self) -> Prompts:
         easy, hard = self.outcomes == TOO_EASY, self.outcomes == TOO_HARD
         if not self.repeated:  # the usual report: each group its own prompt
             return Prompts(self.group_rows, self.group_ds, easy, hard, ~easy)
@@ -114,24 +120,16 @@ class Report:
         other = np.bincount(inverse[~easy], minlength=U) > 0
         return Prompts(rows, self.group_ds[first], n_easy, n_hard, other)
 
-    def prompts(self) -> Prompts:
-        """Each distinct prompt of the report once, with its groups' outcomes counted."""
-        return self._prompts
-
 
 class Changes(NamedTuple):
-    """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once)."""
+    """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once); ``None``
+    where the policy changes nothing of the kind."""
 
     ds: np.ndarray  # dataset of each prompt
-    new: np.ndarray  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
-    regressed: np.ndarray  # woke from a too-easy snooze and was not too easy (``snooze/regressed``)
-    retired: np.ndarray  # newly retired (``filter/new``)
-    blocked: np.ndarray  # newly passed over by every draw (retired, and not already excluded)
-
-    @classmethod
-    def of(cls, ds: np.ndarray, **flags: np.ndarray) -> Changes:
-        none = np.zeros(ds.shape[0], dtype=bool)
-        return cls(ds, *(flags.get(k, none) for k in cls._fields[1:]))
+    new: np.ndarray | None = None  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
+    regressed: np.ndarray | None = None  # woke from a too-easy snooze and was not too easy (``snooze/regressed``)
+    retired: np.ndarray | None = None  # newly retired (``filter/new``)
+    blocked: np.ndarray | None = None  # newly passed over by every draw (retired, and not already excluded)
 
 
 class _Plugin:

@@ -19,4 +19,4 @@ class Filter(Policy):
         before = flags[p.rows]
         fresh = (p.easy > 0) & ((before & RETIRED) == 0)
         flags[p.rows[fresh]] |= RETIRED
-        return Changes.of(p.ds, retired=fresh, blocked=fresh & ((before & EXCLUDED) == 0))
+        return Changes(p.ds, retired=fresh, blocked=fresh & ((before & EXCLUDED) == 0))

@@ -41,12 +41,14 @@ class Snooze(Policy):
         cols = memory.columns
         flags, counter, streak = cols["flags"][p.rows], cols["counter"][p.rows], cols["streak"][p.rows]
         regressed = ((flags & EASY_SNOOZED) != 0) & p.other
-        streak = np.where(p.other, 0, streak)  # a group that was not too easy ends the streak
-        new_counter = counter + p.easy * self.rule.easy_periods(streak) + p.hard * self.hard_period
+        streak = streak * ~p.other  # a group that was not too easy ends the streak
+        new_counter = counter + p.easy * self.rule.easy_periods(streak)
+        if self.hard_period:
+            new_counter += p.hard * self.hard_period
         flags = flags & ~(regressed * EASY_SNOOZED)
         if self.rule.marks_easy:
             flags |= (p.easy > 0) * EASY_SNOOZED
         cols["flags"][p.rows] = flags
         cols["counter"][p.rows] = new_counter
         cols["streak"][p.rows] = np.minimum(streak.astype(np.int32) + p.easy, 255)  # consecutive too-easy outcomes
-        return Changes.of(p.ds, new=(counter == 0) & (new_counter > 0), regressed=regressed)
+        return Changes(p.ds, new=(counter == 0) & (new_counter > 0), regressed=regressed)
