@@ -13,7 +13,16 @@ from snooze.core.errors import ConfigError
 HELP = "Sample baseline completions of the built-in tasks with one or more checkpoints (input of snooze stratify)."
 
 
+PROFILE_OPTIONS = ("temperature", "pool_size", "test_size")
+"""Fields of :class:`~snooze.experiments.baseline.BaselineConfig` that a ``--profile`` sets when not given."""
+
+OPTIONS = ("samples", "seed", "chunk")
+"""The other fields of :class:`~snooze.experiments.baseline.BaselineConfig`."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from snooze.cli._options import add_options
+    from snooze.experiments.baseline import BaselineConfig
     from snooze.experiments.profiles import PROFILES
 
     parser.add_argument(
@@ -37,12 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
     )
     parser.add_argument("--out", required=True, help="output JSONL file")
-    parser.add_argument("--samples", type=int, default=16, help="completions per prompt and model (default 16)")
-    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the profile's, else 1.0)")
-    parser.add_argument("--pool-size", type=int, default=None, help="RL-pool prompts per task (default: the profile's, else 500)")
-    parser.add_argument("--test-size", type=int, default=None, help="held-out prompts per task (default: the profile's, else 200)")
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
-    parser.add_argument("--seed", type=int, default=0, help="task-split and sampling seed (match the training run)")
+    sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
+    add_options(sampling, BaselineConfig, OPTIONS)
+    add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")
 
 
 def _named(text: str) -> tuple[str, str]:
@@ -88,6 +95,7 @@ def _loaded(model_cfg: Any, result: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     import torch
 
+    from snooze.cli._options import build, values
     from snooze.experiments.baseline import (
         BaselineConfig,
         baseline_completions,
@@ -102,23 +110,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("no models: pass --model [NAME=]PATH (repeatable) and/or --warmup")
     profile = None
     if args.profile is not None:
-        from snooze.experiments.compare import PROFILES
+        from snooze.experiments.profiles import PROFILES
 
         profile = PROFILES[args.profile]
         if args.seed != 0:
             raise ConfigError(f"--profile {args.profile} builds its pools with seed 0 (as snooze compare does); drop --seed")
 
-    def pick(value: Any, from_profile: Any, default: Any) -> Any:
-        return value if value is not None else (from_profile if profile is not None else default)
-
-    cfg = BaselineConfig(
-        samples=args.samples,
-        temperature=pick(args.temperature, profile and profile.temperature, 1.0),
-        pool_size=pick(args.pool_size, profile and profile.pool_size, 500),
-        test_size=pick(args.test_size, profile and profile.test_size, 200),
-        seed=args.seed,
-    )
-    tasks = pick(args.tasks, profile and profile.tasks, "add,rev")
+    from_profile = {name: getattr(profile, name) for name in PROFILE_OPTIONS} if profile is not None else {}
+    cfg = build(BaselineConfig, {**values(args, OPTIONS), **from_profile, **values(args, PROFILE_OPTIONS)})
+    tasks = args.tasks if args.tasks is not None else (profile.tasks if profile is not None else "add,rev")
     if profile is not None and args.warmup and (tasks, cfg.pool_size, cfg.test_size) != (profile.tasks, profile.pool_size, profile.test_size):
         raise ConfigError(
             f"--profile {args.profile} --warmup samples the profile's own base model, which was warmed up apart from "

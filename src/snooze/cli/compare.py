@@ -22,29 +22,27 @@ def _arms(text: str) -> list[str]:
     return out
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="output folder (runs, summary.json, summary.md, figures)")
-    from snooze.experiments.profiles import PROFILES
+PROFILE_OPTIONS = ("seeds", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature")
+"""Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
+SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
+"""Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from snooze.cli._options import add_options
+    from snooze.core.config import SchedulerConfig
+    from snooze.experiments.profiles import PROFILES, Profile
+    from snooze.trainer.loop import TrainConfig
+
+    parser.add_argument("--out", required=True, type=Path, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
         "--profile", choices=tuple(PROFILES), default="default",
         help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: longer; gpu: a larger model for --device cuda",
     )  # fmt: skip
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per main arm (default: the profile's)")
-    parser.add_argument("--tasks", default=None, help="task mix, e.g. rev:3-7,count:3-6 (default: the profile's)")
-    parser.add_argument("--fig3-task", default=None, help="task split into easy/hard strata for figure 3 (default: the profile's)")
-    parser.add_argument("--steps", type=int, default=None, help="training steps per arm (default: the profile's)")
-    parser.add_argument("--pool-size", type=int, default=None, help="RL-pool prompts per task (default: the profile's)")
-    parser.add_argument("--test-size", type=int, default=None, help="held-out prompts per task (default: the profile's)")
-    parser.add_argument("--temperature", type=float, default=None, help="rollout sampling temperature (default: the profile's)")
-    parser.add_argument("--factor", type=int, default=5, help="snooze factor of the snooze arms (default 5, as the seed)")
-    parser.add_argument("--backoff", type=float, default=1.0, help="snooze arms: period x this per consecutive too-easy outcome (default 1.0, the seed's)")
-    parser.add_argument(
-        "--skip", choices=("counter", "history"), default="counter",
-        help="snooze arms: counter (the seed's rule, default) or history (skip with probability p**G from the pass-rate history)",
-    )  # fmt: skip
-    parser.add_argument("--snooze-hard", action="store_true", help="snooze arms also snooze too-hard groups (measured worse on the default profile; docs/reference-experiment.md)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where to train")
+    add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
+    add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
+    add_options(parser, TrainConfig, ("device",))
     parser.add_argument(
         "--jobs", type=int, default=None,
         help="training runs at once, each in its own process (default: one per CPU core); results do not depend on it",
@@ -59,32 +57,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    """Reject bad numbers before anything is written."""
+    """Reject bad numbers before anything is written (the config fields are checked by their dataclasses)."""
     from snooze.core.errors import ConfigError
 
-    for flag in ("seeds", "steps", "threads", "jobs", "pool_size", "test_size"):
+    for flag in ("threads", "jobs"):
         value = getattr(args, flag)
         if value is not None and value < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} {value}: must be at least 1")
-    if args.temperature is not None and not args.temperature > 0:
-        raise ConfigError(f"--temperature {args.temperature}: must be > 0")
-    if args.factor < 0:
-        raise ConfigError(f"--factor {args.factor}: must be >= 0")
-    if not args.backoff >= 1.0:
-        raise ConfigError(f"--backoff {args.backoff}: must be >= 1.0 (1.0: a fixed period, as the seed)")
+            raise ConfigError(f"--{flag} {value}: must be at least 1")
 
 
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from snooze.cli._options import build, override, values
+    from snooze.core.config import SchedulerConfig
     from snooze.experiments.compare import FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
+    from snooze.trainer.loop import TrainConfig
 
     _check(args)
-    profile = with_overrides(
-        PROFILES[args.profile], tasks=args.tasks, fig3_task=args.fig3_task, steps=args.steps, temperature=args.temperature,
-        pool_size=args.pool_size, test_size=args.test_size,
-    )  # fmt: skip
+    snooze_arms = values(args, SNOOZE_OPTIONS)
+    build(SchedulerConfig, snooze_arms)  # checked now, before anything is trained
+    build(TrainConfig, {"device": args.device})
+    profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
     seeds = args.seeds or profile.seeds
@@ -101,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
-        summary = run_compare(args.out, profile, args.arms, seeds, factor=args.factor, device=args.device, cache_dir=args.cache, on_step=on_step, curriculum=args.curriculum, snooze_hard=args.snooze_hard, backoff=args.backoff, threads=args.threads, skip=args.skip, jobs=jobs)
+        summary = run_compare(
+            args.out, profile, args.arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
+            on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
+            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs,
+        )  # fmt: skip
     finally:
         bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))

@@ -7,9 +7,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from snooze.cli._args import reward_range
-from snooze.core.errors import ConfigError
-
 HELP = "Replay a reward log under filter and snooze:k and report the groups each would have skipped."
 
 
@@ -23,7 +20,18 @@ def _factors(text: str) -> list[int]:
     return sorted(set(out))
 
 
+SCHEDULER_OPTIONS = ("group_size", "reward_range", "easy_threshold", "hard_threshold")
+"""Fields of :class:`~snooze.SchedulerConfig` the replay classifies groups with (``group_size``: the log's)."""
+
+SHAPE_OPTIONS = ("batch_size", "gen_batch_size", "max_gen_rounds")
+"""Fields of :class:`~snooze.analysis.StepShape`, the logged run's step loop (inferred when not given)."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from snooze.analysis.replay import StepShape
+    from snooze.cli._options import add_options
+    from snooze.core.config import SchedulerConfig
+
     parser.add_argument(
         "log", metavar="LOG", help="reward log, JSONL, one line per generated group (docs/reward-log.md)"
     )
@@ -34,32 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--snooze-hard", action="store_true", help="also replay snooze-hard:k (too-hard groups snoozed too)"
     )
-    parser.add_argument("--group-size", type=int, default=None, help="expected G (default: the first line's)")
-    parser.add_argument(
-        "--reward-range", type=reward_range, default=(0.0, 1.0), help="LOW,HIGH of valid rewards (default 0,1)"
-    )
-    parser.add_argument(
-        "--easy-threshold", type=float, default=0.99, help="too easy at or above this fraction of the range"
-    )
-    parser.add_argument(
-        "--hard-threshold", type=float, default=0.01, help="too hard at or below this fraction of the range"
-    )
-    parser.add_argument(
-        "--batch-size", type=int, default=None, help="the logged run's batch_size (default: its gen batch size)"
-    )
-    parser.add_argument(
-        "--gen-batch-size",
-        type=int,
-        default=None,
-        help="the logged run's gen_batch_size (default: inferred, gcd of groups per step)",
-    )
-    parser.add_argument(
-        "--max-gen-rounds",
-        type=int,
-        default=None,
-        help="the logged run's max_gen_rounds (default: the most rounds a logged step took)",
-    )
     parser.add_argument("--no-plot", action="store_true", help="skip replay.png")
+    classify = parser.add_argument_group("classification (SchedulerConfig fields)")
+    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[:1], unset="the log's first line")
+    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[1:])
+    add_options(parser.add_argument_group("the logged run's step loop (StepShape fields)"), StepShape, SHAPE_OPTIONS, unset="inferred from the log")
 
 
 def _pct(value: object) -> str:
@@ -113,20 +100,15 @@ def _print_sim_note(results: dict[str, dict[str, Any]], shape: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from snooze.analysis import StepShape, policy_names, replay_policies
+    from snooze.cli._options import build, values
     from snooze.core.config import SchedulerConfig
     from snooze.logs import read_reward_log
 
-    log = read_reward_log(args.log, group_size=args.group_size, reward_range=args.reward_range)
-    try:
-        cfg = SchedulerConfig(
-            group_size=log.group_size,
-            reward_range=args.reward_range,
-            easy_threshold=args.easy_threshold,
-            hard_threshold=args.hard_threshold,
-        )
-    except ConfigError as exc:
-        raise ConfigError(f"{exc} (from the command line)") from None
-    shape = StepShape.infer(log, args.batch_size, args.gen_batch_size, args.max_gen_rounds)
+    options = values(args, SCHEDULER_OPTIONS)
+    cfg = build(SchedulerConfig, options)  # checked before the log is read
+    log = read_reward_log(args.log, group_size=args.group_size, reward_range=cfg.reward_range)
+    cfg = cfg.replace(group_size=log.group_size)
+    shape = StepShape.infer(log, **values(args, SHAPE_OPTIONS))
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,172 @@
+"""Command-line options made from config dataclass fields: the field is the one source of its flag,
+its type, its default, its choices and its help.
+
+``--snooze-factor`` is :attr:`SchedulerConfig.snooze_factor`: its type from the annotation, its
+default from the field, its choices from :func:`snooze.core.config.field_choices` (a ``Literal``, or
+the policy/skip registries), its help from the field's docstring (the first paragraph, markup
+removed). Nothing about a field is written in the CLI. A command that overrides another source of
+defaults (``snooze compare``'s profile) adds the fields with ``unset="the profile's"``: an option not
+given is ``None`` and leaves the profile's value alone.
+
+>>> import argparse
+>>> from snooze.core.config import SchedulerConfig
+>>> p = argparse.ArgumentParser()
+>>> add_options(p, SchedulerConfig, ["snooze_factor", "skip"])
+>>> values(p.parse_args(["--snooze-factor", "3"]), ["snooze_factor", "skip"])
+{'snooze_factor': 3, 'skip': 'counter'}
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import functools
+import inspect
+import operator
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from snooze.core.config import field_choices
+from snooze.core.errors import ConfigError
+
+__all__ = ["add_options", "values", "build", "override", "field_help", "flag"]
+
+T = TypeVar("T")
+
+
+def flag(name: str) -> str:
+    """The option of field ``name``: ``snooze_factor`` -> ``--snooze-factor``."""
+    return "--" + name.replace("_", "-")
+
+
+@functools.cache
+def _docstrings(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right under it in the class body)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    out = {}
+    for node, after in zip(body, body[1:]):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr):
+            if isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+                out[node.target.id] = inspect.cleandoc(after.value.value)
+    return out
+
+
+def field_help(cls: type, name: str) -> str:
+    """Field ``name``'s docstring as one line of help: its first paragraph, reST markup made plain."""
+    doc = _docstrings(cls).get(name)
+    if not doc:
+        raise ConfigError(f"{cls.__name__}.{name} has no docstring; every config field needs one (it is its help)")
+    text = doc.split("\n\n")[0]
+    text = re.sub(r":\w+:`~?([\w.]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)  # :class:`~snooze.X` -> X
+    return " ".join(text.replace("``", "").split())
+
+
+def _base(tp: Any) -> tuple[Any, bool]:
+    """``(type, optional)`` with ``Annotated`` and ``| None`` taken off."""
+    optional = False
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
+            rest = [a for a in typing.get_args(tp) if a is not type(None)]
+            tp, optional = (rest[0] if len(rest) == 1 else functools.reduce(operator.or_, rest)), True
+        else:
+            return tp, optional
+
+
+def _pair(text: str) -> tuple[float, float]:
+    """``"LOW,HIGH"`` -> ``(low, high)``."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LOW,HIGH, e.g. 0,1") from None
+    return lo, hi
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _argument(cls: type, name: str, unset: str | None) -> tuple[list[str], dict[str, Any]]:
+    """The ``add_argument`` flags and keywords of field ``name``."""
+    f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    tp, _ = _base(typing.get_type_hints(cls, include_extras=True)[name])
+    default = f.default if f.default is not dataclasses.MISSING else None
+    kw: dict[str, Any] = {"dest": name, "default": None if unset is not None else default}
+    flags = [flag(name)]
+    if tp is bool and unset is None:
+        flags = [flag(name)] if not default else ["--no-" + name.replace("_", "-")]
+        kw["action"] = "store_false" if default else "store_true"
+    elif tp is bool:
+        kw["action"] = argparse.BooleanOptionalAction
+    elif typing.get_origin(tp) is tuple:
+        kw.update(type=_pair, metavar="LOW,HIGH")
+    else:
+        choices = field_choices(cls, name)
+        kw["type"] = type(choices[0]) if choices else tp
+        if choices:
+            kw["choices"] = choices
+    if unset is not None:
+        shown = unset.format(default=_shown(default))
+    else:
+        shown = "off" if tp is bool and not default else "on" if tp is bool else None if default is None else _shown(default)
+    text = field_help(cls, name)
+    if tp is bool and unset is None and default:
+        text = f"Turn off: {text[0].lower()}{text[1:]}"
+    kw["help"] = (text + (f" (default: {shown})" if shown else "")).replace("%", "%%")
+    return flags, kw
+
+
+def add_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    cls: type,
+    names: Iterable[str],
+    aliases: Mapping[str, Sequence[str]] | None = None,
+    unset: str | None = None,
+) -> None:
+    """One option per field of dataclass ``cls`` in ``names`` (``aliases``: more flags for a field).
+
+    ``unset``: the options default to ``None`` (not given) and the help says the default is ``unset``
+    (e.g. ``"the profile's"``; ``{default}`` in it is the field's default); otherwise they default to
+    the fields' defaults. A bool field is a switch
+    that flips its default (``--snooze-hard``, ``--no-drop-too-easy``)."""
+    for name in names:
+        flags, kw = _argument(cls, name, unset)
+        parser.add_argument(*flags, *(aliases or {}).get(name, ()), **kw)
+
+
+def values(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The parsed values of those fields, leaving out the ones not given (``None``)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def build(cls: type[T], options: Mapping[str, Any], **fixed: Any) -> T:
+    """``cls(**fixed, **options)``; a :class:`ConfigError` names the command-line option it came from."""
+    try:
+        return cls(**fixed, **options)
+    except ConfigError as exc:
+        raise _naming(exc, cls, options) from None
+
+
+def override(base: T, options: Mapping[str, Any]) -> T:
+    """``base`` with the given fields replaced (and checked again); errors name the option, as :func:`build`."""
+    try:
+        return dataclasses.replace(base, **options)  # type: ignore[type-var]
+    except ConfigError as exc:
+        raise _naming(exc, type(base), options) from None
+
+
+def _naming(exc: ConfigError, cls: type, options: Mapping[str, Any]) -> ConfigError:
+    """``exc`` with the option it came from: its message starts ``<field>=`` or ``<Class>.<field>=``."""
+    text = str(exc)
+    bad = next((n for n in options if text.startswith((f"{n}=", f"{cls.__name__}.{n}="))), None)
+    return ConfigError(f"{text} (option {flag(bad)})" if bad else text)

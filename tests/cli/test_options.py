@@ -1,0 +1,124 @@
+"""The CLI's config-backed options come from the dataclass fields: flag, help, default and choices."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pytest
+
+import snooze
+from snooze.analysis.replay import StepShape
+from snooze.analysis.stratify import StratifyConfig
+from snooze.cli import baseline, compare, replay, stratify
+from snooze.cli._options import add_options, build, field_help, flag, values
+from snooze.cli.main import _build_parser, main
+from snooze.core.config import SchedulerConfig, field_choices
+from snooze.core.policies import POLICIES, Policy, register_policy
+from snooze.experiments.baseline import BaselineConfig
+from snooze.experiments.compare import Profile
+from snooze.trainer.loop import TrainConfig
+
+# (subcommand, config class, fields, the text that says where the default comes from when the option is left out)
+BACKED = [
+    ("compare", Profile, compare.PROFILE_OPTIONS, "the profile's"),
+    ("compare", SchedulerConfig, compare.SNOOZE_OPTIONS, None),
+    ("compare", TrainConfig, ("device",), None),
+    ("replay", SchedulerConfig, replay.SCHEDULER_OPTIONS[:1], "the log's first line"),
+    ("replay", SchedulerConfig, replay.SCHEDULER_OPTIONS[1:], None),
+    ("replay", StepShape, replay.SHAPE_OPTIONS, "inferred from the log"),
+    ("stratify", StratifyConfig, tuple(f.name for f in dataclasses.fields(StratifyConfig)), None),
+    ("baseline", BaselineConfig, baseline.OPTIONS, None),
+    ("baseline", BaselineConfig, baseline.PROFILE_OPTIONS, "the profile's"),
+]
+
+
+def _actions(command: str) -> dict[str, argparse.Action]:
+    parser = _build_parser([command])
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return {a.dest: a for a in sub._actions}
+
+
+@pytest.mark.parametrize(("command", "cls", "names", "unset"), BACKED, ids=[f"{b[0]}-{b[1].__name__}" for b in BACKED])
+def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> None:
+    actions = _actions(command)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for name in names:
+        action = actions[name]
+        default = fields[name].default
+        assert field_help(cls, name).lower() in action.help.lower()  # the docstring is the help (a bool may say "turn off")
+        if unset is not None:
+            assert action.default is None and f"(default: {unset}" in action.help
+        else:
+            assert action.default == default
+        if isinstance(default, bool):
+            assert action.option_strings[0] == (f"--no-{name.replace('_', '-')}" if default else flag(name))
+        else:
+            assert action.option_strings[0] == flag(name)
+            assert tuple(action.choices or ()) == tuple(field_choices(cls, name) or ())
+
+
+def test_choices_are_read_from_the_registry_when_used() -> None:
+    @register_policy("cli_test_policy")
+    class _Probe(Policy):
+        """A policy registered by a test."""
+
+    try:
+        assert "cli_test_policy" in field_choices(SchedulerConfig, "policy")
+        parser = argparse.ArgumentParser()
+        add_options(parser, SchedulerConfig, ["policy"])
+        assert values(parser.parse_args(["--policy", "cli_test_policy"]), ["policy"]) == {"policy": "cli_test_policy"}
+        assert SchedulerConfig(policy="cli_test_policy").policy == "cli_test_policy"
+    finally:
+        POLICIES._classes.pop("cli_test_policy")
+    with pytest.raises(snooze.ConfigError, match="must be one of 'grpo', 'dynamic_sampling', 'filter', 'snooze'"):
+        SchedulerConfig(policy="cli_test_policy")
+
+
+def test_a_bad_value_names_the_option_it_came_from() -> None:
+    with pytest.raises(snooze.ConfigError, match=r"snooze_factor=-1: must be an integer >= 0 \(option --snooze-factor\)"):
+        build(SchedulerConfig, {"snooze_factor": -1})
+
+
+@dataclass(frozen=True)
+class _Undocumented:
+    mode: Literal["a", "b"] = "a"
+    """Which one."""
+
+    count: int = 1
+
+
+def test_a_field_without_a_docstring_cannot_become_an_option() -> None:
+    parser = argparse.ArgumentParser()
+    add_options(parser, _Undocumented, ["mode"])
+    assert parser.parse_args([]).mode == "a" and "Which one." in parser.format_help()
+    with pytest.raises(snooze.ConfigError, match="_Undocumented.count has no docstring"):
+        add_options(parser, _Undocumented, ["count"])
+
+
+def test_old_spelling_and_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _actions("compare")["snooze_factor"].option_strings == ["--snooze-factor", "--factor"]
+    assert main(["compare", "--out", str(tmp_path / "c"), "--factor", "-2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["snooze compare: error: snooze_factor=-2: must be an integer >= 0 (option --snooze-factor)"]
+    assert not (tmp_path / "c").exists()  # refused before anything was written
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0]}\n')
+    assert main(["replay", str(log), "--out", str(tmp_path / "r"), "--easy-threshold", "2"]) == 2
+    assert "(option --easy-threshold)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["compare", "--out", str(tmp_path), "--skip", "sometimes"])
+    assert "invalid choice: 'sometimes'" in capsys.readouterr().err
+
+
+def test_stratify_options_reach_the_config(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    stratify.add_arguments(parser)
+    args = parser.parse_args(["x.jsonl", "--out", "o", "--too-hard", "0.1", "--no-drop-too-easy", "--reward-range=-1,1"])
+    cfg = build(StratifyConfig, values(args, [f.name for f in dataclasses.fields(StratifyConfig)]))
+    assert (cfg.too_hard, cfg.drop_too_easy, cfg.reward_range, cfg.postpone_too_hard) == (0.1, False, (-1.0, 1.0), True)
+    assert np.isclose(cfg.easy, StratifyConfig().easy)
