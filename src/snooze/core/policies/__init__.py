@@ -5,9 +5,14 @@ Built in: the policies ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze`` an
 ``snooze``, ``counter`` and ``history`` (one module each).
 """
 
-# isort: off  (registration order is the order the choices are listed in)
-from snooze.core.policies import counter, dynamic_sampling, filter, grpo, history, snooze  # noqa: F401  # noqa: F401
-
+# The built-ins register on import; their order is the order choices are listed in (help, errors).
+# isort: off
+from snooze.core.policies import grpo  # noqa: F401
+from snooze.core.policies import dynamic_sampling  # noqa: F401
+from snooze.core.policies import filter  # noqa: F401
+from snooze.core.policies import snooze  # noqa: F401
+from snooze.core.policies import counter  # noqa: F401
+from snooze.core.policies import history  # noqa: F401
 # isort: on
 from snooze.core.policies.base import (
     POLICIES,
