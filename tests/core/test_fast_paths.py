@@ -1,6 +1,6 @@
 """The hot paths' shortcuts give exactly what the plain computations give.
 
-Each shortcut (classification without a std, a report whose prompts are distinct updated without
+Each shortcut (the reward check by min and max, classification without a std, a report whose prompts are distinct updated without
 counting each prompt's groups, one pass over all datasets' prompt memory, a report found as a run of
 pending tickets, cached interleaving) is checked against the straightforward version on random
 inputs, including the inputs that take the slow branch.
@@ -38,6 +38,24 @@ def test_classify_matches_the_std_rule(seed, G, scale):
     r = np.clip(base + scale * rng.random((64, G)) * (rng.random((64, 1)) < 0.7), 0.0, 2.0)
     args = (0.0, 2.0, 0.99, 0.01, 1e-6)
     assert snooze.classify_groups(r, args[:2], *args[2:]).tolist() == plain_classify(r, *args).tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.5, 1.0, -1e-9, 1.0 + 1e-9, np.nan, np.inf, -np.inf, 2.0]), min_size=0, max_size=12),
+    seed=st.integers(0, 2**16),
+)
+def test_reward_check_by_min_and_max_equals_the_elementwise_rule(values, seed):
+    rng = np.random.default_rng(seed)
+    r = rng.choice([0.0, 0.25, 1.0], size=(6, 2))
+    flat = r.reshape(-1)
+    flat[rng.permutation(flat.shape[0])[: len(values)]] = values[: flat.shape[0]]
+    plain_bad = ~np.isfinite(r) | (r < 0.0) | (r > 1.0)
+    if plain_bad.any():
+        with pytest.raises(snooze.RewardError, match=f"{int(plain_bad.sum())} bad value"):
+            snooze.check_rewards(r, 6, 2, (0.0, 1.0))
+    else:
+        assert snooze.check_rewards(r, 6, 2, (0.0, 1.0)).tolist() == r.tolist()
 
 
 def test_classify_tiny_spread_needs_the_exact_std():

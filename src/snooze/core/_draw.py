@@ -133,7 +133,9 @@ def walk(
             if cut == 0:
                 break
             taken, s, q = _consume(tables[d], streams[d], peek, cut)
-            out.spend(d, cut, s, q)
+            out.encounters[d] += cut
+            out.skipped[d] += s
+            out.passed[d] += q
             out.parts.append((d, taken))
         else:
             peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)

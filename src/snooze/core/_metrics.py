@@ -100,18 +100,20 @@ class StepMetrics:
             self.ds["dropped"] -= self._bincount(end.batch_ds[~end.batch_signal])
         gen = int(self.ds["gen_groups"].sum())
         train = int(end.batch_signal.sum())
-        out: dict[str, Any] = {"step": self.steps, **self._generation(gen, train, end)}
+        out: dict[str, Any] = {"step": self.steps}
+        self._generation(out, gen, train, end)
         self._advance_totals(gen, train, end.group_size)
-        out.update(self._per_dataset(end))
-        out.update({f"total/{key}": int(value) for key, value in self.totals.items()})
+        self._per_dataset(out, end)
         t = self.totals
+        for key, value in t.items():
+            out[f"total/{key}"] = int(value)
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
         return out
 
-    def _generation(self, gen: int, train: int, end: StepEnd) -> dict[str, Any]:
+    def _generation(self, out: dict[str, Any], gen: int, train: int, end: StepEnd) -> None:
         size = int(end.batch_ds.shape[0])
         s = self.scalars
-        out: dict[str, Any] = {
+        out |= {
             "gen/groups": gen,
             "gen/rollouts": gen * end.group_size,
             "gen/rounds": s["gen/rounds"],
@@ -133,7 +135,6 @@ class StepMetrics:
         out["filter/retired"] = int(end.retired)
         out["filter/new"] = s["filter/new"]
         out["filter/skipped"] = s["filter/skipped"]
-        return out
 
     def _advance_totals(self, gen: int, train: int, group_size: int) -> None:
         t, s = self.totals, self.scalars
@@ -146,11 +147,10 @@ class StepMetrics:
         t["discarded"] += int(self.ds["discarded"].sum())
         t["steps"] += 1
 
-    def _per_dataset(self, end: StepEnd) -> dict[str, Any]:
+    def _per_dataset(self, out: dict[str, Any], end: StepEnd) -> None:
         size = int(end.batch_ds.shape[0])
         groups = self._bincount(end.batch_ds).tolist()
         ds = {k: v.tolist() for k, v in self.ds.items()}
-        out: dict[str, Any] = {}
         for d, name in enumerate(self.names):
             g = ds["gen_groups"][d]
             p = f"dataset/{name}/"
@@ -163,7 +163,6 @@ class StepMetrics:
             for key in ("dropped", "skipped", "discarded", "carried_in", "carried_out"):
                 out[p + key] = ds[key][d]
             out[p + "epoch"] = int(end.epochs[d])
-        return out
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

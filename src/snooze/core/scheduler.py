@@ -42,7 +42,7 @@ from snooze.core.advantages import grpo_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
-from snooze.core.policies import Report, make_policy
+from snooze.core.policies import Changes, Report, make_policy
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 
@@ -258,13 +258,16 @@ class Scheduler:
         ds, rows = self.pending.pop(index)
         changes = self.policy.report(self.memory, Report(ds, self.memory.offsets[ds] + rows, outcomes, arr, cfg.reward_range))
         if changes is not None:
-            self.memory.account(changes.ds, changes.new, changes.retired, changes.blocked)
-            for key, flags in (("snooze/new", changes.new), ("snooze/regressed", changes.regressed), ("filter/new", changes.retired)):
-                if flags is not None:
-                    self.counts.add(key, np.count_nonzero(flags))
+            self._count_changes(changes)
         self.counts.record_generated(ds, outcomes)
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
         return outcomes
+
+    def _count_changes(self, changes: Changes) -> None:
+        self.memory.account(changes.ds, changes.new, changes.retired, changes.blocked)
+        for key, flags in (("snooze/new", changes.new), ("snooze/regressed", changes.regressed), ("filter/new", changes.retired)):
+            if flags is not None:
+                self.counts.add(key, np.count_nonzero(flags))
 
     def _check_tickets(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
         """Tickets of a report and their index in the pending set; raises before anything changes."""
