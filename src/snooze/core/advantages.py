@@ -47,6 +47,13 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
 
     ``scale``: ``"group"`` (GRPO), ``"batch"`` (one std over the batch), ``"none"`` (Dr. GRPO).
     ``eps`` keeps zero-spread groups at exactly 0 instead of 0/0.
+
+    One right answer in four: mean 0.25, sample std 0.5 (``"none"`` only centres):
+
+    >>> grpo_advantages(np.array([[1.0, 0.0, 0.0, 0.0]])).round(4).tolist()  # eps = 1e-6 in the denominator
+    [[1.5, -0.5, -0.5, -0.5]]
+    >>> grpo_advantages(np.array([[1.0, 0.0, 0.0, 0.0]]), "none").tolist()
+    [[0.75, -0.25, -0.25, -0.25]]
     """
     if scale not in ADVANTAGE_SCALES:
         raise ConfigError(f"advantage scale {scale!r}: must be one of {sorted(ADVANTAGE_SCALES)}")

@@ -79,6 +79,9 @@ def classify_groups(
     Signal is judged on the *population* std (ddof=0) in units of the range, so the verdict does
     not depend on G and a group of identical floats never counts as signal (its mean is its value,
     exactly). The std is computed only where the group's range leaves the verdict open.
+
+    >>> classify_groups(np.array([[1.0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]])).tolist()
+    [0, 1, 2, 3]
     """
     low, high = reward_range
     span = high - low

@@ -45,7 +45,13 @@ def _hints(cls: type) -> dict[str, Any]:
 def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
     """The values field ``name`` of dataclass ``cls`` may take: its ``Literal`` values, or the names of
     the registry in its ``Choices`` annotation; ``None`` when it is not a choice. The one source of a
-    field's choices (config validation and the CLI read it)."""
+    field's choices (config validation and the CLI read it).
+
+    >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
+    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze'))
+    >>> field_choices(SchedulerConfig, "batch_size") is None
+    True
+    """
     return _choices_of(_hints(cls)[name])
 
 

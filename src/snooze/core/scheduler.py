@@ -7,7 +7,19 @@ The loop, from the caller's side::
     ...repeat until sched.batch_full or max_gen_rounds...
     batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
 
-or ``batch = sched.step(rollout_fn)``, which is exactly that loop.
+or ``batch = sched.step(rollout_fn)``, which is exactly that loop. In numbers:
+
+>>> import snooze
+>>> sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(6)]},
+...                          snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=2))
+>>> cands = sched.propose()
+>>> [c.id for c in cands]
+['q0', 'q1']
+>>> sched.report(cands, [[1, 1, 1, 1], [1, 0, 1, 0]]).tolist()  # q0 too easy (1), q1 carries signal (0)
+[1, 0]
+>>> batch = sched.finish_step()  # round limit not reached, but this example closes the step here
+>>> [c.id for c in batch.candidates], batch.metrics["snooze/asleep"]
+(['q1'], 1)
 
 The scheduler is a composition: per dataset a :class:`~snooze.core._stream.DatasetStream` (the order
 prompts come up in); one :class:`~snooze.core._memory.PromptMemory` (what is remembered about each

@@ -1,6 +1,19 @@
 """The reference GRPO trainer: built-in verifiable tasks, a tiny char transformer, a supervised warm-up,
 the GRPO update and a training loop that drives :meth:`snooze.Scheduler.step` (torch needed).
 
-Import the pieces from their modules (``snooze.trainer.loop``, ``snooze.trainer.tasks``...); this
-package imports nothing heavy on its own.
+The names below are imported on first use, so ``import snooze.trainer`` loads nothing heavy.
 """
+
+from snooze._lazy import lazy
+
+_EXPORTS = {
+    **dict.fromkeys(["train", "TrainConfig", "RunResult", "read_result"], "snooze.trainer.loop"),
+    **dict.fromkeys(["GRPOConfig", "grpo_loss"], "snooze.trainer.grpo"),
+    **dict.fromkeys(["ModelConfig", "TinyGPT"], "snooze.trainer.model"),
+    **dict.fromkeys(["TaskSpec", "parse_tasks", "task_splits", "make_split", "verify"], "snooze.trainer.tasks"),
+    **dict.fromkeys(["WarmupConfig", "WarmupResult", "warmup"], "snooze.trainer.warmup"),
+    **dict.fromkeys(["accuracy_by_task"], "snooze.trainer.evaluate"),
+    **dict.fromkeys(["CharTokenizer"], "snooze.trainer.tokenizer"),
+}
+__all__ = list(_EXPORTS)
+__getattr__, __dir__ = lazy(__name__, _EXPORTS)
