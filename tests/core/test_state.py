@@ -41,3 +41,56 @@ def test_a_state_saved_before_the_redesign_loads_and_continues_exactly(name: str
     for i, (got, want) in enumerate(zip(trace, expected["trace"])):
         assert got == want, f"{name}: entry {i} of the continuation differs"
     _same_state(sched.state_dict(), load_state(FIXTURES / f"{name}.after"))
+
+
+def _trained(**cfg: Any) -> snooze.Scheduler:
+    sched = snooze.Scheduler(make.datasets(), snooze.SchedulerConfig(batch_size=3, group_size=4, **cfg), seed=1)
+    for _ in range(3):
+        sched.step(lambda c: make.rewards(c, 4))
+    sched.propose()
+    return sched
+
+
+def test_step_and_round_are_header_copies_checked_against_the_counts() -> None:
+    sched = _trained()
+    state = sched.state_dict()
+    meta = state["meta"]
+    assert (meta["step"], meta["round"]) == (meta["metrics"]["totals"]["steps"], meta["metrics"]["scalars"]["gen/rounds"]) == (3, 1)
+    for key, value in (("round", 2), ("step", 4)):
+        fresh = snooze.Scheduler(make.datasets(), sched.config, seed=1)
+        with pytest.raises(snooze.StateError, match="disagree with the metrics' counts"):
+            fresh.load_state_dict({"meta": {**meta, key: value}, "arrays": state["arrays"]})
+        assert fresh.step_index == 0
+
+
+def test_policy_state_is_written_only_by_a_policy_that_keeps_some() -> None:
+    from snooze.core.policies import POLICIES, Policy, register_policy
+
+    @register_policy("test_counting")
+    class Counting(Policy):
+        def __init__(self, config: snooze.SchedulerConfig) -> None:
+            super().__init__(config)
+            self.reports = 0
+
+        def report(self, memory: Any, report: Any) -> None:
+            self.reports += 1
+
+        def state_dict(self) -> dict[str, Any]:
+            return {"reports": self.reports}
+
+        def load_state_dict(self, state: Any) -> None:
+            self.reports = int(state["reports"])
+
+    try:
+        assert "policy" not in _trained().state_dict()["meta"]  # the built-in policies keep none: format 1 as before
+        sched = _trained(policy="test_counting")
+        state = sched.state_dict()
+        assert state["meta"]["policy"] == {"reports": sched.policy.reports} and sched.policy.reports >= 3  # a report a round
+        again = snooze.Scheduler(make.datasets(), sched.config, seed=1)
+        again.load_state_dict(state)
+        assert again.policy.reports == sched.policy.reports
+        builtin = snooze.Scheduler(make.datasets(), sched.config.replace(policy="snooze"), seed=1)
+        with pytest.raises(snooze.StateError, match="keeps no state of its own"):
+            builtin.load_state_dict(state)
+    finally:
+        POLICIES._classes.pop("test_counting")

@@ -93,9 +93,9 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> 
     return _Peek(rows, awake & ~masked, counter, masked)
 
 
-def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int]:
+def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int, int]:
     """Spend the first ``used`` encounters of a peek made just before: sleeping prompts' counters go
-    down by one. Returns ``(awake rows met, skipped, passed)``."""
+    down by one. Returns ``(awake rows met, skipped, passed, counters woken or moved)``."""
     seen, awake, counter = peek.rows[:used], peek.awake[:used], peek.counter[:used]
     asleep = counter > 0
     left = counter[asleep]
@@ -104,7 +104,7 @@ def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) 
     skipped = left.shape[0] + (int(np.count_nonzero(peek.masked[:used])) if peek.masked is not None else 0)
     stream.advance(used)
     taken = seen[awake]
-    return taken, skipped, used - taken.shape[0] - skipped
+    return taken, skipped, used - taken.shape[0] - skipped, left.shape[0]
 
 
 def walk(
@@ -122,8 +122,11 @@ def walk(
     D = len(tables)
     out = Walk(D)
     w, among = weights.tolist(), (range(D) if only is None else (only,))
+    dry = _Dry(tables, policy)
     while need > 0:
         active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
+        if dry.limit is not None:
+            active = [d for d in active if dry.left(d)]
         if not active:
             break
         if len(active) == 1:  # one dataset: the mixed stream is its own stream
@@ -132,11 +135,12 @@ def walk(
             cut, met = _cut(peek.awake, need)
             if cut == 0:
                 break
-            taken, s, q = _consume(tables[d], streams[d], peek, cut)
+            taken, s, q, moved = _consume(tables[d], streams[d], peek, cut)
             out.encounters[d] += cut
             out.skipped[d] += s
             out.passed[d] += q
             out.parts.append((d, taken))
+            dry.spent(d, cut, taken.shape[0] + moved)
         else:
             peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
             cut, met = _cut(awake, need)
@@ -144,11 +148,29 @@ def walk(
                 break
             for d, k in enumerate(np.bincount(owners[:cut], minlength=D).tolist()):
                 if k:
-                    out.spend(d, k, *_consume(tables[d], streams[d], peeks[d], k)[1:])
+                    taken, s, q, moved = _consume(tables[d], streams[d], peeks[d], k)
+                    out.spend(d, k, s, q)
+                    dry.spent(d, k, taken.shape[0] + moved)
             take = awake[:cut]
             out.parts.append((owners[:cut][take], rows[:cut][take]))  # the awake prompts, in mixed-stream order
         need -= met
     return out
+
+
+class _Dry:
+    """Encounters in a row, per dataset, that met no awake prompt and moved no counter: past the
+    policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now."""
+
+    def __init__(self, tables: Sequence[PromptTable], policy: Policy) -> None:
+        self.limit = None if policy.skip_mask is None or policy.patience is None else [policy.patience * t.n for t in tables]
+        self.run = [0] * len(tables)
+
+    def left(self, d: int) -> bool:
+        return self.run[d] < self.limit[d]  # type: ignore[index]
+
+    def spent(self, d: int, used: int, lively: int) -> None:
+        if self.limit is not None:
+            self.run[d] = 0 if lively else self.run[d] + used
 
 
 def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:

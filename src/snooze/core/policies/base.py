@@ -140,6 +140,13 @@ class _Plugin:
     skip_mask: SkipMask | None = None
     """Extra skips at an encounter, before any rollout (``None``: only the snooze counter skips)."""
 
+    patience: int | None = 1
+    """With a skip mask: how many whole epochs of a dataset in a row a draw may walk through without
+    meeting an awake prompt or waking one (every encounter skipped by the mask, or blocked) before it
+    gives up on that dataset for the round. A mask that skips a prompt for good would otherwise walk
+    forever; ``None`` promises that it lets every prompt through with a positive probability at each
+    encounter (``skip="history"``), so the walk goes on until it meets one."""
+
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
 

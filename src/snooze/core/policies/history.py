@@ -42,6 +42,7 @@ class HistoryRule(SkipRule):
     """One pass-rate byte per prompt; an encounter skipped with probability ``min(p**G, k/(k+1))``."""
 
     columns = (Column("history", np.uint8),)
+    patience = None  # every encounter is rolled out with probability >= 1 - k/(k+1): the walk always ends
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)

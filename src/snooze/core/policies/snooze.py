@@ -31,6 +31,7 @@ class Snooze(Policy):
         self.rule = SKIP_RULES[config.skip](config)
         self.columns = self.rule.columns
         self.skip_mask = self.rule.skip_mask
+        self.patience = self.rule.patience
         hard = config.snooze_factor if config.hard_snooze_factor is None else config.hard_snooze_factor
         self.hard_period = np.int32(hard if config.snooze_hard else 0)
 

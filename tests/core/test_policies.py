@@ -1,0 +1,67 @@
+"""The policy plug-in point: a registered policy with its own per-prompt column and skip mask runs, is
+saved and restored, and is offered wherever the config's choices are read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import snooze
+from snooze.core.policies import POLICIES, SKIP_RULES, Changes, Column, Policy, Report, register_policy
+
+
+@pytest.fixture
+def seen_twice() -> Iterator[type[Policy]]:
+    """A policy written as a user would: one byte a prompt (groups seen), skip prompts seen twice."""
+
+    @register_policy("test_seen_twice")
+    class SeenTwice(Policy):
+        columns = (Column("seen", np.uint8),)
+
+        def skip_mask(self, table, stream, rows, awake):  # noqa: ANN001, ANN201
+            return awake & (table.columns["seen"][rows] >= 2)
+
+        def report(self, memory, report: Report) -> Changes | None:  # noqa: ANN001
+            seen = memory.columns["seen"]
+            np.add.at(seen, report.group_rows, 1)
+            return None
+
+    yield SeenTwice
+    POLICIES._classes.pop("test_seen_twice")
+
+
+def test_the_built_ins_are_registered_in_order() -> None:
+    assert list(POLICIES) == ["grpo", "dynamic_sampling", "filter", "snooze"]
+    assert list(SKIP_RULES) == ["counter", "history"]
+    assert POLICIES["grpo"].trains_on_zero_signal and not POLICIES["snooze"].trains_on_zero_signal
+
+
+def test_names_are_checked_when_registering() -> None:
+    with pytest.raises(snooze.ConfigError, match="registered already"):
+        register_policy("snooze")(type("Other", (Policy,), {}))
+    with pytest.raises(snooze.ConfigError, match="must be a Python identifier"):
+        register_policy("two words")(type("Other", (Policy,), {}))
+
+
+def test_a_plugin_policy_keeps_its_column_skips_by_its_mask_and_resumes(seen_twice, tmp_path: Path) -> None:
+    data = {"d": [{"id": i} for i in range(6)]}
+    cfg = snooze.SchedulerConfig(batch_size=2, group_size=2, policy="test_seen_twice", max_gen_rounds=1)
+    sched = snooze.Scheduler(data, cfg, seed=0)
+    issued: list[int] = []
+    for _ in range(6):  # 12 encounters: every prompt is rolled out twice, then skipped
+        cands = sched.propose()
+        issued += [c.row for c in cands]
+        sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))
+        sched.finish_step()
+    assert sorted(issued) == sorted(list(range(6)) * 2)
+    assert sched.tables[0].columns["seen"].tolist() == [2] * 6
+    assert not sched.propose()  # every prompt is masked now: the walk gives up after one epoch (patience 1)
+    assert sched.counts.scalars["snooze/skipped"] == 6 and sched.tables[0].columns["seen"].tolist() == [2] * 6
+    state = sched.state_dict()
+    assert state["arrays"]["ds0.seen"].tolist() == [2] * 6
+    sched.save(tmp_path / "ck")
+    again = snooze.Scheduler.load(tmp_path / "ck", data)
+    assert isinstance(again.policy, seen_twice) and again.tables[0].columns["seen"].tolist() == [2] * 6

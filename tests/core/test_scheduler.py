@@ -1,0 +1,126 @@
+"""The scheduler as its users drive it: the step loop, what propose/report/cancel accept, one count each,
+and a state that is its components' states, loaded all or nothing."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from fixtures.state_v1.make import state_hash
+from helpers_core import records, rewards_for
+
+import snooze
+
+
+def _sched(**cfg) -> snooze.Scheduler:
+    kinds = ["signal", "easy", "hard", "signal", "easy", "flat", "signal", "easy", "signal"]
+    config = snooze.SchedulerConfig(**{"batch_size": 3, "group_size": 4, "snooze_factor": 2, **cfg})
+    return snooze.Scheduler({"a": records(kinds, "a"), "b": records(kinds[::-1], "b")}, config, seed=2)
+
+
+def test_step_is_exactly_the_loop_by_hand() -> None:
+    auto, hand = _sched(), _sched()
+    for _ in range(6):
+        got = auto.step(rewards_for)
+        while not hand.batch_full and hand.round < hand.config.max_gen_rounds:
+            cands = hand.propose()
+            if not cands:
+                break
+            hand.report(cands, rewards_for(cands))
+        want = hand.finish_step()
+        assert [c.key for c in got.candidates] == [c.key for c in want.candidates] and got.metrics == want.metrics
+    assert state_hash(auto) == state_hash(hand)
+
+
+def test_round_and_step_index_are_the_metrics_counts() -> None:
+    s = _sched()
+    s.propose()
+    s.propose(2)
+    assert s.round == 2 and s.counts.scalars["gen/rounds"] == 2
+    batch = s.finish_step()
+    assert (s.round, s.step_index, batch.step) == (0, 1, 0)
+    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.counts.totals["steps"]
+
+
+def test_propose_zero_is_no_round_and_bad_n_is_refused() -> None:
+    s = _sched()
+    before = state_hash(s)
+    empty = s.propose(0)
+    assert len(empty) == 0 and isinstance(empty, snooze.Candidates) and state_hash(s) == before
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(snooze.ConfigError, match="n must be an integer >= 0"):
+            s.propose(bad)
+    assert state_hash(s) == before
+
+
+def test_bad_reports_record_nothing() -> None:
+    s = _sched()
+    cands = s.propose()
+    other = _sched().propose()
+    other.ticket[:] += 1000  # tickets this scheduler never issued
+    before = state_hash(s)
+    for report, rewards, match in [
+        ([cands[0], "x"], np.zeros((2, 4)), "item 1 of the report is a str"),
+        (other[:1], np.zeros((1, 4)), "was never issued"),
+        (cands[:1], np.full((1, 4), np.nan), "not finite"),
+        ([cands[0], cands[0]], np.zeros((2, 4)), "appears 2 times"),
+    ]:
+        with pytest.raises((snooze.ReportError, snooze.RewardError), match=match):
+            s.report(report, rewards)
+        assert state_hash(s) == before
+    s.report(cands[:1], rewards_for(cands[:1]))
+    with pytest.raises(snooze.ReportError, match="already reported"):
+        s.report(cands[:1], rewards_for(cands[:1]))
+
+
+def test_cancel_withdraws_candidates_and_counts_them() -> None:
+    s = _sched()
+    cands = s.propose()
+    assert s.cancel(cands[1:]) == len(cands) - 1
+    assert [c.ticket for c in s.pending_candidates()] == [cands[0].ticket]
+    s.report(cands[:1], rewards_for(cands[:1]))
+    assert s.finish_step().metrics["gen/cancelled"] == len(cands) - 1
+
+
+def test_the_state_is_the_components_states_in_format_1() -> None:
+    s = _sched(skip="history", mix="quota")
+    s.step(rewards_for)
+    s.propose()
+    state = s.state_dict()
+    assert set(state["meta"]) == {
+        "format", "version", "seed", "config", "weights", "step", "round", "next_ticket", "drawn", "metrics",
+        "last_metrics", "datasets",
+    }  # fmt: skip
+    columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
+    buffers = {f"{b}.{c}" for b in ("batch", "surplus", "zero") for c in ("ds", "row", "ticket", "outcome", "rewards")}
+    assert set(state["arrays"]) == columns | buffers | {"pending"}
+    assert state["meta"]["datasets"][1] == {"name": "b", "size": 9, "fingerprint": s.sources[1].fingerprint, **s.streams[1].state_dict()}
+    assert state["meta"]["next_ticket"] == s.pending.next_ticket and np.array_equal(state["arrays"]["pending"], s.pending.state_dict()["pending"])
+    state["arrays"]["ds0.counter"][:] = 7  # a snapshot: changing it does not change the scheduler
+    assert not (s.tables[0].counter == 7).all()
+
+
+def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> None:
+    s = _sched()
+    for _ in range(3):
+        s.step(rewards_for)
+    cands = s.propose()
+    s.report(cands, rewards_for(cands))  # mid-step: the batch holds groups
+    good = s.state_dict()
+    assert len(good["arrays"]["batch.row"]) > 0
+    target = _sched()
+    target.step(rewards_for)
+    before = state_hash(target)
+    for damage in (
+        lambda st: st["meta"]["metrics"]["totals"].pop("rollouts"),  # the last component to load
+        lambda st: st["meta"]["datasets"][1].update(cursor=99),  # a stream
+        lambda st: st["arrays"].update({"batch.row": st["arrays"]["batch.row"] + 50}),  # rows beyond the data
+    ):
+        bad = copy.deepcopy(good)
+        damage(bad)
+        with pytest.raises(snooze.StateError):
+            target.load_state_dict(bad)
+        assert state_hash(target) == before
+    target.load_state_dict(good)
+    assert state_hash(target) == state_hash(s)
