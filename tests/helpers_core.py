@@ -27,13 +27,13 @@ def rewards_for(cands: list[snooze.Candidate], group_size: int = 4) -> np.ndarra
 
 
 def stream_order(name: str, n: int, seed: int, epochs: int) -> list[int]:
-    """The encounter order of a dataset, straight from SPEC section 2: a seeded permutation per epoch."""
+    """The encounter order of a dataset, straight from docs/concepts.md ("Streams and epochs"): a seeded permutation per epoch."""
     key = zlib.crc32(name.encode())
     return [int(r) for e in range(epochs) for r in np.random.default_rng([seed, key, e]).permutation(n)]
 
 
 def reference_issued(kinds: list[str], policy: str, factor: int, round_size: int, rounds: int, seed: int, name: str = "d") -> list[int]:
-    """Rows a single-dataset scheduler issues, by the plain reading of SPEC section 3.
+    """Rows a single-dataset scheduler issues, by the plain reading of docs/concepts.md ("Snoozing, exactly").
 
     Each round draws ``round_size`` awake prompts (skipping and decrementing snoozed ones, passing
     over retired ones), then all of the round's outcomes are applied.

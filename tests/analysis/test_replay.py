@@ -92,7 +92,7 @@ def test_vectorised_replay_matches_a_plain_loop(tmp_path: Path) -> None:
     got = replay_policies(log, policy_names([3]))["snooze:3"]["skipped_groups"]
     counter: dict[int, int] = {}
     want = 0
-    for _, _, pid, rewards in lines:  # the SPEC's rule, one encounter at a time
+    for _, _, pid, rewards in lines:  # the rule of docs/concepts.md, one encounter at a time
         if counter.get(pid, 0) > 0:
             counter[pid] -= 1
             want += 1
@@ -125,7 +125,7 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     hard=st.booleans(),
 )
 def test_replay_equals_the_spec_rule_one_encounter_at_a_time(outcomes: list, factor: int, hard: bool) -> None:
-    """Property: the vectorised replay equals SPEC section 3 applied encounter by encounter."""
+    """Property: the vectorised replay equals the snoozing rule (docs/concepts.md) applied encounter by encounter."""
     rewards = {"easy": [1.0, 1.0], "hard": [0.0, 0.0], "signal": [1.0, 0.0], "flat": [0.5, 0.5]}
     log = RewardLog(
         "mem",

@@ -1,4 +1,4 @@
-"""Property tests of SPEC section 3 and 4 invariants (hypothesis)."""
+"""Property tests of the invariants of docs/concepts.md, "Policies" and "The step loop" (hypothesis)."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_metrics_add_up(kinds_a, kinds_b, policy, mix, carry, on_short, batch_si
 @given(wa=st.integers(1, 4), wb=st.integers(1, 4), seed=st.integers(0, 999), factor=st.integers(0, 5))
 def test_stream_mix_holds_weights_over_encounters_and_gives_skipped_draws_away(wa, wb, seed, factor):
     """Stream mix interleaves *encounters* by weight; a snoozed prompt's encounter is replaced from the
-    mixed stream, so time saved on a mastered dataset goes to the others (SPEC section 4)."""
+    mixed stream, so time saved on a mastered dataset goes to the others (docs/concepts.md, "Mixing datasets")."""
     data = {"easy": records(["easy"] * 20, "e"), "sig": records(["signal"] * 20, "s")}
     cfg = snooze.SchedulerConfig(batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb})
     sched = snooze.Scheduler(data, cfg, seed=seed)

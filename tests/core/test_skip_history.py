@@ -1,5 +1,5 @@
 """``skip="history"``: each encounter skipped with probability ``min(p**G, k/(k+1))`` from the prompt's
-pass-rate history (SPEC section 3, "probabilistic skipping"), checked against a plain model."""
+pass-rate history (docs/concepts.md, "skip=\"history\""), checked against a plain model."""
 
 from __future__ import annotations
 

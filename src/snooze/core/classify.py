@@ -1,4 +1,4 @@
-"""Reward checks and group classification (SPEC section 2), vectorised over groups.
+"""Reward checks and group classification (docs/concepts.md, "Prompts, groups, outcomes"), vectorised over groups.
 
 Outcome codes are small integers so a whole report is one ``int8`` array:
 
