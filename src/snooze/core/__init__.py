@@ -1,5 +1,19 @@
 """The numpy-only core: what a user of the scheduler touches, in one place.
 
+The step loop in numbers (docs/concepts.md, "The step loop"):
+
+>>> import snooze
+>>> sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(6)]},
+...                          snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=2))
+>>> cands = sched.propose()
+>>> [c.id for c in cands]
+['q0', 'q1']
+>>> sched.report(cands, [[1, 1, 1, 1], [1, 0, 1, 0]]).tolist()  # q0 too easy (1), q1 carries signal (0)
+[1, 0]
+>>> batch = sched.finish_step()  # closing the step early: the round limit was not reached
+>>> [c.id for c in batch.candidates], batch.metrics["snooze/asleep"]
+(['q1'], 1)
+
 Nothing under ``snooze.core`` imports torch, a trainer, an integration or the CLI. Modules whose
 name starts with ``_`` are the scheduler's parts (stream, prompt memory, draw walk, pending set,
 buffers, mix, metrics, state envelope); they may change without notice.

@@ -16,16 +16,17 @@ the first encounters of a chunk changes nothing about the later ones.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from snooze.core._memory import BLOCKED, PromptTable
+from snooze.core._mixing import interleave_order, largest_remainder
 from snooze.core._stream import DatasetStream
 from snooze.core.policies import Policy
 
-__all__ = ["Walk", "walk", "drawable"]
+__all__ = ["Walk", "walk", "walk_quota", "drawable"]
 
 _MIN_CHUNK = 256  # encounters examined per vectorised pass at least; amortises numpy call overhead
 
@@ -171,6 +172,39 @@ class _Dry:
     def spent(self, d: int, used: int, lively: int) -> None:
         if self.limit is not None:
             self.run[d] = 0 if lively else self.run[d] + used
+
+
+def walk_quota(
+    n: int,
+    weights: np.ndarray,
+    active: Callable[[], np.ndarray],
+    open_slots: Callable[[np.ndarray], np.ndarray],
+    walk_one: Callable[[int, int], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quota mix: split ``n`` among the datasets whose batch quota is open (in proportion to their
+    ``open_slots``, by largest remainder; by weight once no quota is open), walk each one's stream for its
+    share (``walk_one(d, k)`` -> rows), and split again what a dataset could not give. Returns ``(owners,
+    rows, per-dataset counts)``, the candidates interleaved by dataset."""
+    D = weights.shape[0]
+    rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * D
+    want = n
+    while want > 0:
+        now = active()
+        if not now.any():
+            break
+        slots = open_slots(now)
+        alloc = largest_remainder(want, slots if slots.sum() > 0 else np.where(now, weights, 0.0))
+        got_any = False
+        for d in np.flatnonzero(alloc):
+            rows = walk_one(int(d), int(alloc[d]))
+            rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
+            got_any |= rows.shape[0] > 0
+            want -= rows.shape[0]
+        if not got_any and np.array_equal(active(), now):
+            break  # no dataset gave a prompt and none ran out: nothing more to draw
+    counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
+    order = interleave_order(counts)  # slot -> index into the rows grouped by dataset
+    return np.repeat(np.arange(D), counts)[order], np.concatenate(rows_by_ds)[order], counts
 
 
 def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:

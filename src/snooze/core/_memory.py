@@ -100,6 +100,17 @@ class PromptMemory:
             t.n_retired += per[1][d]
             t.n_blocked += per[2][d]
 
+    def set_excluded(self, d: int, rows: np.ndarray, excluded: bool) -> int:
+        """Set or clear ``EXCLUDED`` on dataset ``d``'s ``rows``; how many changed."""
+        table = self.tables[d]
+        before = (table.flags[rows] & EXCLUDED) != 0
+        if excluded:
+            table.flags[rows] |= EXCLUDED
+        else:
+            table.flags[rows] &= ~EXCLUDED
+        table.recount()
+        return int(np.count_nonzero(before != excluded))
+
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``{"datasets": [{column: array}]}``: each dataset's columns, copied."""

@@ -16,7 +16,7 @@ import numpy as np
 
 from snooze.core.errors import ConfigError, StateError
 
-__all__ = ["Mix", "largest_remainder", "interleave", "interleave_order"]
+__all__ = ["Mix", "batch_fits", "largest_remainder", "interleave", "interleave_order"]
 
 
 class Mix:
@@ -86,6 +86,18 @@ class Mix:
             if weights.shape != (D,) or not np.isfinite(weights).all() or (weights < 0).any():
                 raise StateError(f"weights={state['weights']!r} do not fit {D} datasets")
         self.weights, self.drawn = weights, drawn
+
+
+def batch_fits(ds: np.ndarray, acceptable: np.ndarray, room: int, open_slots: np.ndarray | None = None) -> np.ndarray:
+    """Which of a report's groups (dataset ``ds``, ``[N]``) go into the batch: the first acceptable ones
+    while there is ``room``, and in quota mode at most ``open_slots[d]`` of dataset ``d``. ``[N]`` bool."""
+    fits = np.zeros(ds.shape[0], dtype=bool)
+    idx = np.flatnonzero(acceptable)
+    if open_slots is not None:
+        keep = [idx[ds[idx] == d][: open_slots[d]] for d in range(open_slots.shape[0])]
+        idx = np.sort(np.concatenate(keep)) if keep else idx[:0]
+    fits[idx[:room]] = True
+    return fits
 
 
 def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:

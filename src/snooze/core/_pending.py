@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from snooze.core._stateful import check_rows, state_int
-from snooze.core.errors import StateError
+from snooze.core.errors import ReportError, StateError
 
 __all__ = ["PendingSet"]
 
@@ -62,9 +62,18 @@ class PendingSet:
         idx = np.minimum(np.searchsorted(self.ticket, ticket), held - 1)
         return np.where(self.ticket[idx] == ticket, idx, -1)
 
-    def why_missing(self, ticket: int) -> str:
-        """Why ``ticket`` is not pending, for an error message."""
-        return "was already reported (or cancelled)" if 0 <= ticket < self.next_ticket else "was never issued by this scheduler"
+    def locate(self, ticket: np.ndarray, candidates: Sequence[Any]) -> np.ndarray:
+        """:meth:`find` for a report of ``candidates`` (their ``ticket``): raises :class:`ReportError`
+        naming the first that is not pending, and why."""
+        index = self.find(ticket)
+        if (index < 0).any():
+            c = candidates[int(np.argmax(index < 0))]
+            why = "was already reported (or cancelled)" if 0 <= c.ticket < self.next_ticket else "was never issued by this scheduler"
+            raise ReportError(
+                f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) {why}; report only what propose() "
+                "returned, once each. Nothing was recorded."
+            )
+        return index
 
     def pop(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Remove the entries at ``index`` (from :meth:`find`, all found); return their ``(ds, row)``."""

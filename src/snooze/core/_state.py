@@ -228,15 +228,7 @@ def _migrate(
             log.warning("migration drops dataset %r: it is not in the new mix", info["name"])
             continue
         d = names.index(info["name"])
-        size = state_int(info["size"], f"datasets[{i}].size", 1)
-        rows = _saved_rows_to_new(sources[d], info, previous)
-        keep = rows >= 0
-        for name, saved in _columns(arrays, i).items():
-            if saved.shape != (size,):
-                raise StateError(f"array ds{i}.{name} has shape {saved.shape}, expected ({size},)")
-            memory[d][name] = np.zeros(len(sources[d]), dtype=saved.dtype)
-            memory[d][name][rows[keep]] = saved[keep]
-        moved += int(keep.sum())
+        moved += _move_memory(memory[d], _columns(arrays, i), i, info, sources[d], previous)
         exact = info["fingerprint"] == sources[d].fingerprint and meta.get("seed") == seed
         streams[d] = {"epoch": info["epoch"], "cursor": info["cursor"] if exact else 0}
         drawn[d] = state_int(int(meta["drawn"][i]), f"drawn[{i}]")
@@ -251,6 +243,22 @@ def _migrate(
         buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
         metrics=metrics.state_dict(),
     )
+
+
+def _move_memory(
+    into: dict[str, np.ndarray], saved: Mapping[str, np.ndarray], i: int, info: Mapping[str, Any], new: Source,
+    previous: Mapping[str, Any] | None,
+) -> int:
+    """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts moved."""
+    size = state_int(info["size"], f"datasets[{i}].size", 1)
+    rows = _saved_rows_to_new(new, info, previous)
+    keep = rows >= 0
+    for name, column in saved.items():
+        if column.shape != (size,):
+            raise StateError(f"array ds{i}.{name} has shape {column.shape}, expected ({size},)")
+        into[name] = np.zeros(len(new), dtype=column.dtype)
+        into[name][rows[keep]] = column[keep]
+    return int(keep.sum())
 
 
 def _saved_rows_to_new(new: Source, info: Mapping[str, Any], previous: Mapping[str, Any] | None) -> np.ndarray:

@@ -46,6 +46,15 @@ class ReportError(SnoozeError, KeyError):
 class BatchShortError(SnoozeError, RuntimeError):
     """The training batch could not be filled within ``max_gen_rounds`` and ``on_short='raise'``."""
 
+    @classmethod
+    def at(cls, step: int, have: int, batch_size: int, rounds: int, max_rounds: int, exhausted: bool) -> BatchShortError:
+        return cls(
+            f"step {step}: only {have} of batch_size={batch_size} groups with signal after {rounds} generation "
+            f"round(s) (max_gen_rounds={max_rounds}" + (", data exhausted" if exhausted else "") + "). Raise "
+            "max_gen_rounds or gen_batch_size, lower batch_size, or set on_short='partial' or 'pad'. The groups "
+            "gathered so far are kept: propose()/report() more, then finish_step() again."
+        )
+
 
 class StateError(SnoozeError, ValueError):
     """A saved state is missing, truncated, corrupt, or of an unknown version."""

@@ -7,33 +7,16 @@ The loop, from the caller's side::
     ...repeat until sched.batch_full or max_gen_rounds...
     batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
 
-or ``batch = sched.step(rollout_fn)``, which is exactly that loop. In numbers:
-
->>> import snooze
->>> sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(6)]},
-...                          snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=2))
->>> cands = sched.propose()
->>> [c.id for c in cands]
-['q0', 'q1']
->>> sched.report(cands, [[1, 1, 1, 1], [1, 0, 1, 0]]).tolist()  # q0 too easy (1), q1 carries signal (0)
-[1, 0]
->>> batch = sched.finish_step()  # round limit not reached, but this example closes the step here
->>> [c.id for c in batch.candidates], batch.metrics["snooze/asleep"]
-(['q1'], 1)
-
-The scheduler is a composition: per dataset a :class:`~snooze.core._stream.DatasetStream` (the order
-prompts come up in); one :class:`~snooze.core._memory.PromptMemory` (what is remembered about each
-prompt); the policy (:mod:`snooze.core.policies`: what a group's outcome does to its prompt); the
-:class:`~snooze.core._mixing.Mix` (dataset weights and quotas); the
-:class:`~snooze.core._pending.PendingSet` (candidates out for rollout); three
-:class:`~snooze.core._buffer.GroupBuffer` (the step's batch, surplus and zero-signal groups); and
-:class:`~snooze.core._metrics.StepMetrics` (the counts). Each owns its state; :meth:`state_dict`
-puts theirs together (:mod:`snooze.core._state` lays it out as a file).
+or ``batch = sched.step(rollout_fn)``, which is exactly that loop (an example in numbers:
+:mod:`snooze.core`). The scheduler composes, and owns nothing else: per dataset a stream (the order
+prompts come up in, ``_stream``); the prompt memory (``_memory``); the policy (``policies/``); the mix
+(weights and quotas, ``_mixing``); the pending set (``_pending``); the step's batch, surplus and
+zero-signal groups (``_buffer``); the metrics (``_metrics``). Each owns its state; :meth:`state_dict`
+puts theirs together and ``_state`` lays it out as a file.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,24 +26,22 @@ import numpy as np
 import numpy.typing as npt
 
 from snooze.core._buffer import GroupBuffer
-from snooze.core._draw import Walk, drawable, walk
-from snooze.core._memory import EXCLUDED, PromptMemory, PromptTable
+from snooze.core._draw import Walk, drawable, walk, walk_quota
+from snooze.core._memory import PromptMemory, PromptTable
 from snooze.core._metrics import StepEnd, StepMetrics
-from snooze.core._mixing import Mix, interleave_order, largest_remainder
+from snooze.core._mixing import Mix, batch_fits
 from snooze.core._pending import PendingSet
 from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
 from snooze.core._stream import DatasetStream
 from snooze.core.advantages import grpo_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import BatchShortError, ConfigError, DataError, ReportError, StateError
-from snooze.core.policies import Changes, Report, make_policy
+from snooze.core.errors import BatchShortError, ConfigError, DataError
+from snooze.core.policies import Changes, Policy, Report, make_policy
 from snooze.core.source import Source, as_source
-from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
+from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, tickets_of
 
 __all__ = ["Scheduler"]
-
-log = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -70,6 +51,16 @@ class Scheduler:
     ``.jsonl``/``.parquet`` file, a Hugging Face ``Dataset`` or a :class:`~snooze.Source`. Each
     dataset owns a stream seeded by ``(seed, name, epoch)``.
     """
+
+    streams: list[DatasetStream]  # per dataset: the order its prompts come up in
+    policy: Policy  # what a group's outcome does to its prompt (config.policy)
+    memory: PromptMemory  # the per-prompt columns
+    mix: Mix  # dataset weights, encounters drawn, batch quotas
+    pending: PendingSet  # candidates out for rollout, and the ticket counter
+    batch: GroupBuffer  # groups accepted into this step's batch
+    surplus: GroupBuffer  # acceptable groups that found no room
+    zero: GroupBuffer  # zero-signal groups left out, kept as padding material when on_short='pad'
+    counts: StepMetrics  # the step's counts and the totals (steps and rounds among them)
 
     def __init__(self, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int = 0) -> None:
         self.config = config if config is not None else SchedulerConfig()
@@ -95,16 +86,14 @@ class Scheduler:
             memory=PromptMemory([len(s) for s in self.sources], policy.columns),
             mix=Mix(self.names, cfg.weights),
             pending=PendingSet([len(s) for s in self.sources]),
-            batch=GroupBuffer(G),  # groups accepted into this step's batch
-            surplus=GroupBuffer(G),  # acceptable groups that found no room
-            zero=GroupBuffer(G),  # zero-signal groups left out, kept as padding material when on_short='pad'
+            batch=GroupBuffer(G),
+            surplus=GroupBuffer(G),
+            zero=GroupBuffer(G),
             counts=StepMetrics(self.names),
         )
 
     def _take(self, parts: SimpleNamespace) -> None:
-        self.streams, self.policy, self.memory, self.mix = parts.streams, parts.policy, parts.memory, parts.mix
-        self.pending, self.batch, self.surplus, self.zero = parts.pending, parts.batch, parts.surplus, parts.zero
-        self.counts = parts.counts
+        vars(self).update(vars(parts))  # streams, policy, memory, mix, pending, batch, surplus, zero, counts
 
     # -- one count each, kept by its component ---------------------------------------------------
     @property
@@ -169,17 +158,11 @@ class Scheduler:
         if (rows < 0).any():
             bad = [i for i, r in zip(ids, rows) if r < 0][:3]
             raise DataError(f"dataset {dataset!r} has no prompt(s) with id {bad}; check the curriculum file")
-        table = self.tables[d]
-        before = (table.flags[rows] & EXCLUDED) != 0
         was_active = self._active()
-        if excluded:
-            table.flags[rows] |= EXCLUDED
-        else:
-            table.flags[rows] &= ~EXCLUDED
-        table.recount()
+        changed = self.memory.set_excluded(d, rows, excluded)
         if not np.array_equal(was_active, self._active()):
             self.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
-        return int(np.count_nonzero(before != excluded))
+        return changed
 
     def _dataset_index(self, name: str) -> int:
         try:
@@ -206,7 +189,8 @@ class Scheduler:
             self.mix.drawn += w.encounters
             owners, rows = w.owners(), w.rows().astype(np.int64, copy=False)
         else:
-            owners, rows = self._draw_quota(int(n))
+            owners, rows, counts = walk_quota(int(n), self.weights, self._active, self._open_slots, self._walk_one)
+            self.mix.drawn += counts  # quota mix: issued candidates, not encounters
         return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows))
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
@@ -214,31 +198,11 @@ class Scheduler:
         self.counts.add_skips(w.skipped, w.passed)
         return w
 
-    def _draw_quota(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """Quota mix: split the round among the datasets whose quota is open (in proportion to their open
-        slots, by largest remainder), then walk each one's stream for its share; repeat for what a
-        dataset could not give. Candidates come out interleaved by dataset."""
-        D = len(self.sources)
-        rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * D
-        want = n
-        while want > 0:
-            active = self._active()
-            if not active.any():
-                break
-            open_slots = np.maximum(self._quotas() - self._filled(), 0) * active
-            alloc = largest_remainder(want, open_slots if open_slots.sum() > 0 else np.where(active, self.weights, 0.0))
-            got_any = False
-            for d in np.flatnonzero(alloc):
-                rows = self._walk(int(alloc[d]), only=int(d)).rows()  # the walk restricted to dataset d
-                rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
-                got_any |= rows.shape[0] > 0
-                want -= rows.shape[0]
-            if not got_any and np.array_equal(self._active(), active):
-                break  # no dataset gave a prompt and none ran out: nothing more to draw
-        counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
-        self.mix.drawn += counts
-        order = interleave_order(counts)  # slot -> index into the rows grouped by dataset
-        return np.repeat(np.arange(D), counts)[order], np.concatenate(rows_by_ds)[order]
+    def _walk_one(self, d: int, need: int) -> np.ndarray:
+        return self._walk(need, only=d).rows()  # the walk restricted to dataset d
+
+    def _open_slots(self, active: np.ndarray) -> np.ndarray:
+        return np.maximum(self._quotas() - self._filled(), 0) * active
 
     def pending_candidates(self) -> Candidates:
         """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
@@ -251,8 +215,8 @@ class Scheduler:
         Their encounters stay spent (snooze counters moved as drawn); they are counted in
         ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
         """
-        tickets, index = self._check_tickets(candidates)
-        self.pending.pop(index)
+        tickets = tickets_of(candidates)
+        self.pending.pop(self.pending.locate(tickets, candidates))
         self.counts.add("gen/cancelled", len(tickets))
         return len(tickets)
 
@@ -264,7 +228,8 @@ class Scheduler:
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
         cfg = self.config
-        tickets, index = self._check_tickets(candidates)
+        tickets = tickets_of(candidates)
+        index = self.pending.locate(tickets, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
         outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
         ds, rows = self.pending.pop(index)
@@ -281,31 +246,6 @@ class Scheduler:
             if flags is not None:
                 self.counts.add(key, np.count_nonzero(flags))
 
-    def _check_tickets(self, candidates: Sequence[Candidate]) -> tuple[np.ndarray, np.ndarray]:
-        """Tickets of a report and their index in the pending set; raises before anything changes."""
-        if isinstance(candidates, Candidates):
-            tickets = candidates.ticket
-        elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str)):
-            if not all(isinstance(c, Candidate) for c in candidates):
-                i = next(i for i, c in enumerate(candidates) if not isinstance(c, Candidate))
-                raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
-            tickets = np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=len(candidates))
-        else:
-            raise ReportError("report() takes the candidates that propose() returned (or a list of them)")
-        if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
-            uniq, counts = np.unique(tickets, return_counts=True)
-            if (counts > 1).any():
-                t = int(uniq[counts > 1][0])
-                raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
-        index = self.pending.find(tickets)
-        if (index < 0).any():
-            c = candidates[int(np.argmax(index < 0))]
-            raise ReportError(
-                f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) {self.pending.why_missing(c.ticket)}; report "
-                "only what propose() returned, once each. Nothing was recorded."
-            )
-        return tickets, index
-
     def _accept(self, groups: GroupBuffer) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero."""
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
@@ -317,15 +257,8 @@ class Scheduler:
         self.surplus.extend(groups, acceptable & ~fits)
 
     def _fits(self, ds: np.ndarray, acceptable: np.ndarray) -> np.ndarray:
-        room = self.config.batch_size - len(self.batch)
-        fits = np.zeros(ds.shape[0], dtype=bool)
-        idx = np.flatnonzero(acceptable)
-        if self.config.mix == "quota":
-            open_slots = np.maximum(self._quotas() - self._filled(), 0)
-            keep = [idx[ds[idx] == d][: open_slots[d]] for d in range(len(self.sources))]
-            idx = np.sort(np.concatenate(keep)) if keep else idx[:0]
-        fits[idx[:room]] = True
-        return fits
+        open_slots = np.maximum(self._quotas() - self._filled(), 0) if self.config.mix == "quota" else None
+        return batch_fits(ds, acceptable, self.config.batch_size - len(self.batch), open_slots)
 
     def _quotas(self) -> np.ndarray:
         return self.mix.quotas(self._active(), self._filled(), self.config.batch_size)
@@ -352,13 +285,7 @@ class Scheduler:
             if not self.batch_full:
                 self.surplus.move_head(self.batch, cfg.batch_size - len(self.batch))  # starved slots go to the rest
         if not self.batch_full and cfg.on_short == "raise":
-            raise BatchShortError(
-                f"step {self.step_index}: only {len(self.batch)} of batch_size={cfg.batch_size} groups with signal after "
-                f"{self.round} generation round(s) (max_gen_rounds={cfg.max_gen_rounds}"
-                + (", data exhausted" if self.exhausted else "")
-                + "). Raise max_gen_rounds or gen_batch_size, lower batch_size, or set on_short='partial' or 'pad'. "
-                "The groups gathered so far are kept: propose()/report() more, then finish_step() again."
-            )
+            raise BatchShortError.at(self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted)
         padded = self.zero.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
         batch = self._build_batch()
         self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
@@ -411,16 +338,12 @@ class Scheduler:
         with reading(state):
             parts = unpack(state, self.seed, self.config, self.sources, migrate, previous_datasets)
             fresh = self._fresh()  # each component checks its part; nothing of self changes until all passed
-            for stream, st in zip(fresh.streams, parts.streams):
-                stream.load_state_dict(st)
-            fresh.memory.load_state_dict(parts.memory)
-            fresh.mix.load_state_dict(parts.mix)
-            fresh.pending.load_state_dict(parts.pending)
-            sizes = [len(s) for s in self.sources]
+            loads = [*zip(fresh.streams, parts.streams), (fresh.memory, parts.memory), (fresh.mix, parts.mix),
+                     (fresh.pending, parts.pending), (fresh.counts, parts.metrics), (fresh.policy, parts.policy)]  # fmt: skip
+            for component, part in loads:
+                component.load_state_dict(part)
             for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(parts.buffers[name], sizes, name)
-            fresh.counts.load_state_dict(parts.metrics)
-            fresh.policy.load_state_dict(parts.policy)
+                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name)
         self._take(fresh)
         self.last_metrics = parts.last_metrics
 
@@ -432,30 +355,17 @@ class Scheduler:
 
     @classmethod
     def load(
-        cls,
-        path: str | Path,
-        datasets: Mapping[str, Any],
-        config: SchedulerConfig | None = None,
-        seed: int | None = None,
-        migrate: bool = False,
-        previous_datasets: Mapping[str, Any] | None = None,
-    ) -> Scheduler:
+        cls, path: str | Path, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int | None = None,
+        migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None,
+    ) -> Scheduler:  # fmt: skip
         """A scheduler restored from directory ``path``. Config and seed come from the state unless given;
         a given one that differs in what the state depends on needs ``migrate=True``."""
         from snooze.core.checkpoint import load_state
 
         state = load_state(path)
-        file = str(state.get("path", path))
-        try:
+        with reading(state):  # a state without a usable config or seed is a StateError naming its file
             cfg = config if config is not None else SchedulerConfig.from_dict(state["meta"]["config"])
             seed = int(state["meta"]["seed"]) if seed is None else seed
-        except (KeyError, TypeError, ConfigError) as exc:
-            raise StateError(f"{file}: scheduler state has no usable config/seed ({exc})") from None
         sched = cls(datasets, cfg, seed=seed)
-        try:
-            sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
-        except StateError as exc:
-            if file in str(exc):
-                raise
-            raise type(exc)(f"{file}: {exc}") from None
+        sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched

@@ -9,9 +9,10 @@ from typing import Any, Protocol, overload
 import numpy as np
 import numpy.typing as npt
 
+from snooze.core.errors import ReportError
 from snooze.core.source import Source
 
-__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn"]
+__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "tickets_of"]
 
 
 class Candidate:
@@ -80,6 +81,26 @@ class Candidates(Sequence[Candidate]):
 
     def __repr__(self) -> str:
         return f"Candidates({len(self)}: {list(self)[:3]}{'...' if len(self) > 3 else ''})"
+
+
+def tickets_of(candidates: Sequence[Candidate]) -> np.ndarray:
+    """The tickets of a report, ``[N]`` int64: what :meth:`Scheduler.propose` returned, or a list of its
+    :class:`Candidate` items, each once. Raises :class:`ReportError` otherwise."""
+    if isinstance(candidates, Candidates):
+        tickets = candidates.ticket
+    elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str)):
+        if not all(isinstance(c, Candidate) for c in candidates):
+            i = next(i for i, c in enumerate(candidates) if not isinstance(c, Candidate))
+            raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
+        tickets = np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=len(candidates))
+    else:
+        raise ReportError("report() takes the candidates that propose() returned (or a list of them)")
+    if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
+        uniq, counts = np.unique(tickets, return_counts=True)
+        if (counts > 1).any():
+            t = int(uniq[counts > 1][0])
+            raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
+    return tickets
 
 
 @dataclass
