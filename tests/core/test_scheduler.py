@@ -7,7 +7,7 @@ import copy
 
 import numpy as np
 import pytest
-from fixtures.state_v1.make import state_hash
+from _driver import state_hash
 from helpers_core import records, rewards_for
 
 import snooze

@@ -24,17 +24,8 @@ from snooze.core.checkpoint import load_state, save_state
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
-from snooze.core.errors import (
-    BatchShortError,
-    ConfigError,
-    DataError,
-    IntegrationError,
-    ReportError,
-    RewardError,
-    SnoozeError,
-    StateError,
-    StateMismatchError,
-)
+from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
+from snooze.core.errors import __all__ as _errors
 from snooze.core.policies import POLICIES, SKIP_RULES, register_policy, register_skip_rule
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
@@ -64,13 +55,5 @@ __all__ = [
     "TOO_HARD",
     "FLAT",
     "OUTCOME_NAMES",
-    "SnoozeError",
-    "ConfigError",
-    "DataError",
-    "RewardError",
-    "ReportError",
-    "BatchShortError",
-    "StateError",
-    "StateMismatchError",
-    "IntegrationError",
+    *_errors,
 ]

@@ -14,11 +14,12 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 from snooze.core.errors import DataError
 
-__all__ = ["read_lines", "truncate_log", "fail"]
+__all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,35 @@ log = logging.getLogger(__name__)
 def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) -> DataError:
     """The error for a bad line: ``<path>, line <n>[, field '<f>']: <what>``."""
     return DataError(f"{path}, line {line}" + (f", field {field!r}" if field else "") + f": {what}")
+
+
+class LineWriter:
+    """Appends lines to a log, flushed at each write so a crashed run still leaves a usable file;
+    a context manager (``with Writer(path) as log: ...``)."""
+
+    kind = "log"
+
+    def __init__(self, path: str | os.PathLike[str], append: bool = False) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+
+    def _write_lines(self, lines: list[str]) -> None:
+        if self._handle is None:
+            raise DataError(f"{self.path}: the {self.kind} writer is closed")
+        self._handle.write("".join(lines))
+        self._handle.flush()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def __enter__(self) -> LineWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
 
 
 def _parsed(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:

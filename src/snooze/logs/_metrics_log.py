@@ -12,11 +12,10 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from snooze.core.errors import DataError
-from snooze.logs._jsonl import read_lines
+from snooze.logs._jsonl import LineWriter, read_lines
 
 __all__ = ["METRICS_FILE", "MetricsLogWriter", "read_metrics"]
 
@@ -43,29 +42,13 @@ def _jsonable(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
-class MetricsLogWriter:
+class MetricsLogWriter(LineWriter):
     """Append one JSON line per step, flushed at once (``with MetricsLogWriter(path) as log: ...``)."""
 
+    kind = "metrics log"
+
     def __init__(self, path: str | os.PathLike[str], append: bool = True) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        super().__init__(path, append)
 
     def write(self, line: Mapping[str, Any]) -> None:
-        if self._handle is None:
-            raise DataError(f"{self.path}: the metrics log writer is closed")
-        self._handle.write(json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n")
-        self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-    def __enter__(self) -> MetricsLogWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        self._write_lines([json.dumps({k: _jsonable(v) for k, v in line.items()}) + "\n"])

@@ -17,15 +17,13 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
-from snooze.logs._jsonl import fail, read_lines
+from snooze.logs._jsonl import LineWriter, fail, read_lines
 
 __all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
 
@@ -161,22 +159,17 @@ def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence
     writer.write(step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
 
 
-class RewardLogWriter:
+class RewardLogWriter(LineWriter):
     """Append groups to a reward log, one JSON line each (``with RewardLogWriter(path) as log: ...``).
 
     Trainers call :meth:`write` after every generation round, with the groups in the order they were
     generated. Lines are flushed at each call so a crashed run still leaves a usable log.
     """
 
-    def __init__(self, path: str | os.PathLike[str], append: bool = False) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+    kind = "reward log"
 
     def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> None:
         """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``."""
-        if self._handle is None:
-            raise DataError(f"{self.path}: the reward log writer is closed")
         arr = np.asarray(rewards, dtype=np.float64)
         if arr.ndim != 2 or arr.shape[0] != len(datasets) or arr.shape[0] != len(ids):
             raise DataError(
@@ -187,18 +180,4 @@ class RewardLogWriter:
         for name, pid, row in zip(datasets, ids, arr.tolist(), strict=True):
             plain = pid.item() if hasattr(pid, "item") else pid
             out.append(json.dumps({"step": int(step), "dataset": name, "id": plain, "rewards": row}) + "\n")
-        self._handle.write("".join(out))
-        self._handle.flush()
-
-    def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-    def __enter__(self) -> RewardLogWriter:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+        self._write_lines(out)

@@ -14,32 +14,5 @@ from snooze.core.policies import snooze  # noqa: F401
 from snooze.core.policies import counter  # noqa: F401
 from snooze.core.policies import history  # noqa: F401
 # isort: on
-from snooze.core.policies.base import (
-    POLICIES,
-    SKIP_RULES,
-    Changes,
-    Column,
-    Policy,
-    Prompts,
-    Registry,
-    Report,
-    SkipRule,
-    make_policy,
-    register_policy,
-    register_skip_rule,
-)
-
-__all__ = [
-    "POLICIES",
-    "SKIP_RULES",
-    "Policy",
-    "SkipRule",
-    "Report",
-    "Prompts",
-    "Changes",
-    "Column",
-    "Registry",
-    "register_policy",
-    "register_skip_rule",
-    "make_policy",
-]
+from snooze.core.policies.base import *  # noqa: F403  (the plug-in API: base.__all__)
+from snooze.core.policies.base import __all__ as __all__
