@@ -123,10 +123,10 @@ def walk(
     D = len(tables)
     out = Walk(D)
     w, among = weights.tolist(), (range(D) if only is None else (only,))
-    dry = _Dry(tables, policy)
+    dry = _Dry(tables, policy.patience) if policy.skip_mask is not None and policy.patience is not None else None
     while need > 0:
         active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
-        if dry.limit is not None:
+        if dry is not None:
             active = [d for d in active if dry.left(d)]
         if not active:
             break
@@ -141,7 +141,8 @@ def walk(
             out.skipped[d] += s
             out.passed[d] += q
             out.parts.append((d, taken))
-            dry.spent(d, cut, taken.shape[0] + moved)
+            if dry is not None:
+                dry.spent(d, cut, taken.shape[0] + moved)
         else:
             peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
             cut, met = _cut(awake, need)
@@ -151,7 +152,8 @@ def walk(
                 if k:
                     taken, s, q, moved = _consume(tables[d], streams[d], peeks[d], k)
                     out.spend(d, k, s, q)
-                    dry.spent(d, k, taken.shape[0] + moved)
+                    if dry is not None:
+                        dry.spent(d, k, taken.shape[0] + moved)
             take = awake[:cut]
             out.parts.append((owners[:cut][take], rows[:cut][take]))  # the awake prompts, in mixed-stream order
         need -= met
@@ -162,16 +164,15 @@ class _Dry:
     """Encounters in a row, per dataset, that met no awake prompt and moved no counter: past the
     policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now."""
 
-    def __init__(self, tables: Sequence[PromptTable], policy: Policy) -> None:
-        self.limit = None if policy.skip_mask is None or policy.patience is None else [policy.patience * t.n for t in tables]
+    def __init__(self, tables: Sequence[PromptTable], patience: int) -> None:
+        self.limit = [patience * t.n for t in tables]
         self.run = [0] * len(tables)
 
     def left(self, d: int) -> bool:
-        return self.run[d] < self.limit[d]  # type: ignore[index]
+        return self.run[d] < self.limit[d]
 
     def spent(self, d: int, used: int, lively: int) -> None:
-        if self.limit is not None:
-            self.run[d] = 0 if lively else self.run[d] + used
+        self.run[d] = 0 if lively else self.run[d] + used
 
 
 def walk_quota(

@@ -199,7 +199,9 @@ class Scheduler:
         return w
 
     def _walk_one(self, d: int, need: int) -> np.ndarray:
-        return self._walk(need, only=d).rows()  # the walk restricted to dataset d
+        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, d)  # restricted to dataset d
+        self.counts.add_skips(w.skipped, w.passed)
+        return w.rows()
 
     def _open_slots(self, active: np.ndarray) -> np.ndarray:
         return np.maximum(self._quotas() - self._filled(), 0) * active

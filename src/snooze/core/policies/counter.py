@@ -23,10 +23,11 @@ class CounterRule(SkipRule):
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
         self.marks_easy = config.snooze_factor > 0  # factor 0 is DAPO: nothing sleeps, nothing regresses
+        self._fixed = np.int32(config.snooze_factor) if config.backoff == 1.0 else None
 
     def easy_periods(self, streak: np.ndarray) -> np.ndarray | np.integer:
+        if self._fixed is not None:
+            return self._fixed
         cfg = self.config
-        if cfg.backoff == 1.0:
-            return np.int32(cfg.snooze_factor)
         grown = cfg.snooze_factor * np.power(float(cfg.backoff), streak.astype(np.float64))
         return np.minimum(np.rint(grown), cfg.max_snooze).astype(np.int64)
