@@ -108,8 +108,17 @@ def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "arms must be among" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--pool-size", "--test-size", "--threads", "--jobs", "--seeds"])
-def test_bad_sizes_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("--pool-size", "Profile.pool_size=0: must be an integer >= 1 (option --pool-size)"),  # Profile's own check
+        ("--test-size", "Profile.test_size=0: must be an integer >= 1 (option --test-size)"),
+        ("--seeds", "Profile.seeds=0: must be an integer >= 1 (option --seeds)"),
+        ("--threads", "--threads 0: must be at least 1"),
+        ("--jobs", "--jobs 0: must be at least 1"),
+    ],
+)
+def test_bad_sizes_are_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, message: str) -> None:
     assert main(["compare", "--out", str(tmp_path), flag, "0"]) == 2
-    assert f"{flag} 0: must be at least 1" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == f"snooze compare: error: {message}"
     assert not any(tmp_path.iterdir())  # rejected before anything was written

@@ -231,7 +231,7 @@ def _write_outputs(
 ) -> dict[str, dict[str, Any]]:
     """``summary.json``, ``summary.md``, ``regime.json`` and the figures, from the run folders."""
     from snooze.experiments.regime import regime_checks
-    from snooze.plots.metrics import read_metrics
+    from snooze.logs import read_metrics
     from snooze.trainer.loop import read_result
 
     def prompts(arm: str) -> int:

@@ -3,7 +3,7 @@
 verl's sync trainer builds each batch in ``ReplayBuffer.sample``: it polls TransferQueue, where the
 rollout workers put every finished trajectory (with its ``rm_scores`` and the prompt's dataset
 fields), and with ``algorithm.filter_groups`` on it evicts zero-spread groups and refills. Here the
-training partition runs SPEC section 4 instead::
+training partition runs the step loop (docs/concepts.md, "The step loop") instead::
 
     round 1 was submitted by the trainer's prepare_step
     loop: report every newly finished group to the scheduler (before any filtering)

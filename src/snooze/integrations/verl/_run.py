@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from snooze import SIGNAL, Candidate, IntegrationError, Scheduler, StateError
-from snooze.logs import RewardLogWriter, truncate_log, write_groups
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
+from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
 
@@ -109,7 +109,7 @@ class SnoozeRun:
         log.warning("%d group(s) failed in rollout and were withdrawn from the scheduler: %s", len(uids), list(uids)[:5])
 
     def wants_round(self) -> bool:
-        """Whether the step's loop asks for another generation round (SPEC section 4, bounded by max_gen_rounds)."""
+        """Whether the step's loop asks for another generation round (docs/concepts.md, "The step loop": bounded by max_gen_rounds)."""
         s = self.scheduler
         return not s.batch_full and s.round < self.config.max_gen_rounds and not s.exhausted
 
