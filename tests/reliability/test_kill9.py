@@ -18,7 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kill9.py"
 
 
 def _run(*args: str) -> tuple[int, dict[str, int]]:
-    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=110)
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-2000:]
     return proc.returncode, json.loads(lines[-1])
