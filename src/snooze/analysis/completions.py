@@ -73,7 +73,7 @@ def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
     try:
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
-        raise ConfigError("reading Parquet needs pyarrow: pip install 'snooze-rl[parquet]'") from None
+        raise ConfigError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
     try:
         rows = pq.read_table(path).to_pylist()
     except Exception as exc:  # pyarrow raises many types for a corrupt file; translate at the boundary

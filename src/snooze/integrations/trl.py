@@ -43,7 +43,7 @@ try:
     from trl import GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(
-        f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install 'snooze-rl[trl]'"
+        f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
     ) from exc
 
 __all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX"]

@@ -16,7 +16,7 @@ def pyplot() -> Any:
     try:
         import matplotlib
     except ModuleNotFoundError:
-        raise ConfigError("figures need matplotlib: pip install 'snooze-rl[plots]'") from None
+        raise ConfigError("figures need matplotlib: pip install matplotlib (snooze's [plots] extra)") from None
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
