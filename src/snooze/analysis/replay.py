@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify_groups
+from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
 from snooze.logs import RewardLog
@@ -166,7 +166,7 @@ def replay(
 
 
 def _classify(log: RewardLog, cfg: SchedulerConfig) -> np.ndarray:
-    return classify_groups(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+    return classify(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core.errors import ConfigError, StateError
+from snooze.core._checks import check_weights
+from snooze.core.errors import StateError
 
 __all__ = ["Mix", "batch_fits", "largest_remainder", "interleave", "interleave_order"]
 
@@ -37,13 +38,8 @@ class Mix:
         """``[D]`` weights from a mapping by name (``None``: equal; unlisted datasets: 0)."""
         if weights is None:
             return np.ones(len(self.names), dtype=np.float64)
-        unknown = sorted(set(weights) - set(self.names))
-        if unknown:
-            raise ConfigError(f"weights name unknown dataset(s) {unknown}; datasets are {self.names}")
-        w = np.array([float(weights.get(n, 0.0)) for n in self.names])
-        if w.sum() <= 0:
-            raise ConfigError("weights: at least one dataset needs a weight above 0")
-        return w
+        checked = check_weights(weights, self.names)  # what SchedulerConfig.weights accepts, checked the same way
+        return np.array([checked.get(n, 0.0) for n in self.names], dtype=np.float64)
 
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
         """New weights from now on; the encounter counts start over when they differ from the old ones."""
