@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL
 
 __all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
@@ -174,8 +175,9 @@ class StepMetrics:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        totals = {k: int(state["totals"][k]) for k in TOTAL_KEYS}
-        scalars = {k: int(state["scalars"].get(k, 0)) for k in _SCALARS}
-        outcomes = np.asarray(state["outcomes"], dtype=np.int64)
-        ds = {k: np.asarray(state["ds"][k], dtype=np.int64) for k in _DS_KEYS}
+        """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset)."""
+        totals = {k: state_int(state["totals"][k], f"metrics totals[{k!r}]") for k in TOTAL_KEYS}
+        scalars = {k: state_int(state["scalars"].get(k, 0), f"metrics scalars[{k!r}]") for k in _SCALARS}
+        outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))
+        ds = {k: state_ints(state["ds"][k], f"metrics ds[{k!r}]", (len(self.names),)) for k in _DS_KEYS}
         self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from snooze.core._checks import check_weights
+from snooze.core._stateful import state_ints, state_reals
 from snooze.core.errors import StateError
 
 __all__ = ["Mix", "batch_fits", "largest_remainder", "interleave", "interleave_order"]
@@ -73,14 +74,12 @@ class Mix:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """``weights: None`` keeps the current weights (a state saved under other configured weights)."""
         D = len(self.names)
-        drawn = np.asarray(state["drawn"], dtype=np.int64)
-        if drawn.shape != (D,) or (drawn < 0).any():
-            raise StateError(f"drawn={state['drawn']!r} does not fit {D} datasets")
+        drawn = state_ints(state["drawn"], "drawn", (D,))
         weights = self.weights
         if state.get("weights") is not None:
-            weights = np.asarray(state["weights"], dtype=np.float64)
-            if weights.shape != (D,) or not np.isfinite(weights).all() or (weights < 0).any():
-                raise StateError(f"weights={state['weights']!r} do not fit {D} datasets")
+            weights = state_reals(state["weights"], "weights", (D,), low=0.0)
+            if not weights.sum() > 0:
+                raise StateError(f"weights={state['weights']!r}: no dataset has a weight above 0; the state is corrupt")
         self.weights, self.drawn = weights, drawn
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import check_rows, state_int
+from snooze.core._stateful import check_rows, state_int, state_ints
 from snooze.core.errors import ReportError, StateError
 
 __all__ = ["PendingSet", "new_run_id"]
@@ -128,7 +128,7 @@ class PendingSet:
         if issuer is not None and (not isinstance(issuer, str) or not _RUN_ID.match(issuer)):
             raise StateError(f"run_id={issuer!r} is not a run id (16 hex digits); the state is corrupt")
         next_ticket = state_int(state["next_ticket"], "next_ticket")
-        arr = np.asarray(state["pending"], dtype=np.int64).reshape(-1, 3)
+        arr = state_ints(state["pending"], "pending", (None, 3))
         check_rows(arr[:, 1], arr[:, 2], self.sizes, "pending")
         if arr.shape[0] and (
             arr[:, 0].min() < 0 or arr[:, 0].max() >= next_ticket or np.unique(arr[:, 0]).shape[0] != arr.shape[0]

@@ -23,6 +23,7 @@ malformed state become :class:`~snooze.StateError` naming the file.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,9 +150,20 @@ def unpack(
         pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"], "issuer": meta.get("run_id")},
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
         metrics=dict(meta["metrics"]),
-        last_metrics=dict(meta["last_metrics"]),
+        last_metrics=_last_metrics(meta["last_metrics"]),
         policy=dict(meta.get("policy", {})),
     )
+
+
+def _last_metrics(value: Any) -> dict[str, Any]:
+    """The last finished step's metrics: a mapping of metric name to a finite number (what ``metrics()`` gives)."""
+    ok = isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        for k, v in value.items()
+    )
+    if not ok:
+        raise StateError("meta.last_metrics is not a mapping of metric name to a finite number; the state is corrupt")
+    return dict(value)
 
 
 def _check_header(meta: Mapping[str, Any]) -> None:

@@ -37,7 +37,7 @@ from snooze.core._stream import DatasetStream
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import BatchShortError, ConfigError, DataError
+from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
 from snooze.core.policies import Changes, Policy, Report, make_policy
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
@@ -369,7 +369,13 @@ class Scheduler:
             for component, part in loads:
                 component.load_state_dict(part)
             for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name)
+                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_range)
+            if len(fresh.batch) > self.config.batch_size:
+                raise StateMismatchError(
+                    f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
+                    f"{self.config.batch_size}; load it with batch_size >= {len(fresh.batch)} (the saved config's is "
+                    f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
+                )
         self._take(fresh)
         self.last_metrics = parts.last_metrics
 
