@@ -63,7 +63,7 @@ def check_weights(weights: Any, names: Sequence[str] | None = None, what: str = 
         unknown = sorted(set(out) - set(names))
         if unknown:
             raise ConfigError(f"{what} name unknown dataset(s) {unknown}; datasets are {list(names)}")
-    total = math.fsum(out.values())
+    total = sum(out.values())  # (math.fsum raises OverflowError where this gives inf, refused below)
     if not total > 0 or not math.isfinite(total):
         raise ConfigError(f"{what}: at least one dataset needs a weight above 0, and their sum must be finite (got {total!r})")
     return out

@@ -106,6 +106,7 @@ class PromptMemory:
     def set_excluded(self, d: int, rows: np.ndarray, excluded: bool) -> int:
         """Set or clear ``EXCLUDED`` on dataset ``d``'s ``rows``; how many changed."""
         table = self.tables[d]
+        rows = np.unique(rows)  # an id named twice changes once
         before = (table.flags[rows] & EXCLUDED) != 0
         if excluded:
             table.flags[rows] |= EXCLUDED

@@ -160,8 +160,15 @@ class Scheduler:
         """Exclude prompts from drawing (or let them back in). Returns how many changed.
 
         Excluded prompts are passed over like retired ones; counters of snoozed prompts are kept.
+        ``ids`` is a list (or array) of the dataset's ids; a single id, ``None`` or a non-bool ``excluded``
+        is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
         """
         d = self._dataset_index(dataset)
+        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
+            raise DataError(f"set_excluded: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
+        if not isinstance(excluded, (bool, np.bool_)):
+            raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
+        ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
         rows = self.sources[d].rows_of(ids)
         if (rows < 0).any():
             bad = [i for i, r in zip(ids, rows) if r < 0][:3]
@@ -173,10 +180,9 @@ class Scheduler:
         return changed
 
     def _dataset_index(self, name: str) -> int:
-        try:
-            return self.names.index(name)
-        except ValueError:
-            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}") from None
+        if not isinstance(name, str) or name not in self.names:
+            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}")
+        return self.names.index(name)
 
     # -- drawing --------------------------------------------------------------------------------
     def propose(self, n: int | None = None) -> Candidates:
