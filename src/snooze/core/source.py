@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import as_int
 from snooze.core.errors import DataError
 
 __all__ = ["Source", "as_source", "MAX_RECORD_BYTES"]
@@ -80,6 +81,7 @@ class Source:
     @classmethod
     def from_records(cls, name: str, records: Sequence[Mapping[str, Any]], id_field: str = "id") -> Source:
         """Records held in memory (a list of dicts); each must carry ``id_field``."""
+        _check_id_field(name, id_field)
         if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
             raise DataError(f"dataset {name!r}: records must be a sequence of dicts, got {type(records).__name__}")
         ids = []
@@ -104,6 +106,8 @@ class Source:
         cls, name: str, path: str | os.PathLike[str], id_field: str = "id", max_record_bytes: int = MAX_RECORD_BYTES
     ) -> Source:
         """A JSON-lines file, one record object per line (blank lines are skipped)."""
+        _check_id_field(name, id_field)
+        as_int(max_record_bytes, "max_record_bytes", 1)
         try:
             records = cls._read_jsonl(name, path, id_field, max_record_bytes)
         except OSError as exc:
@@ -136,6 +140,7 @@ class Source:
     @classmethod
     def from_parquet(cls, name: str, path: str | os.PathLike[str], id_field: str = "id") -> Source:
         """A Parquet file (needs ``pyarrow``, extra ``[parquet]``); records are read row by row on demand."""
+        _check_id_field(name, id_field)
         try:
             import pyarrow.parquet as pq
         except ImportError:  # pragma: no cover - depends on the environment
@@ -155,6 +160,7 @@ class Source:
     @classmethod
     def from_hf(cls, name: str, dataset: Any, id_field: str = "id") -> Source:
         """A Hugging Face ``datasets.Dataset`` already in memory or on local disk (nothing is downloaded)."""
+        _check_id_field(name, id_field)
         columns = getattr(dataset, "column_names", None)
         if columns is None or id_field not in columns:
             raise DataError(f"dataset {name!r}: the Hugging Face dataset has no {id_field!r} column (columns: {columns})")
@@ -189,6 +195,11 @@ def as_source(name: str, data: Any, id_field: str = "id") -> Source:
     if hasattr(data, "column_names") and hasattr(data, "features"):
         return Source.from_hf(name, data, id_field)
     return Source.from_records(name, data, id_field)
+
+
+def _check_id_field(name: Any, id_field: Any) -> None:
+    if not isinstance(id_field, str) or not id_field:
+        raise DataError(f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds each record's id")
 
 
 def _plain(value: Any) -> Any:
