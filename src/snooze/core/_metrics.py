@@ -66,6 +66,13 @@ class StepMetrics:
         self.ds = {k: np.zeros(D, dtype=np.int64) for k in _DS_KEYS}
         self.ds["carried_in"] += np.bincount(carried_in, minlength=D)
 
+    def snapshot(self) -> tuple[Any, ...]:
+        """A copy of every count, for :meth:`restore` (a withdrawn round; cheaper than ``state_dict``)."""
+        return dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        self.totals, self.scalars, self.outcomes, self.ds = snap
+
     def add(self, key: str, value: int) -> None:
         self.scalars[key] += int(value)
 

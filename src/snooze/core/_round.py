@@ -25,7 +25,7 @@ class RoundUndo:
     def __init__(self, sched: Scheduler) -> None:
         self.streams = [(s.epoch, s.cursor) for s in sched.streams]
         self.drawn = sched.mix.drawn.copy()
-        self.counts = sched.counts.state_dict()  # a few small lists: the step's counts and the totals
+        self.counts = sched.counts.snapshot()  # a few small dicts and arrays: the step's counts and the totals
         self.tickets = (sched.pending.next_ticket, len(sched.pending))
         # a buffer's columns are replaced, never written in place, when groups join: keeping them is O(1)
         self.buffers = [(b, (b.ds, b.row, b.ticket, b.outcome, b.rewards)) for b in (sched.batch, sched.surplus, sched.zero)]
@@ -50,7 +50,7 @@ class RoundUndo:
         for stream, (epoch, cursor) in zip(sched.streams, self.streams):
             stream.epoch, stream.cursor = epoch, cursor
         sched.mix.drawn[:] = self.drawn
-        sched.counts.load_state_dict(self.counts)
+        sched.counts.restore(self.counts)
         sched.pending.withdraw(*self.tickets)
         for buffer, (ds, row, ticket, outcome, rewards) in self.buffers:
             buffer.ds, buffer.row, buffer.ticket, buffer.outcome, buffer.rewards = ds, row, ticket, outcome, rewards
