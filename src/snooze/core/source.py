@@ -144,7 +144,7 @@ class Source:
         try:
             import pyarrow.parquet as pq
         except ImportError:  # pragma: no cover - depends on the environment
-            raise DataError("reading Parquet needs pyarrow: pip install 'snooze-rl[parquet]'") from None
+            raise DataError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
         try:
             table = pq.read_table(path)
         except Exception as exc:  # pyarrow raises many types; translate at the boundary
