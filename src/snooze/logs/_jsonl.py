@@ -4,7 +4,7 @@ One rule for every log and every reader: a run killed while writing leaves its l
 (no newline at its end); such a last line is dropped with a warning. Any other line that is not a
 JSON object is a :class:`~snooze.DataError` naming the file and the line: a log is never silently
 shortened in the middle. Cutting a log back to a step (on resume) writes it aside and renames it
-into place, so a crash leaves either the old or the new log.
+into place (fsynced, then the folder fsynced), so a crash leaves either the old or the new log.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from snooze.core.checkpoint import _fsync_dir
 from snooze.core.errors import DataError
 
 __all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
@@ -45,6 +46,13 @@ class LineWriter:
             raise DataError(f"{self.path}: the {self.kind} writer is closed")
         self._handle.write("".join(lines))
         self._handle.flush()
+
+    def sync(self) -> None:
+        """Make every line written so far durable (``fsync``): a trainer calls it before it commits a
+        checkpoint, so the lines of every committed step are on disk."""
+        if self._handle is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         if self._handle is not None:
@@ -107,4 +115,6 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, p)
+    _fsync_dir(p.parent)
     return dropped
+
