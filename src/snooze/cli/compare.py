@@ -25,6 +25,9 @@ def _arms(text: str) -> list[str]:
 PROFILE_OPTIONS = ("seeds", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature")
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
+TRAIN_OPTIONS = ("device", "checkpoint_every")
+"""Fields of :class:`~snooze.trainer.loop.TrainConfig` given to every run."""
+
 SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 """Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
 
@@ -42,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
-    add_options(parser, TrainConfig, ("device",))
+    add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
         "--jobs", type=int, default=None,
         help="training runs at once, each in its own process (default: one per CPU core); results do not depend on it",
@@ -78,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     snooze_arms = values(args, SNOOZE_OPTIONS)
     build(SchedulerConfig, snooze_arms)  # checked now, before anything is trained
-    build(TrainConfig, {"device": args.device})
+    train_options = values(args, TRAIN_OPTIONS)
+    build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
@@ -99,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         summary = run_compare(
             args.out, profile, args.arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
             on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
-            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs,
+            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, checkpoint_every=train_options["checkpoint_every"],
         )  # fmt: skip
     finally:
         bar.close()

@@ -165,6 +165,7 @@ def run_compare(
     threads: int | None = None,
     skip: str = "counter",
     jobs: int = 1,
+    checkpoint_every: int = 50,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
 
@@ -172,6 +173,7 @@ def run_compare(
     ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``).
     ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
     ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
+    ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
     not on ``jobs``; keep ``jobs x threads`` at most the core count (oversubscribed, two runs of 2 threads
@@ -204,7 +206,7 @@ def run_compare(
         sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip)
         for seed in range(profile.fig3_seeds if fig3 else seeds):
             cur = curriculum if not fig3 else None
-            specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device), cur))
+            specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)
     runs = {arm: [s.run_dir for s in specs if s.arm == arm] for arm in arms}

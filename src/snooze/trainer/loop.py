@@ -76,7 +76,8 @@ class TrainConfig:
     logged as ``eval/sampled_accuracy``); 0 evaluates greedily only."""
 
     checkpoint_every: int = 50
-    """Steps between checkpoints; 0 writes one only at the end."""
+    """Steps between checkpoints; 0: only at the start and at the end. A killed run resumes from its
+    last checkpoint (rerun the same command); a run may be resumed with another value."""
 
     temperature: float = 1.0
     """Sampling temperature of the rollouts."""
