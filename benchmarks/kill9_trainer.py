@@ -52,6 +52,7 @@ POINTS = ("aside", "renamed", "committed", "logged", "cutback")
 ``LATEST`` not replaced; ``LATEST`` replaced, older folders not yet removed; a step's metrics line
 written, its checkpoint not committed; a log cut back on resume, written aside but not renamed."""
 WARMUP = "warmup"
+ALL = ("random", WARMUP, *POINTS)
 
 
 def command(out: Path, cache: Path, extra: list[str]) -> list[str]:
@@ -234,16 +235,20 @@ def final_check(out: Path, ref: Path) -> dict[str, int]:
     return got
 
 
-def _kill_plan(rng: random.Random, j: int, i: int) -> tuple[str, int]:
+def _kill_plan(rng: random.Random, j: int, i: int, points: tuple[str, ...]) -> tuple[str, int]:
     """Kill ``j`` of a series (``i`` overall): ``(point, nth)``; ``("", 0)`` for a random moment."""
-    if j == 0:
+    if j == 0 and WARMUP in points:
         return WARMUP, 1
-    if i % 2 == 0:
-        return POINTS[(i // 2) % len(POINTS)], rng.randint(1, 3)
+    aimed = [p for p in points if p != WARMUP]
+    if aimed and (i % 2 == 0 or "random" not in points):
+        return aimed[(i // 2) % len(aimed)], rng.randint(1, 3)
     return "", 0
 
 
-def series(root: Path, ref: Path, ref_wall: float, rng: random.Random, kills_left: int, start: int, how: str, sabotage: str, extra: list[str]) -> dict[str, Any]:
+def series(
+    root: Path, ref: Path, ref_wall: float, rng: random.Random, kills_left: int, start: int, how: str, sabotage: str, extra: list[str],
+    points: tuple[str, ...],
+) -> dict[str, Any]:
     """Kill the command until a rerun finishes (or ``kills_left`` are spent, then finish it); compare."""
     out, cache, log = root / "out", root / "cache", root / "runs.log"
     root.mkdir(parents=True)
@@ -251,7 +256,7 @@ def series(root: Path, ref: Path, ref_wall: float, rng: random.Random, kills_lef
     stats: collections.Counter[str] = collections.Counter()
     j = 0
     while j < kills_left:
-        point, nth = _kill_plan(rng, j, start + j)
+        point, nth = _kill_plan(rng, j, start + j, points)
         proc = Run(args, point, nth, how, sabotage, log)
         code = proc.wait() if point else proc.wait(timeout=rng.uniform(0.0, ref_wall))
         if code is None:
@@ -288,7 +293,9 @@ def reference(ref: Path, how: str, extra: list[str]) -> float:
     return float(wall.read_text())
 
 
-def harness(kills: int, seed: int, how: str, sabotage: str, extra: list[str], keep: Path | None, ref: Path | None) -> dict[str, Any]:
+def harness(
+    kills: int, seed: int, how: str, sabotage: str, extra: list[str], keep: Path | None, ref: Path | None, points: tuple[str, ...] = ALL
+) -> dict[str, Any]:
     rng = random.Random(seed)
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="snooze-kill9-trainer-", dir=keep))
@@ -298,7 +305,7 @@ def harness(kills: int, seed: int, how: str, sabotage: str, extra: list[str], ke
         total: collections.Counter[str] = collections.Counter()
         n = 0
         while total["kills"] < kills and not total["rerun_failed"]:
-            got = series(tmp / f"series{n}", ref / "out", ref_wall, rng, kills - total["kills"], total["kills"], how, sabotage, extra)
+            got = series(tmp / f"series{n}", ref / "out", ref_wall, rng, kills - total["kills"], total["kills"], how, sabotage, extra, points)
             total.update(got)
             total["series"] += 1
             n += 1
@@ -322,6 +329,13 @@ def _preload() -> None:
     import snooze.trainer.loop  # noqa: F401
 
 
+def _points(text: str) -> tuple[str, ...]:
+    out = tuple(x for x in text.split(",") if x)
+    if not out or set(out) - set(ALL):
+        raise argparse.ArgumentTypeError(f"{text!r}: choose among {','.join(ALL)}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
@@ -333,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sabotage", choices=("", "no-cutback"), default="", help="break the workers on purpose")
     p.add_argument("--keep", type=Path, default=None, help="work in a folder under this one and keep it (to inspect)")
     p.add_argument("--reference", type=Path, default=None, help="folder of the uninterrupted run: made there if missing, reused if not")
+    p.add_argument("--points", type=_points, default=ALL, help=f"kinds of kill moment, comma-separated (default: {','.join(ALL)})")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kill-at", default="", help=argparse.SUPPRESS)
     p.add_argument("--nth", type=int, default=0, help=argparse.SUPPRESS)
@@ -341,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker(extra, args.kill_at, args.nth, args.sabotage)
     if args.spawn == "fork":
         _preload()
-    out = harness(args.kills, args.seed, args.spawn, args.sabotage, extra, args.keep, args.reference)
+    out = harness(args.kills, args.seed, args.spawn, args.sabotage, extra, args.keep, args.reference, args.points)
     print(json.dumps(out))
     bad = out["arms_differing"] + out["arms_missing"] + out["summary_differs"] + out["rerun_failed"]
     return 1 if bad or out["lost"] or out["mismatched"] or out["orphan_logs"] or not out["arms_compared"] else 0

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze + figure-3 arms) from one base model and compare."
@@ -34,11 +33,12 @@ SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._options import add_options
+    from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
     from snooze.experiments.profiles import PROFILES, Profile
     from snooze.trainer.loop import TrainConfig
 
-    parser.add_argument("--out", required=True, type=Path, help="output folder (runs, summary.json, summary.md, figures)")
+    parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
         "--profile", choices=tuple(PROFILES), default="default",
         help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: longer; gpu: a larger model for --device cuda",
@@ -55,8 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
     )  # fmt: skip
     parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
-    parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
-    parser.add_argument("--curriculum", type=Path, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
+    parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+    parser.add_argument("--curriculum", type=input_file, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -89,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
     seeds = args.seeds or profile.seeds
     total = sum(profile.steps * (profile.fig3_seeds if a in FIG3_ARMS else seeds) for a in args.arms)
     jobs = args.jobs or max(1, os.cpu_count() or 1)
-    bar = tqdm(total=total, unit="step", desc="compare")
+    bars: list[Any] = []  # made at the first step: a comparison refused before it trains prints only its error
     state: dict[str, Any] = {"t0": time.perf_counter()}
 
     def on_step(arm: str, seed: int, line: dict[str, Any]) -> None:
-        bar.set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
-        bar.update(1)
+        if not bars:
+            bars.append(tqdm(total=total, unit="step", desc="compare"))
+        bars[0].set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
+        bars[0].update(1)
 
     print(f"snooze compare: profile {args.profile}, arms {', '.join(args.arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)")
     if args.curriculum is not None:
@@ -106,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, checkpoint_every=train_options["checkpoint_every"],
         )  # fmt: skip
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))
     regime = json.loads((args.out / "regime.json").read_text())
     print("\nregime (DAPO and GRPO only; docs/reference-experiment.md):\n" + regime_table(regime))

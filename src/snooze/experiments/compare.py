@@ -93,7 +93,12 @@ def check_curriculum(path: Path, pools: Mapping[str, Sequence[Mapping[str, Any]]
 
     Fails before the warm-up, with the ``snooze baseline`` call that writes matching ids.
     """
-    cur = Curriculum.from_file(path)
+    try:
+        cur = Curriculum.from_file(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason}); a curriculum is a JSON file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the curriculum file ({exc.strerror})") from None
     named: dict[str, set[Any]] = {}
     for name, ids in cur.drop.items():
         named.setdefault(name, set()).update(ids)
@@ -190,13 +195,13 @@ def run_compare(
     if unknown:
         raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(MAIN_ARMS + FIG3_ARMS)}")
     threads = threads or 1
-    out.mkdir(parents=True, exist_ok=True)
     pools, tests, banned = _data(profile, profile.tasks)
     if curriculum is not None:
         if not any(a in MAIN_ARMS for a in arms):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused comparison writes nothing
     torch.set_num_threads(threads)
     model_cfg, base = profile_base(profile, cache_dir, device, banned)
     base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)

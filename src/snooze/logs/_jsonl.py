@@ -67,7 +67,21 @@ class LineWriter:
 
 
 def _parsed(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
-    """``(line number, text, object)`` of every non-blank line; object ``None``: a last line cut short."""
+    """``(line number, text, object)`` of every non-blank line; object ``None``: a last line cut short.
+    A file that cannot be read or is not UTF-8 is a :class:`DataError` naming it."""
+    try:
+        yield from _parse(path)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason}); a run log is UTF-8 JSON lines") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a log file") from None
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _parse(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
