@@ -236,12 +236,15 @@ def final_check(out: Path, ref: Path) -> dict[str, int]:
 
 
 def _kill_plan(rng: random.Random, j: int, i: int, points: tuple[str, ...]) -> tuple[str, int]:
-    """Kill ``j`` of a series (``i`` overall): ``(point, nth)``; ``("", 0)`` for a random moment."""
+    """Kill ``j`` of a series (``i`` overall): ``(point, nth)``; ``("", 0)`` for a random moment. Aimed and
+    random kills alternate (when both are asked for); the aimed ones take the points in turn."""
     if j == 0 and WARMUP in points:
         return WARMUP, 1
-    aimed = [p for p in points if p != WARMUP]
-    if aimed and (i % 2 == 0 or "random" not in points):
-        return aimed[(i // 2) % len(aimed)], rng.randint(1, 3)
+    aimed = [p for p in POINTS if p in points]
+    mixed = "random" in points
+    if aimed and (not mixed or i % 2 == 0):
+        point = aimed[(i // 2 if mixed else i) % len(aimed)]
+        return point, rng.randint(1, 2 if point == "cutback" else 3)  # a resume cuts back two logs per run begun
     return "", 0
 
 
@@ -309,6 +312,7 @@ def harness(
             total.update(got)
             total["series"] += 1
             n += 1
+            print(f"series {n}: {json.dumps(got)}", file=sys.stderr, flush=True)  # progress (the result is the last stdout line)
     finally:
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
