@@ -99,8 +99,12 @@ def run_all(
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")  # no forked torch state; the same on every platform
+    from multiprocessing.managers import SyncManager
+
+    manager = SyncManager(ctx=ctx)  # the progress queue's server: it too dies with this process
+    manager.start(_die_with_parent, (os.getpid(),))
     pool_args = {"max_workers": min(jobs, len(specs)), "mp_context": ctx, "initializer": _die_with_parent, "initargs": (os.getpid(),)}
-    with ctx.Manager() as manager, ProcessPoolExecutor(**pool_args) as pool:
+    with manager, ProcessPoolExecutor(**pool_args) as pool:
         progress = manager.Queue() if on_step is not None else None
         pending: set[Future[Path]] = {pool.submit(_worker, s, data, model_cfg, blob, threads, progress) for s in specs}
         try:
