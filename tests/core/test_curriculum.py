@@ -118,3 +118,15 @@ def test_state_from_another_curriculum_is_refused() -> None:
     cur = Curriculum.from_dict({"stages": [{}]})
     with pytest.raises(StateError):
         cur.load_state_dict({"stage": 1, "streaks": [0], "n_stages": 2})
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [(lambda p: p.mkdir(), "cannot read the curriculum file"), (lambda p: p.write_bytes(b"\xff\xfe{}"), "not a UTF-8 text file"),
+     (lambda p: None, "curriculum file not found")],  # fmt: skip
+)
+def test_a_curriculum_path_that_is_not_a_readable_file_is_a_config_error(tmp_path: Path, make, match: str) -> None:
+    path = tmp_path / "c.json"
+    make(path)
+    with pytest.raises(ConfigError, match=match):
+        Curriculum.from_file(path)

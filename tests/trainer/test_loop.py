@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import snooze
+from snooze.trainer._resume import config_differences
 from snooze.trainer.grpo import GRPOConfig
 from snooze.trainer.loop import REWARDS_FILE, TrainConfig, read_result, train
 from snooze.trainer.model import ModelConfig
@@ -58,8 +59,21 @@ def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path
     sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
     cfg = TrainConfig(steps=4, eval_every=2, checkpoint_every=1)
     train(tmp_path, setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict, stop_after=1)
-    with pytest.raises(snooze.StateMismatchError, match="another configuration"):
+    with pytest.raises(snooze.StateMismatchError, match=r"another configuration \(train\.grpo\.lr: saved 0\.0001, now 0\.01; see "):
         train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, grpo=GRPOConfig(lr=1e-2)), MODEL, setup["base"].state_dict)
+    train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, checkpoint_every=2), MODEL, setup["base"].state_dict)  # not compared
+
+
+def test_config_differences_name_each_field_and_take_new_fields_at_their_default() -> None:
+    defaults = {"scheduler": {"policy": "snooze", "predict_margin": 0.5}, "train": {"steps": 10, "checkpoint_every": 50}}
+    saved = {"scheduler": {"policy": "snooze"}, "train": {"steps": 10, "checkpoint_every": 5}}  # older snooze: no predict_margin
+    now = {"scheduler": {"policy": "snooze", "predict_margin": 0.5}, "train": {"steps": 10, "checkpoint_every": 50}}
+    assert config_differences(saved, now, defaults) == []
+    now["scheduler"]["predict_margin"] = 0.25  # a new field away from its default does change the run
+    now["train"]["steps"] = 12
+    assert config_differences(saved, now, defaults) == [
+        "scheduler.predict_margin: saved 0.5, now 0.25", "train.steps: saved 10, now 12"]
+    assert config_differences({"model": {"gone": 1}}, {"model": {}}, {}) == ["model.gone: saved 1, now (none)"]
 
 
 @pytest.mark.slow

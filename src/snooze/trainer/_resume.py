@@ -24,7 +24,7 @@ from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError, StateMismatchError
 from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
 
-__all__ = ["curriculum_key", "check_resume", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
+__all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
 
 LOGS = (METRICS_FILE, REWARDS_FILE)
 _UNCHECKED = ("checkpoint_every",)
@@ -38,15 +38,36 @@ def curriculum_key(cur: Curriculum) -> dict[str, Any]:
     return {"sha256": hashlib.sha256(content.encode()).hexdigest(), "stages": [s.name for s in cur.stages]}
 
 
-def _compared(config: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(config)
-    out["train"] = {k: v for k, v in dict(out.get("train") or {}).items() if k not in _UNCHECKED}
-    return out
+def config_differences(saved: Mapping[str, Any], now: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[str]:
+    """Each field whose saved value differs from this run's, as ``"train.grpo.lr: saved 0.001, now 0.01"``.
+
+    A field the saved configuration lacks (added to snooze after the run started) counts as saved with
+    its default, so a run is resumed after an upgrade when it uses the new fields' defaults, which keep
+    the old behaviour. ``curriculum`` and the train fields in ``_UNCHECKED`` are not compared here."""
+    skip = {"curriculum", *(f"train.{name}" for name in _UNCHECKED)}
+    return list(_differ(saved, now, defaults, "", skip))
 
 
-def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str) -> None:
+_NONE = object()
+
+
+def _differ(was: Any, new: Any, default: Any, path: str, skip: set[str]) -> Iterator[str]:
+    if isinstance(was, Mapping) and isinstance(new, Mapping):
+        default = default if isinstance(default, Mapping) else {}
+        for name in sorted(set(was) | set(new), key=str):
+            where = f"{path}.{name}" if path else str(name)
+            if where not in skip:
+                yield from _differ(was.get(name, default.get(name, _NONE)), new.get(name, _NONE), default.get(name), where, skip)
+    elif was != new:
+        show = ["(none)" if v is _NONE else repr(v) for v in (was, new)]
+        yield f"{path}: saved {show[0]}, now {show[1]}"
+
+
+def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str,
+                 defaults: Mapping[str, Any]) -> None:
     """Refuse to resume with another configuration, or another curriculum (or none), than the run's.
-    ``folder``: the committed step folder (its ``config.json``; a 0.1.0 checkpoint: the run folder's)."""
+    ``folder``: the committed step folder (its ``config.json``; a 0.1.0 checkpoint: the run folder's).
+    ``defaults``: each section's field defaults (see :func:`config_differences`)."""
     path = folder / "config.json" if (folder / "config.json").is_file() else run_dir / "config.json"
     try:
         saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
@@ -70,8 +91,12 @@ def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curricu
             f"{run_dir}: the run was started with another curriculum (sha256 {(then or {}).get('sha256', '?')[:12]}, "
             f"now {(now or {}).get('sha256', '?')[:12]}); pass the curriculum file it started with, {_FIX}"
         )
-    if saved is not None and (not isinstance(saved, dict) or _compared(saved) != _compared(config)):
-        raise StateMismatchError(f"{run_dir}: the checkpoint was written with another configuration (see {path}); {_FIX}")
+    if saved is not None and not isinstance(saved, dict):
+        raise StateError(f"{path}: not a run configuration (a JSON object); {_FIX}")
+    differ = config_differences(saved, config, defaults) if saved is not None else []
+    if differ:
+        shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
+        raise StateMismatchError(f"{run_dir}: the checkpoint was written with another configuration ({shown}; see {path}); {_FIX}")
 
 
 def refuse_orphan_logs(run_dir: Path, checkpoint: Path) -> None:

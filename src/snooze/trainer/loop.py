@@ -266,13 +266,20 @@ def _write(mlog: MetricsLogWriter, tb: Any, line: Mapping[str, Any]) -> None:
                 tb.add_scalar(k, v, int(line["step"]))
 
 
+def _default_config() -> dict[str, Any]:
+    """Each section of ``config.json`` with every field at its default (what a field added to snooze after
+    a run started is taken to have been; see :func:`snooze.trainer._resume.config_differences`)."""
+    config = {"scheduler": SchedulerConfig().to_dict(), "train": asdict(TrainConfig()), "model": ModelConfig().to_dict()}
+    return json.loads(json.dumps(config, default=str))
+
+
 def _start(run_dir: Path, run: _Run, config: dict[str, Any], datasets: Mapping[str, Any], resume: bool) -> _Run:
     """Restore ``run`` from the committed checkpoint (its logs cut back to it), or start it afresh: a
     checkpoint of step 0 is committed before any log is written, so logs never exist without one."""
     root = run_dir / _CKPT
     folder = ckpt.committed(root) if resume else None
     if folder is not None:
-        check_resume(folder, run_dir, config, CURRICULUM_STATE)
+        check_resume(folder, run_dir, config, CURRICULUM_STATE, _default_config())
         run.load(folder, datasets)
         logger.info("resuming %s at step %d", run_dir, run.step)
     elif resume:
