@@ -127,6 +127,9 @@ def walk(
     while need > 0:
         active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
         if dry is not None:
+            for d in active:
+                if not dry.left(d) and policy.relax(d):  # the policy skips less now: walk on
+                    dry.run[d] = 0
             active = [d for d in active if dry.left(d)]
         if not active:
             break
@@ -162,7 +165,8 @@ def walk(
 
 class _Dry:
     """Encounters in a row, per dataset, that met no awake prompt and moved no counter: past the
-    policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now."""
+    policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now,
+    unless the policy relaxes it (:meth:`Policy.relax`)."""
 
     def __init__(self, tables: Sequence[PromptTable], patience: int) -> None:
         self.limit = [patience * t.n for t in tables]

@@ -41,6 +41,8 @@ class Column(NamedTuple):
     dtype: Any
     minimum: int | None = None
     """Smallest valid value (a state holding less is refused as corrupt); ``None``: any."""
+    maximum: int | None = None
+    """Largest valid value (a state holding more is refused as corrupt); ``None``: any."""
 
 
 BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8), Column("streak", np.uint8))
@@ -133,6 +135,8 @@ class PromptMemory:
                 arr = state_array(cols[c.name], f"ds{d}.{c.name}", (n,), c.dtype, copy=False)
                 if c.minimum is not None and n and int(arr.min()) < c.minimum:
                     raise StateError(f"array ds{d}.{c.name} holds values below {c.minimum}; the state is corrupt")
+                if c.maximum is not None and n and int(arr.max()) > c.maximum:
+                    raise StateError(f"array ds{d}.{c.name} holds values above {c.maximum}; the state is corrupt")
                 mine[c.name] = arr
             loaded.append(mine)
         for t, mine in zip(self.tables, loaded):  # everything checked: take it over

@@ -48,7 +48,7 @@ def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
     field's choices (config validation and the CLI read it).
 
     >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
-    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze'))
+    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive'))
     >>> field_choices(SchedulerConfig, "batch_size") is None
     True
     """
@@ -82,7 +82,8 @@ class SchedulerConfig:
     policy: PolicyName = "snooze"
     """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
     refill, DAPO), ``filter`` (drop; retire too-easy prompts for good), ``snooze`` (drop; skip
-    too-easy prompts for their next ``snooze_factor`` encounters)."""
+    too-easy prompts for their next ``snooze_factor`` encounters), ``predictive`` (drop; skip an
+    encounter when the prompt's predicted chance of a signal group is below the stream's signal rate)."""
 
     snooze_factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
@@ -117,6 +118,27 @@ class SchedulerConfig:
 
     history_weight: float = 0.5
     """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
+
+    predict_margin: float = 1.0
+    """``policy="predictive"``: skip an encounter when the prompt's predicted chance of a signal group
+    is below this times the signal rate of the stream's recent draws (1.0: exactly when a replacement
+    draw is expected to be worth more; smaller skips less)."""
+
+    predict_hard_margin: float | None = None
+    """``policy="predictive"``: the margin of prompts whose last groups were too hard (all wrong);
+    ``None``: ``predict_margin``; 0: never skip a prompt for being too hard."""
+
+    predict_recheck: int = 100
+    """``policy="predictive"``: training steps after which a skipped prompt is looked at again (drawn
+    in [1/2, 3/2) of it at each group), so forgetting is seen and predictions stay measured."""
+
+    predict_cooldown: int = 0
+    """``policy="predictive"``: a prompt looked at within the last this many training steps is skipped
+    whatever its prediction, so a few prompts cannot take over the batches (0: off)."""
+
+    predict_backoff: float = 2.0
+    """``policy="predictive"``: the re-look period grows by this factor per too-easy group in a row
+    after the first (1.0: a fixed period)."""
 
     signal_tol: float = 1e-6
     """A group carries signal when the population std of its rewards exceeds this fraction of the
@@ -174,12 +196,26 @@ class SchedulerConfig:
             raise ConfigError(
                 f"hard_threshold={self.hard_threshold} must be below easy_threshold={self.easy_threshold}"
             )
-        if not (isinstance(self.backoff, (int, float)) and math.isfinite(self.backoff) and self.backoff >= 1.0):
-            raise ConfigError(f"backoff={self.backoff!r}: must be a finite number >= 1.0 (1.0 disables it)")
+        self._check_backoffs()
         if not (isinstance(self.signal_tol, (int, float)) and 0.0 <= self.signal_tol < 0.5):
             raise ConfigError(f"signal_tol={self.signal_tol!r}: must be in [0, 0.5) (a fraction of the range)")
         self._check_range()
         self._check_weights()
+
+    def _check_backoffs(self) -> None:
+        """``backoff`` and the ``predictive`` policy's fields."""
+        for name in ("backoff", "predict_backoff"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
+                raise ConfigError(f"{name}={value!r}: must be a finite number >= 1.0 (1.0 disables it)")
+        m = self.predict_margin
+        if isinstance(m, bool) or not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0):
+            raise ConfigError(f"predict_margin={m!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        h = self.predict_hard_margin
+        if h is not None and (isinstance(h, bool) or not (isinstance(h, (int, float)) and math.isfinite(h) and h >= 0)):
+            raise ConfigError(f"predict_hard_margin={h!r}: must be a finite number >= 0 (0: never skip too-hard prompts), or None")
+        _check_int(self, "predict_recheck", 1)
+        _check_int(self, "predict_cooldown", 0)
 
     def _check_range(self) -> None:
         rr = self.reward_range

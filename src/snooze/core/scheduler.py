@@ -80,6 +80,7 @@ class Scheduler:
         """Every component in its starting state."""
         cfg, G = self.config, self.config.group_size
         policy = make_policy(cfg)
+        policy.bind(self.names)
         return SimpleNamespace(
             streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs) for s in self.sources],
             policy=policy,
@@ -299,6 +300,7 @@ class Scheduler:
         carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
         self.batch, self.surplus, self.zero = GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size)
         self.counts.start_step(carried_in=carried.ds)
+        self.policy.end_step(self.step_index)
         if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
             fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
             self.batch.extend(carried, fits)
