@@ -34,19 +34,18 @@ def _sched(n: int, seed: int, **kw) -> snooze.Scheduler:
 @given(
     rates=st.lists(st.sampled_from([0.0, 0.0, 0.3, 0.6, 0.95, 1.0, 1.0]), min_size=2, max_size=24),
     margin=st.sampled_from([0.25, 0.5, 1.0, 2.0]),
-    recheck=st.integers(1, 6),
+    recheck=st.sampled_from([0.1, 0.5, 1.0, 3.0]),
     backoff=st.sampled_from([1.0, 2.0, 3.5]),
-    cooldown=st.sampled_from([0, 0, 1, 2]),
     hard=st.sampled_from([None, 0.0, 0.3]),
     rounds=st.lists(st.integers(1, 9), min_size=1, max_size=3),
     steps=st.integers(1, 14),
     seed=st.integers(0, 2**16),
 )
-def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, cooldown, hard, rounds, steps, seed):
+def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, hard, rounds, steps, seed):
     n = len(rates)
-    kw = dict(predict_margin=margin, predict_recheck=recheck, predict_backoff=backoff, predict_cooldown=cooldown, predict_hard_margin=hard)
+    kw = dict(predict_margin=margin, predict_recheck=recheck, predict_backoff=backoff, predict_hard_margin=hard)
     sched = _sched(n, seed, **kw)
-    model = PredictiveModel(n, seed, margin, recheck, backoff, cooldown, margin if hard is None else hard)
+    model = PredictiveModel(n, seed, margin, recheck, backoff, margin if hard is None else hard)
     times = [0] * n
     for _ in range(steps):
         for k in rounds:
@@ -64,11 +63,11 @@ def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, co
             sched.report(cands, np.array(rewards))
             model.report([c.row for c in cands], rewards)
         sched.finish_step()
-        model.end_step(sched.step_index)
+        model.end_step()
         cols = sched.tables[0].columns
         assert cols["code"].tolist() == model.code and cols["looked"].tolist() == model.looked
         assert cols["streak"].tolist() == model.streak
-        assert sched.policy.rate[0].tolist() == model.rate  # the same numbers, not close ones
+        assert sched.policy.rate[0].tolist() == model.rate and sched.policy.clock[0] == model.clock  # the same numbers, not close ones
         assert sched.policy.codes[0].T.tolist() == model.codes
 
 
@@ -103,32 +102,33 @@ def test_unseen_prompts_are_never_skipped() -> None:
 def test_both_sides_are_skipped_and_come_back_within_their_period() -> None:
     """Solved and hopeless prompts beside ones that give signal: after a look, a solved or hopeless
     prompt sits out at least half its period and at most one and a half, plus the wait for the stream to
-    meet it again (recheck 8, no backoff)."""
-    n, recheck = 60, 8
+    meet it again. Periods are counted in the dataset's generated groups: 2 passes of 60 prompts, no backoff."""
+    n, recheck = 60, 2.0
     rates = [1.0] * 20 + [0.0] * 20 + [0.5] * 20
     sched = _sched(n, seed=4, predict_recheck=recheck, predict_backoff=1.0)
-    looks: dict[int, list[int]] = {i: [] for i in range(n)}
-    for step in range(80):
+    looks: dict[int, list[int]] = {i: [] for i in range(n)}  # the dataset's clock (groups reported) at each look
+    for _ in range(80):
         for _ in range(2):
             cands = sched.propose(8)
             for c in cands:
-                looks[c.row].append(step)
+                looks[c.row].append(int(sched.policy.clock[0]))
             sched.report(cands, np.array([_rewards(rates[c.row], 4, c.row, len(looks[c.row])) for c in cands]))
         sched.finish_step()
     m = sched.metrics()
     assert m["total/skipped"] > 0
+    period = recheck * n
     for i in range(40):  # solved and hopeless ones: after the policy has learned their codes, periodic looks
-        # distinct steps: a round that crosses an epoch edge may issue a prompt twice (both draws see the same memory)
+        # distinct clocks: a round that crosses an epoch edge may issue a prompt twice (both draws see the same memory)
         gaps = np.diff(np.unique(looks[i][3:]))
-        # at most 1.5 periods, plus the steps until the stream next meets it (here about an epoch a step)
-        assert len(gaps) >= 3 and (gaps >= recheck // 2).all() and (gaps <= recheck * 3 // 2 + 3).all(), (i, looks[i])
+        # at most 1.5 periods, plus the groups until the stream next meets it (here about an epoch a step, 16 groups)
+        assert len(gaps) >= 3 and (gaps >= period / 2).all() and (gaps <= period * 3 / 2 + 40).all(), (i, looks[i])
     signal_looks = np.mean([len(looks[i]) for i in range(40, 60)])
     assert signal_looks > 3 * np.mean([len(looks[i]) for i in range(40)])  # signal prompts come up far more often
 
 
 def test_backoff_grows_the_period_of_a_prompt_that_stays_solved() -> None:
     rates = [1.0] * 10 + [0.5] * 30
-    sched = _sched(40, seed=2, predict_recheck=4, predict_backoff=2.0)
+    sched = _sched(40, seed=2, predict_recheck=0.5, predict_backoff=2.0)  # first period 20 groups (~3 steps)
     looks: dict[int, list[int]] = {i: [] for i in range(40)}
     for step in range(120):
         cands = sched.propose(6)
@@ -138,12 +138,12 @@ def test_backoff_grows_the_period_of_a_prompt_that_stays_solved() -> None:
         sched.finish_step()
     for i in range(10):
         gaps = np.diff(looks[i])
-        assert gaps[-1] > 4 * 1.5 and gaps[-1] > gaps[1], (i, looks[i])  # later periods are longer than the first
+        assert gaps[-1] > 0.75 * 40 / 6 and gaps[-1] > gaps[1], (i, looks[i])  # later periods are longer than the first
 
 
 def test_forgetting_is_counted_as_regressed() -> None:
     """A prompt solved, then failing half its rollouts: one regression at each relapse."""
-    sched = _sched(5, seed=1, predict_recheck=1)
+    sched = _sched(5, seed=1, predict_recheck=0.2)
     k = {i: 0 for i in range(5)}
     relapses = regressed = 0
     for _ in range(60):
@@ -168,19 +168,21 @@ def test_state_is_five_bytes_a_prompt_and_resumes(tmp_path) -> None:
         sched.finish_step()
     sched.save(tmp_path / "s")
     back = snooze.Scheduler.load(tmp_path / "s", {"d": [{"id": i} for i in range(50)]})
-    assert back.policy.state_dict() == sched.policy.state_dict() and back.policy.now == 6
+    assert back.policy.state_dict() == sched.policy.state_dict() and back.policy.clock.tolist() == [42]
     assert [c.row for c in back.propose(9)] == [c.row for c in sched.propose(9)]
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda s: s["meta"]["policy"].pop("now"), "must hold 'now' and 'datasets'"),
+        (lambda s: s["meta"]["policy"].__setitem__("now", 3), "must hold 'datasets' (and nothing else)"),
+        (lambda s: s["meta"]["policy"]["datasets"]["d"].pop("clock"), "must hold 'clock', 'rate', 'codes' and 'relaxed'"),
         (lambda s: s["meta"]["policy"]["datasets"]["d"]["rate"].append(1.0), "policy.datasets['d'].rate must be (2,)"),
         (lambda s: s["meta"]["policy"]["datasets"]["d"]["codes"][0].__setitem__(3, -1.0), "finite weights >= 0"),
         (lambda s: s["meta"]["policy"]["datasets"]["d"]["codes"][0].__setitem__(3, 1e9), "signal <= groups"),
         (lambda s: s["meta"]["policy"]["datasets"].update(other={}), "names datasets ['other']"),
-        (lambda s: s["meta"]["policy"].__setitem__("now", -2), "policy.now=-2 is out of range"),
+        (lambda s: s["meta"]["policy"]["datasets"]["d"].__setitem__("clock", -2), "policy.datasets['d'].clock=-2 is out of range"),
+        (lambda s: s["meta"]["policy"]["datasets"]["d"].__setitem__("relaxed", 9), "policy.datasets['d'].relaxed=9 is out of range"),
         (lambda s: s["arrays"]["ds0.code"].__setitem__(0, N_CODES), f"ds0.code holds values above {N_CODES - 1}"),
         (lambda s: s["arrays"]["ds0.looked"].__setitem__(0, -1), "ds0.looked holds values below 0"),
     ],
@@ -206,8 +208,7 @@ def test_a_corrupt_policy_state_is_refused_and_changes_nothing(change, message) 
     [
         ("predict_margin", 0.0, "predict_margin=0.0: must be a finite number > 0"),
         ("predict_margin", float("nan"), "predict_margin=nan"),
-        ("predict_recheck", 0, "predict_recheck=0: must be an integer >= 1"),
-        ("predict_cooldown", -1, "predict_cooldown=-1: must be an integer >= 0"),
+        ("predict_recheck", 0, "predict_recheck=0: must be a finite number of passes > 0"),
         ("predict_backoff", 0.5, "predict_backoff=0.5: must be a finite number >= 1.0"),
         ("predict_hard_margin", -0.1, "predict_hard_margin=-0.1: must be a finite number >= 0"),
     ],

@@ -3,9 +3,9 @@ one group at a time, for one dataset: nothing vectorised.
 
 It reads the rule as written: a prompt is skipped when it has been seen, its code's predicted signal
 rate ``q = (signal + 4 q') / (groups + 4)`` (``q'``: the code one group shorter in its run; ``r`` for a
-run of one) is below ``margin * r`` and it is not due for a re-look
-(age in steps below ``recheck * backoff**(k-1) * (1/2 + u)``), or when it was looked at within the
-last ``cooldown`` steps. After a whole epoch of encounters that issued nothing the margin halves, for the
+run of one) is below ``margin * r`` (``hard_margin`` after too-hard groups) and it is not due for a
+re-look (age, in groups generated since its last one, below ``recheck * backoff**(k-1) * (1/2 + u) * n``).
+After a whole epoch of encounters that issued nothing the margin halves, for the
 rest of the step; the ``RELAX_LIMIT``-th time nothing is skipped until the step ends. ``r`` and the codes' rates are weighted sums that lose ``0.5 ** (n / halflife)``
 of their weight to ``n`` new groups (the policy's :func:`decay` table; the groups of one report count
 together). The draw gives up on the round after a whole epoch's worth of encounters that issued nothing.
@@ -19,7 +19,15 @@ import numpy as np
 
 from snooze.core._stream import dataset_key
 from snooze.core.policies.history import encounter_uniform
-from snooze.core.policies.predictive import CODE_HALFLIFE, N_CODES, PRIOR_GROUPS, RATE_HALFLIFE, RELAX_LIMIT, RUN_CAP, decay
+from snooze.core.policies.predictive import (
+    CODE_HALFLIFE,
+    N_CODES,
+    PRIOR_GROUPS,
+    RATE_HALFLIFE,
+    RELAX_LIMIT,
+    RUN_CAP,
+    decay,
+)
 
 
 def category(rewards: list[float]) -> int:
@@ -43,7 +51,6 @@ class PredictiveModel:
     margin: float
     recheck: int
     backoff: float
-    cooldown: int
     hard_margin: float
     name: str = "d"
     code: list[int] = field(default_factory=list)
@@ -51,7 +58,7 @@ class PredictiveModel:
     streak: list[int] = field(default_factory=list)
     rate: list[float] = field(default_factory=lambda: [0.0, 0.0])
     codes: list[list[float]] = field(default_factory=lambda: [[0.0, 0.0] for _ in range(N_CODES)])
-    now: int = 0
+    clock: int = 0  # groups reported so far
     relaxed: int = 0  # relaxations taken in this step
     epoch: int = 0
     cursor: int = 0
@@ -78,15 +85,13 @@ class PredictiveModel:
     def skipped(self, row: int) -> bool:
         if self.relaxed >= RELAX_LIMIT:
             return False
-        age = self.now - (self.looked[row] - 1)
-        if self.cooldown and self.looked[row] and age < self.cooldown:
-            return True
+        age = self.clock - (self.looked[row] - 1)
         if not self.low(self.code[row]):
             return False
         doublings = min(max(self.streak[row] - 1, 0), 16)
-        salted = np.array([row | (self.looked[row] << 40)], dtype=np.uint64)
+        salted = np.array([row | (self.looked[row] << 32)], dtype=np.uint64)
         u = float(encounter_uniform(self.seed, dataset_key(self.name), 0, salted)[0])
-        return age < self.recheck * (self.backoff**doublings) * (0.5 + u)
+        return age < self.recheck * (self.backoff**doublings) * (0.5 + u) * self.n
 
     # -- drawing: one encounter at a time --------------------------------------------------------
     def _order(self) -> list[int]:
@@ -142,10 +147,11 @@ class PredictiveModel:
             mine = [s for s, b in zip(signal, before) if b == c]
             lam_c = float(decay(np.array([len(mine)]), CODE_HALFLIFE)[0])
             self.codes[c] = [self.codes[c][0] * lam_c + sum(mine), self.codes[c][1] * lam_c + len(mine)]
+        self.clock += len(rows)
         for row, cat in zip(rows, cats):
             self.code[row] = step_code(self.code[row], cat)
-            self.looked[row] = self.now + 1
+            self.looked[row] = self.clock + 1
             self.streak[row] = min(self.streak[row] + 1, 255) if cat == 0 else 0
 
-    def end_step(self, steps: int) -> None:
-        self.now, self.relaxed = steps, 0
+    def end_step(self) -> None:
+        self.relaxed = 0

@@ -127,10 +127,7 @@ def walk(
     while need > 0:
         active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
         if dry is not None:
-            for d in active:
-                if not dry.left(d) and policy.relax(d):  # the policy skips less now: walk on
-                    dry.run[d] = 0
-            active = [d for d in active if dry.left(d)]
+            active = [d for d in active if dry.left(d, policy)]
         if not active:
             break
         if len(active) == 1:  # one dataset: the mixed stream is its own stream
@@ -172,7 +169,9 @@ class _Dry:
         self.limit = [patience * t.n for t in tables]
         self.run = [0] * len(tables)
 
-    def left(self, d: int) -> bool:
+    def left(self, d: int, policy: Policy) -> bool:
+        if self.run[d] >= self.limit[d] and policy.relax(d):  # the policy skips less now: walk on
+            self.run[d] = 0
         return self.run[d] < self.limit[d]
 
     def spent(self, d: int, used: int, lively: int) -> None:

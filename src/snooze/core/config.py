@@ -119,22 +119,20 @@ class SchedulerConfig:
     history_weight: float = 0.5
     """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
 
-    predict_margin: float = 1.0
+    predict_margin: float = 0.5
     """``policy="predictive"``: skip an encounter when the prompt's predicted chance of a signal group
     is below this times the signal rate of the stream's recent draws (1.0: exactly when a replacement
-    draw is expected to be worth more; smaller skips less)."""
+    draw is expected to give more signal; smaller skips less; 0.5 was chosen on dev seeds,
+    docs/reference-experiment.md)."""
 
     predict_hard_margin: float | None = None
     """``policy="predictive"``: the margin of prompts whose last groups were too hard (all wrong);
     ``None``: ``predict_margin``; 0: never skip a prompt for being too hard."""
 
-    predict_recheck: int = 100
-    """``policy="predictive"``: training steps after which a skipped prompt is looked at again (drawn
-    in [1/2, 3/2) of it at each group), so forgetting is seen and predictions stay measured."""
-
-    predict_cooldown: int = 0
-    """``policy="predictive"``: a prompt looked at within the last this many training steps is skipped
-    whatever its prediction, so a few prompts cannot take over the batches (0: off)."""
+    predict_recheck: float = 2.0
+    """``policy="predictive"``: passes after which a skipped prompt is looked at again (drawn in
+    [1/2, 3/2) of it at each group), so forgetting is seen and predictions stay measured. A pass is as
+    many groups of the prompt's dataset as it has prompts (what DAPO generates to look at each once)."""
 
     predict_backoff: float = 2.0
     """``policy="predictive"``: the re-look period grows by this factor per too-easy group in a row
@@ -214,8 +212,9 @@ class SchedulerConfig:
         h = self.predict_hard_margin
         if h is not None and (isinstance(h, bool) or not (isinstance(h, (int, float)) and math.isfinite(h) and h >= 0)):
             raise ConfigError(f"predict_hard_margin={h!r}: must be a finite number >= 0 (0: never skip too-hard prompts), or None")
-        _check_int(self, "predict_recheck", 1)
-        _check_int(self, "predict_cooldown", 0)
+        r = self.predict_recheck
+        if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
+            raise ConfigError(f"predict_recheck={r!r}: must be a finite number of passes > 0")
 
     def _check_range(self) -> None:
         rr = self.reward_range

@@ -25,17 +25,23 @@ all-wrong group 0.3-0.4 (it is being learned), and after 8+ on a 300-prompt pool
 model that took "all wrong" for as settled as "all correct" would skip the prompts about to give signal.
 
 Nothing is known of an unseen prompt: it is never skipped. A skipped prompt is looked at again once
-its *age* (training steps since its last group) reaches a period drawn at its last group in
-``[1/2, 3/2) * predict_recheck`` steps, times ``predict_backoff ** (k - 1)`` after k too-easy groups
-in a row: forgetting (``snooze/regressed``) is caught and the codes' rates stay measured. Periods are
-in steps, the clock of training updates (:meth:`Policy.end_step`), so they do not collapse when most
-of the pool is skipped and the stream runs through it quickly, as periods in encounters do. The
-random numbers are a hash of ``(seed, dataset, row, step of the last group)``: nothing to save, the
-same after a resume. ``predict_cooldown`` optionally skips any prompt looked at within that many steps.
+its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * predict_recheck`` *passes*,
+times ``predict_backoff ** (k - 1)`` after k too-easy groups in a row: forgetting (``snooze/regressed``)
+is caught and the codes' rates stay measured. Ages are counted on each dataset's own clock, the groups
+it has generated, and a pass is as many groups as the dataset has prompts (the generation DAPO would
+spend to look at every prompt once): a period does not run out when most of the pool is skipped and
+the stream races through it, as periods in encounters do, and it means the same on a pool visited
+100 times as on one visited 10 times, which a period in training steps does not (measured in
+docs/reference-experiment.md). The random numbers are a hash of ``(seed, dataset, row, clock at the
+last group)``: nothing to save, the same after a resume.
+
+A skip pays only while a replacement is left: when a draw walks a whole epoch of a dataset and every
+prompt is skipped, the policy relaxes (:meth:`Predictive.relax`) instead of ending the step short.
 
 State: two columns, 5 bytes a prompt beside the base columns (``code`` uint8; ``looked`` int32: the
-step of the prompt's last group + 1, 0 for never), and for the run the step, and per dataset its rate
-and its codes' rates (2 + 82 numbers), saved as ``meta.policy``.
+dataset's clock at the prompt's last group + 1, 0 for never: a dataset may generate up to 2**31 - 2
+groups), and per dataset its clock, rate, codes' rates (2 + 82 numbers) and the relaxations of the
+step in progress, saved as ``meta.policy``.
 """
 
 from __future__ import annotations
@@ -78,6 +84,7 @@ is predicted as an average draw, and an average draw is never skipped (``q < mar
 RELAX_LIMIT = 4
 """Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
 the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
+_MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
 _MAX_DOUBLINGS = 16  # backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
 _DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
 
@@ -129,9 +136,7 @@ class Predictive(Policy):
         self.by_code = np.where((np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin)  # [N_CODES] margin of each code
         self.by_code[0] = 0.0  # an unseen prompt is never skipped
         self.recheck = float(config.predict_recheck)
-        self.cooldown = int(config.predict_cooldown)
         self.growth = np.array([config.predict_backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
-        self.now = 0  # training steps finished: the clock of ages (end_step)
         self.bind([])
 
     def bind(self, names: Sequence[str]) -> None:
@@ -141,6 +146,7 @@ class Predictive(Policy):
         self.rate = np.zeros((D, 2))  # per dataset [signal, groups], weighted over its groups (RATE_HALFLIFE)
         self.codes = np.zeros((D, 2, N_CODES))  # per dataset and code [signal, groups] (CODE_HALFLIFE)
         self.relaxed = np.zeros(D, dtype=np.int64)  # per dataset: relaxations taken in this step (relax)
+        self.clock = np.zeros(D, dtype=np.int64)  # per dataset: groups generated (reported) so far, the clock of ages
         self._update_low()
 
     # -- the prediction ----------------------------------------------------------------------------
@@ -174,7 +180,7 @@ class Predictive(Policy):
         self.low = self.predicted() < self.margins() * self.stream_rate()[:, None]  # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
 
     def periods(self, streak: np.ndarray) -> np.ndarray:
-        """The re-look period in steps before its random factor, from the too-easy streak ``[K]``."""
+        """The re-look period in passes before its random factor, from the too-easy streak ``[K]``."""
         doublings = np.clip(streak.astype(np.int64) - 1, 0, _MAX_DOUBLINGS)
         return self.recheck * self.growth[doublings]
 
@@ -183,18 +189,14 @@ class Predictive(Policy):
         d = self.index[stream.name]
         if self.relaxed[d] >= RELAX_LIMIT:
             return skip
-        code = table.columns["code"][rows]
-        if self.cooldown > 0:  # looked at within the last `cooldown` steps: not again yet, whatever its code
-            looked_all = table.columns["looked"][rows].astype(np.int64)
-            skip = awake & (looked_all > 0) & (self.now - (looked_all - 1) < self.cooldown)
-        maybe = np.flatnonzero(awake & ~skip & self.low[d][code])
+        maybe = np.flatnonzero(awake & self.low[d][table.columns["code"][rows]])
         if maybe.shape[0] == 0:
             return skip
         r = rows[maybe].astype(np.int64)
         looked = table.columns["looked"][r].astype(np.int64)
-        salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(40))  # a fresh random period at every group
-        period = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
-        skip[maybe] = self.now - (looked - 1) < period  # age in steps below the period: not due yet
+        salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(32))  # a fresh random period at every group
+        passes = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
+        skip[maybe] = self.clock[d] - (looked - 1) < passes * table.n  # age below the period: not due yet
         return skip
 
     # -- learning from a report --------------------------------------------------------------------
@@ -219,11 +221,12 @@ class Predictive(Policy):
         """One group each for distinct ``rows``; which of them regressed (last group too easy, this one not)."""
         before = cols["code"][rows]
         self._learn(ds, before, signal)
+        self.clock += np.bincount(ds, minlength=len(self.names))
         flags = cols["flags"][rows]
         easy = cat == 0
         regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
         cols["code"][rows] = next_code(before, cat)
-        cols["looked"][rows] = self.now + 1
+        cols["looked"][rows] = self.clock[ds] + 1
         cols["streak"][rows] = np.where(easy, np.minimum(cols["streak"][rows].astype(np.int32) + 1, 255), 0)
         cols["flags"][rows] = np.where(easy, flags | EASY_SNOOZED, flags & ~EASY_SNOOZED)
         self._update_low()
@@ -253,38 +256,37 @@ class Predictive(Policy):
         return True
 
     def end_step(self, steps: int) -> None:
-        self.now = int(steps)
         if self.relaxed.any():
             self.relaxed[:] = 0
             self._update_low()
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe: the clock, and per dataset (by name) its rate, its codes' rates and the relaxations of this step."""
+        """JSON-safe: per dataset (by name) its clock, rate, codes' rates and the relaxations of this step."""
         per = {
-            name: {"rate": self.rate[d].tolist(), "codes": self.codes[d].tolist(), "relaxed": int(self.relaxed[d])}
+            name: {"clock": int(self.clock[d]), "rate": self.rate[d].tolist(), "codes": self.codes[d].tolist(), "relaxed": int(self.relaxed[d])}
             for d, name in enumerate(self.names)
         }
-        return {"now": self.now, "datasets": per}
+        return {"datasets": per}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Checks all of it first. Datasets of this run that the state lacks (a migration to new data)
         start unmeasured; the state's datasets must all be this run's."""
-        if not isinstance(state, Mapping) or set(state) != {"now", "datasets"} or not isinstance(state["datasets"], Mapping):
-            raise StateError("the 'predictive' policy state must hold 'now' and 'datasets'; the state is corrupt")
-        now = state_int(state["now"], "policy.now")
+        if not isinstance(state, Mapping) or set(state) != {"datasets"} or not isinstance(state["datasets"], Mapping):
+            raise StateError("the 'predictive' policy state must hold 'datasets' (and nothing else); the state is corrupt")
         unknown = sorted(set(state["datasets"]) - set(self.index))
         if unknown:
             raise StateError(f"the 'predictive' policy state names datasets {unknown} that this scheduler does not have")
-        rate, codes, relaxed = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed)
+        rate, codes, relaxed, clock = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed), np.zeros_like(self.clock)
         for name, part in state["datasets"].items():
-            if not isinstance(part, Mapping) or set(part) != {"rate", "codes", "relaxed"}:
-                raise StateError(f"policy.datasets[{name!r}] must hold 'rate', 'codes' and 'relaxed'; the state is corrupt")
+            if not isinstance(part, Mapping) or set(part) != {"clock", "rate", "codes", "relaxed"}:
+                raise StateError(f"policy.datasets[{name!r}] must hold 'clock', 'rate', 'codes' and 'relaxed'; the state is corrupt")
             d = self.index[name]
+            clock[d] = state_int(part["clock"], f"policy.datasets[{name!r}].clock", 0, _MAX_CLOCK)
             rate[d] = _counts(part["rate"], (2,), f"policy.datasets[{name!r}].rate")
             codes[d] = _counts(part["codes"], (2, N_CODES), f"policy.datasets[{name!r}].codes")
             relaxed[d] = state_int(part["relaxed"], f"policy.datasets[{name!r}].relaxed", 0, RELAX_LIMIT)
-        self.now, self.rate, self.codes, self.relaxed = now, rate, codes, relaxed
+        self.clock, self.rate, self.codes, self.relaxed = clock, rate, codes, relaxed
         self._update_low()
 
 
