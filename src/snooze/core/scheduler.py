@@ -80,7 +80,7 @@ class Scheduler:
         """Every component in its starting state."""
         cfg, G = self.config, self.config.group_size
         policy = make_policy(cfg)
-        policy.bind(self.names)
+        policy.bind(self.names, [len(s) for s in self.sources])
         return SimpleNamespace(
             streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs) for s in self.sources],
             policy=policy,

@@ -170,9 +170,10 @@ class Policy(_Plugin):
         """Update the prompt memory for a report's groups; what changed (``None``: nothing)."""
         return None
 
-    def bind(self, names: Sequence[str]) -> None:
-        """The scheduler's datasets, in the order ``Report.group_ds`` indexes them (called once, before
-        any draw; a policy that keeps run-level state per dataset sizes it here). Nothing by default."""
+    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
+        """The scheduler's datasets and their prompt counts, in the order ``Report.group_ds`` indexes them
+        (called once, before any draw; a policy that keeps run-level state per dataset sizes it here).
+        Nothing by default."""
 
     def relax(self, d: int) -> bool:
         """A draw met nothing but prompts of dataset ``d`` skipped by the mask (or blocked) for

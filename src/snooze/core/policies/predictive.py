@@ -27,21 +27,22 @@ model that took "all wrong" for as settled as "all correct" would skip the promp
 Nothing is known of an unseen prompt: it is never skipped. A skipped prompt is looked at again once
 its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * predict_recheck`` *passes*,
 times ``predict_backoff ** (k - 1)`` after k too-easy groups in a row: forgetting (``snooze/regressed``)
-is caught and the codes' rates stay measured. Ages are counted on each dataset's own clock, the groups
-it has generated, and a pass is as many groups as the dataset has prompts (the generation DAPO would
-spend to look at every prompt once): a period does not run out when most of the pool is skipped and
-the stream races through it, as periods in encounters do, and it means the same on a pool visited
-100 times as on one visited 10 times, which a period in training steps does not (measured in
-docs/reference-experiment.md). The random numbers are a hash of ``(seed, dataset, row, clock at the
-last group)``: nothing to save, the same after a resume.
+is caught and the codes' rates stay measured. Ages are counted on the run's *clock*, the groups
+generated so far (all datasets), and a pass is as many groups as the datasets have prompts (the
+generation DAPO would spend to look at every prompt once): a period does not run out when most of the
+pool is skipped and the stream races through it, as periods in encounters do; it means the same on a
+pool visited 100 times as on one visited 10 times, which a period in training steps does not; and it
+does not stall for a dataset that is mostly skipped, as a clock of each dataset's own groups does (both
+measured in docs/reference-experiment.md). The random numbers are a hash of ``(seed, dataset, row,
+clock at the last group)``: nothing to save, the same after a resume.
 
 A skip pays only while a replacement is left: when a draw walks a whole epoch of a dataset and every
 prompt is skipped, the policy relaxes (:meth:`Predictive.relax`) instead of ending the step short.
 
 State: two columns, 5 bytes a prompt beside the base columns (``code`` uint8; ``looked`` int32: the
-dataset's clock at the prompt's last group + 1, 0 for never: a dataset may generate up to 2**31 - 2
-groups), and per dataset its clock, rate, codes' rates (2 + 82 numbers) and the relaxations of the
-step in progress, saved as ``meta.policy``.
+clock at the prompt's last group + 1, 0 for never: a run may generate up to 2**31 - 2 groups), the
+clock, and per dataset its rate, its codes' rates (2 + 82 numbers) and the relaxations of the step in
+progress, saved as ``meta.policy``.
 """
 
 from __future__ import annotations
@@ -137,16 +138,17 @@ class Predictive(Policy):
         self.by_code[0] = 0.0  # an unseen prompt is never skipped
         self.recheck = float(config.predict_recheck)
         self.growth = np.array([config.predict_backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
-        self.bind([])
+        self.bind([], [])
 
-    def bind(self, names: Sequence[str]) -> None:
+    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
         self.names = list(names)
         self.index = {name: d for d, name in enumerate(self.names)}
         D = len(self.names)
         self.rate = np.zeros((D, 2))  # per dataset [signal, groups], weighted over its groups (RATE_HALFLIFE)
         self.codes = np.zeros((D, 2, N_CODES))  # per dataset and code [signal, groups] (CODE_HALFLIFE)
         self.relaxed = np.zeros(D, dtype=np.int64)  # per dataset: relaxations taken in this step (relax)
-        self.clock = np.zeros(D, dtype=np.int64)  # per dataset: groups generated (reported) so far, the clock of ages
+        self.pass_size = max(int(sum(sizes)), 1)  # groups of a pass: every prompt of every dataset once
+        self.clock = 0  # groups generated (reported) so far, all datasets: the clock of ages
         self._update_low()
 
     # -- the prediction ----------------------------------------------------------------------------
@@ -196,7 +198,7 @@ class Predictive(Policy):
         looked = table.columns["looked"][r].astype(np.int64)
         salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(32))  # a fresh random period at every group
         passes = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
-        skip[maybe] = self.clock[d] - (looked - 1) < passes * table.n  # age below the period: not due yet
+        skip[maybe] = self.clock - (looked - 1) < passes * self.pass_size  # age below the period: not due yet
         return skip
 
     # -- learning from a report --------------------------------------------------------------------
@@ -221,12 +223,12 @@ class Predictive(Policy):
         """One group each for distinct ``rows``; which of them regressed (last group too easy, this one not)."""
         before = cols["code"][rows]
         self._learn(ds, before, signal)
-        self.clock += np.bincount(ds, minlength=len(self.names))
+        self.clock += int(ds.shape[0])
         flags = cols["flags"][rows]
         easy = cat == 0
         regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
         cols["code"][rows] = next_code(before, cat)
-        cols["looked"][rows] = self.clock[ds] + 1
+        cols["looked"][rows] = self.clock + 1
         cols["streak"][rows] = np.where(easy, np.minimum(cols["streak"][rows].astype(np.int32) + 1, 255), 0)
         cols["flags"][rows] = np.where(easy, flags | EASY_SNOOZED, flags & ~EASY_SNOOZED)
         self._update_low()
@@ -262,27 +264,27 @@ class Predictive(Policy):
 
     # -- state -------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe: per dataset (by name) its clock, rate, codes' rates and the relaxations of this step."""
+        """JSON-safe: the clock, and per dataset (by name) its rate, codes' rates and the relaxations of this step."""
         per = {
-            name: {"clock": int(self.clock[d]), "rate": self.rate[d].tolist(), "codes": self.codes[d].tolist(), "relaxed": int(self.relaxed[d])}
+            name: {"rate": self.rate[d].tolist(), "codes": self.codes[d].tolist(), "relaxed": int(self.relaxed[d])}
             for d, name in enumerate(self.names)
         }
-        return {"datasets": per}
+        return {"clock": self.clock, "datasets": per}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Checks all of it first. Datasets of this run that the state lacks (a migration to new data)
         start unmeasured; the state's datasets must all be this run's."""
-        if not isinstance(state, Mapping) or set(state) != {"datasets"} or not isinstance(state["datasets"], Mapping):
-            raise StateError("the 'predictive' policy state must hold 'datasets' (and nothing else); the state is corrupt")
+        if not isinstance(state, Mapping) or set(state) != {"clock", "datasets"} or not isinstance(state["datasets"], Mapping):
+            raise StateError("the 'predictive' policy state must hold 'clock' and 'datasets'; the state is corrupt")
+        clock = state_int(state["clock"], "policy.clock", 0, _MAX_CLOCK)
         unknown = sorted(set(state["datasets"]) - set(self.index))
         if unknown:
             raise StateError(f"the 'predictive' policy state names datasets {unknown} that this scheduler does not have")
-        rate, codes, relaxed, clock = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed), np.zeros_like(self.clock)
+        rate, codes, relaxed = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed)
         for name, part in state["datasets"].items():
-            if not isinstance(part, Mapping) or set(part) != {"clock", "rate", "codes", "relaxed"}:
-                raise StateError(f"policy.datasets[{name!r}] must hold 'clock', 'rate', 'codes' and 'relaxed'; the state is corrupt")
+            if not isinstance(part, Mapping) or set(part) != {"rate", "codes", "relaxed"}:
+                raise StateError(f"policy.datasets[{name!r}] must hold 'rate', 'codes' and 'relaxed'; the state is corrupt")
             d = self.index[name]
-            clock[d] = state_int(part["clock"], f"policy.datasets[{name!r}].clock", 0, _MAX_CLOCK)
             rate[d] = _counts(part["rate"], (2,), f"policy.datasets[{name!r}].rate")
             codes[d] = _counts(part["codes"], (2, N_CODES), f"policy.datasets[{name!r}].codes")
             relaxed[d] = state_int(part["relaxed"], f"policy.datasets[{name!r}].relaxed", 0, RELAX_LIMIT)
