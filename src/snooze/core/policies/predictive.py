@@ -2,13 +2,17 @@
 would replace it (docs/concepts.md, "Predictive skipping").
 
 The trade, explicitly. Rolling a prompt out costs one group. Skipping it costs nothing, and the
-stream then draws the next prompt *of the same dataset* in its place (both mixes replace a skipped
-prompt from its own dataset), whose group carries signal with probability ``r_d``: the signal rate
-of that dataset's groups generated lately (weighted over about its last 256 groups). A skip pays when
-the skipped prompt's own chance ``q`` of a signal group is below ``r_d``. So an encounter is skipped
-when ``q < predict_margin * r_d``: margin 1 is exactly that trade; below 1 skips only prompts that
-are clearly worse than a replacement, which keeps the batch closer to DAPO's (measured in
-docs/reference-experiment.md: at margin 1 held-out accuracy falls far below DAPO's).
+stream then draws another prompt in its place, whose group carries signal with probability ``r_d``:
+the signal rate of the groups of the prompt's dataset generated lately (weighted over about its last
+256 groups). A skip pays when the skipped prompt's own chance ``q`` of a signal group is below
+``r_d``. So an encounter is skipped when ``q < predict_margin * r_d``: margin 1 is exactly that trade;
+below 1 skips only prompts that are clearly worse than a replacement, which keeps the batch closer to
+DAPO's (measured in docs/reference-experiment.md: at margin 1 held-out accuracy falls far below
+DAPO's). **Decision — the rate of the prompt's own dataset.** In quota mode the replacement is the
+next prompt of the same dataset; in the stream mix it is the next prompt of the mixed stream, which
+may be another dataset's. Comparing with the dataset's own rate keeps a dataset that is mostly
+mastered from being emptied for another one's sake, the starvation that makes ``filter`` collapse on
+a two-task mix.
 
 ``q`` is predicted from the prompt's past groups on both sides, by calibration rather than by a
 model of pass rates. Each prompt keeps a one-byte *code*: the category of its last group (too easy
