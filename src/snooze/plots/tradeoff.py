@@ -50,7 +50,7 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
     plt = pyplot()
     from matplotlib.ticker import PercentFormatter
 
-    fig, ax = plt.subplots(figsize=(9.5, 6.2))
+    fig, ax = plt.subplots(figsize=(11.5, 6.2))
     dapo = points.get("dynamic_sampling")
     if dapo is not None:
         _dapo_guides(ax, dapo, runs["dynamic_sampling"])
@@ -63,7 +63,7 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
     what = "avg@k at the rollout temperature" if key.startswith("eval/sampled") else "greedy"
     ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=f"final held-out accuracy ({what})")
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=9)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
     ax.set_title(_title(points), fontsize=12)
     n = max(len(p) for p in points.values())
     fig.text(0.99, 0.01, f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.", ha="right", va="bottom", fontsize=8, color="#555555")
@@ -93,4 +93,4 @@ def _title(points: dict[str, np.ndarray]) -> str:
     for arm in best:
         g, a = points[arm].mean(axis=0)
         parts.append(f"{arm_label(arm)}: {g0 / g:.2f}x fewer groups than DAPO, {100 * (a - a0):+.1f} points")
-    return "Generation against final accuracy\n" + ("; ".join(parts) if parts else "DAPO and the other arms")
+    return "Generation against final accuracy\n" + ("\n".join(parts) if parts else "DAPO and the other arms")
