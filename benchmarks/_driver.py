@@ -65,9 +65,11 @@ def rewards(cands: Sequence[snooze.Candidate], group_size: int) -> np.ndarray:
 
 
 def state_hash(sched: snooze.Scheduler) -> str:
-    """sha256 over the whole state (meta as canonical JSON, every array's name, dtype, shape, bytes)."""
+    """sha256 over the whole state (meta as canonical JSON, every array's name, dtype, shape, bytes), but
+    ``meta.run_id``: a run's random identity, which two runs built apart differ in by design."""
     sd = sched.state_dict()
-    h = hashlib.sha256(json.dumps(sd["meta"], sort_keys=True).encode())
+    meta = {k: v for k, v in sd["meta"].items() if k != "run_id"}
+    h = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
     for name in sorted(sd["arrays"]):
         a = np.ascontiguousarray(sd["arrays"][name])
         h.update(f"{name}|{a.dtype.str}|{a.shape}".encode())

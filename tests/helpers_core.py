@@ -61,3 +61,11 @@ def reference_issued(kinds: list[str], policy: str, factor: int, round_size: int
                 retired[row] = True
         issued += drawn
     return issued
+
+
+def snapshot(sched: snooze.Scheduler) -> tuple[str, str, dict]:
+    """Everything a rejected call must leave as it was: the whole state (its hash), the run id and the
+    weights in use."""
+    from _driver import state_hash
+
+    return state_hash(sched), sched.run_id, {n: float(w) for n, w in zip(sched.names, sched.weights)}

@@ -116,6 +116,20 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["replay", str(bad), "--out", str(tmp_path / "o2")]) == 2
 
 
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("option", ["--max-gen-rounds", "--batch-size", "--gen-batch-size"])
+def test_cli_step_sizes_of_0_are_a_one_line_error_not_a_hang(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from snooze.cli.main import main
+
+    log = _write(tmp_path / "log.jsonl", LINES)
+    assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--no-plot", option, "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"{option[2:].replace('-', '_')}=0: must be an integer >= 1" in err
+    assert not (tmp_path / "out").exists()
+
 @settings(max_examples=40, deadline=None)
 @given(
     outcomes=st.lists(

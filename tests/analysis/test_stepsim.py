@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+import snooze
 from snooze.analysis.stepsim import infer_gen_size, simulate_steps
 
 # rounds of 4: [1,0,1,1] has 3 signal, [0,0,0,0] none, [1,1,0,0] two; the trailing [1] is a partial round.
@@ -38,3 +40,10 @@ def test_kept_lines_are_reinterleaved_by_dataset_share() -> None:
     # dataset 0 loses lines 1 and 2 to skips: its kept lines take the next slots, dataset 1 keeps its pace
     kept = np.array([1, 0, 0, 1, 1, 1, 1, 1], dtype=bool)
     assert interleave_kept(dataset, kept).tolist() == [0, 4, 3, 5, 6, 7]
+
+
+def test_sizes_below_1_are_refused_so_every_walk_ends() -> None:
+    signal = np.ones(8, dtype=bool)
+    for kwargs in ({"batch_size": 0, "gen_size": 2}, {"batch_size": 2, "gen_size": 0}, {"batch_size": 2, "gen_size": 2, "max_gen_rounds": 0}):
+        with pytest.raises(snooze.ConfigError, match="must be an integer >= 1"):
+            simulate_steps(signal, **kwargs)

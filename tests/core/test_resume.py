@@ -47,7 +47,7 @@ def trace(batch):
 
 def run(cfg, steps, save_at=(), tmp_path=None):
     sched = snooze.Scheduler(datasets(), cfg, seed=7)
-    out = []
+    out = [sched.run_id]
     for step in range(steps):
         if step in save_at:
             sched.save(tmp_path / f"ckpt{step}")
@@ -59,10 +59,12 @@ def run(cfg, steps, save_at=(), tmp_path=None):
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_resume_matches_uninterrupted(name, tmp_path):
     cfg = CONFIGS[name]
-    ref, ref_sched = run(cfg, 12)
-    got, sched = run(cfg, 12, save_at=(0, 1, 4, 5, 9), tmp_path=tmp_path)
+    (_, *ref), ref_sched = run(cfg, 12)
+    (first_id, *got), sched = run(cfg, 12, save_at=(0, 1, 4, 5, 9), tmp_path=tmp_path)
     assert got == ref
     a, b = ref_sched.state_dict(), sched.state_dict()
+    assert b["meta"].pop("run_id") == first_id  # the resumed run is the same run: its id survived five loads
+    a["meta"].pop("run_id")  # two runs built apart differ in their random id, and only in it
     assert a["meta"] == b["meta"]
     assert a["arrays"].keys() == b["arrays"].keys()
     assert all(np.array_equal(a["arrays"][k], b["arrays"][k]) for k in a["arrays"])

@@ -57,12 +57,13 @@ def test_propose_zero_is_no_round_and_bad_n_is_refused() -> None:
 def test_bad_reports_record_nothing() -> None:
     s = _sched()
     cands = s.propose()
-    other = _sched().propose()
-    other.ticket[:] += 1000  # tickets this scheduler never issued
+    other = _sched().propose()  # another scheduler's, with another run id
+    forged = snooze.Candidates(s.sources, cands.ds[:1].copy(), cands.row[:1].copy(), cands.ticket[:1] + 1000, s.run_id)
     before = state_hash(s)
     for report, rewards, match in [
         ([cands[0], "x"], np.zeros((2, 4)), "item 1 of the report is a str"),
-        (other[:1], np.zeros((1, 4)), "was never issued"),
+        (other[:1], np.zeros((1, 4)), "issued by another scheduler"),
+        (forged, np.zeros((1, 4)), "was never issued"),
         (cands[:1], np.full((1, 4), np.nan), "not finite"),
         ([cands[0], cands[0]], np.zeros((2, 4)), "appears 2 times"),
     ]:
@@ -89,8 +90,8 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
     s.propose()
     state = s.state_dict()
     assert set(state["meta"]) == {
-        "format", "version", "seed", "config", "weights", "step", "round", "next_ticket", "drawn", "metrics",
-        "last_metrics", "datasets",
+        "format", "version", "seed", "config", "weights", "step", "round", "next_ticket", "run_id", "drawn",
+        "metrics", "last_metrics", "datasets",
     }  # fmt: skip
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
     buffers = {f"{b}.{c}" for b in ("batch", "surplus", "zero") for c in ("ds", "row", "ticket", "outcome", "rewards")}

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify_groups
+from snooze.core._checks import as_int
+from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
 from snooze.logs import RewardLog
@@ -166,7 +167,7 @@ def replay(
 
 
 def _classify(log: RewardLog, cfg: SchedulerConfig) -> np.ndarray:
-    return classify_groups(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+    return classify(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,10 @@ class StepShape:
     max_gen_rounds: int
     """Round limit per step."""
 
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "gen_batch_size", "max_gen_rounds"):  # 0 would make a step that never ends
+            object.__setattr__(self, name, as_int(getattr(self, name), name, 1))
+
     @classmethod
     def infer(
         cls,
@@ -192,7 +197,11 @@ class StepShape:
     ) -> StepShape | None:
         """Fill what is not given from the log: ``gen_batch_size`` as the gcd of groups per step,
         ``batch_size`` = ``gen_batch_size`` (the DAPO default), ``max_gen_rounds`` as the most rounds a
-        logged step took. ``None`` when no round size can be inferred (e.g. a snooze run's log)."""
+        logged step took. ``None`` when no round size can be inferred (e.g. a snooze run's log).
+        A given size below 1 is a :class:`~snooze.ConfigError`, before anything is inferred."""
+        for name, value in (("batch_size", batch_size), ("gen_batch_size", gen_batch_size), ("max_gen_rounds", max_gen_rounds)):
+            if value is not None:
+                as_int(value, name, 1)
         gen = gen_batch_size if gen_batch_size is not None else infer_gen_size(log.steps)
         if gen < 1:
             return None

@@ -21,6 +21,8 @@ from functools import reduce
 
 import numpy as np
 
+from snooze.core._checks import as_int
+
 __all__ = ["simulate_steps", "infer_gen_size", "interleave_kept"]
 
 
@@ -35,8 +37,11 @@ def simulate_steps(signal: np.ndarray, batch_size: int, gen_size: int, max_gen_r
 
     ``signal``: ``bool [M]``, whether each kept line (in stream order) carries signal. A step ends
     when ``batch_size`` signal groups are in or after ``max_gen_rounds`` rounds; the walk stops when
-    the lines run out before a step completes.
+    the lines run out before a step completes. Sizes below 1 are a :class:`~snooze.ConfigError`: with
+    them a step would take no line and the walk would never end.
     """
+    for name, value in (("batch_size", batch_size), ("gen_size", gen_size), ("max_gen_rounds", max_gen_rounds)):
+        as_int(value, name, 1)
     n_rounds = signal.shape[0] // gen_size  # a trailing partial round cannot complete a step
     per_round = signal[: n_rounds * gen_size].reshape(n_rounds, gen_size).sum(axis=1)  # [R]
     cumulative: list[int] = []
@@ -49,6 +54,8 @@ def simulate_steps(signal: np.ndarray, batch_size: int, gen_size: int, max_gen_r
             rounds += 1
         if got < batch_size and rounds < max_gen_rounds:
             break  # ran out of log mid-step
+        if rounds == 0:  # pragma: no cover - the checks above make every step take a round
+            break
         spent += rounds * gen_size
         cumulative.append(spent)
     return np.asarray(cumulative, dtype=np.int64)

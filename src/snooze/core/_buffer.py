@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import check_rows
+from snooze.core._stateful import check_rows, state_ints, state_reals
+from snooze.core.classify import OUTCOME_NAMES
 from snooze.core.errors import StateError
 
 __all__ = ["GroupBuffer"]
@@ -69,13 +70,22 @@ class GroupBuffer:
         """Each column, copied: ``ds``, ``row``, ``ticket``, ``outcome`` ``[K]`` and ``rewards`` ``[K, G]``."""
         return {name: getattr(self, name).copy() for name in (*_FIELDS, "rewards")}
 
-    def load_state_dict(self, state: Mapping[str, Any], sizes: Sequence[int] = (), what: str = "buffer") -> None:
-        """Take the columns; every group must name a prompt of datasets of these ``sizes``."""
-        cols = {name: np.asarray(state[name]).astype(getattr(self, name).dtype) for name in _FIELDS}
-        rewards = np.asarray(state["rewards"]).astype(np.float64).reshape(-1, self.group_size)
-        if not len({c.shape[0] for c in cols.values()} | {rewards.shape[0]}) == 1:
+    def load_state_dict(
+        self, state: Mapping[str, Any], sizes: Sequence[int] = (), what: str = "buffer",
+        reward_range: tuple[float, float] = (-np.inf, np.inf),
+    ) -> None:  # fmt: skip
+        """Take the columns: integer ``ds``, ``row``, ``ticket`` and ``outcome`` (a code of
+        :mod:`~snooze.core.classify`) of one length ``K``, every group naming a prompt of datasets of these
+        ``sizes``, and ``[K, G]`` finite rewards inside ``reward_range``."""
+        cols = {name: state_ints(state[name], f"{what}.{name}", (None,)) for name in _FIELDS}
+        k = cols["ds"].shape[0]
+        if any(c.shape[0] != k for c in cols.values()):
             raise StateError(f"buffer {what!r} has columns of different lengths; the state is corrupt")
+        rewards = state_reals(state["rewards"], f"{what}.rewards", (k, self.group_size), *reward_range)
+        if k and int(cols["outcome"].max()) >= len(OUTCOME_NAMES):
+            raise StateError(f"array {what}.outcome holds codes outside 0..{len(OUTCOME_NAMES) - 1}; the state is corrupt")
         check_rows(cols["ds"], cols["row"], sizes, what)
+        cols = {name: col.astype(getattr(self, name).dtype) for name, col in cols.items()}
         for name, col in cols.items():
             setattr(self, name, col)
         self.rewards = rewards

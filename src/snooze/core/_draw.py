@@ -35,18 +35,22 @@ class Walk:
     """What a walk met: the awake prompts in mixed-stream order, and per dataset what it spent.
 
     ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``passed``
-    (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met."""
+    (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met;
+    ``counted_down`` the rows whose snooze counter went down by one, per dataset (what undoes the walk)."""
 
-    __slots__ = ("parts", "encounters", "skipped", "passed")
+    __slots__ = ("parts", "encounters", "skipped", "passed", "counted_down")
 
     def __init__(self, datasets: int) -> None:
         self.parts: list[tuple[np.ndarray | int, np.ndarray]] = []  # per pass: (owners, or its one dataset; rows)
         self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
+        self.counted_down: list[tuple[int, np.ndarray]] = []
 
-    def spend(self, d: int, used: int, skipped: int, passed: int) -> None:
+    def spend(self, d: int, used: int, skipped: int, passed: int, down: np.ndarray) -> None:
         self.encounters[d] += used
         self.skipped[d] += skipped
         self.passed[d] += passed
+        if down.shape[0]:
+            self.counted_down.append((d, down))
 
     def rows(self) -> np.ndarray:
         """``[K]`` row of each awake prompt met."""
@@ -94,18 +98,19 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> 
     return _Peek(rows, awake & ~masked, counter, masked)
 
 
-def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int, int]:
+def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int, np.ndarray]:
     """Spend the first ``used`` encounters of a peek made just before: sleeping prompts' counters go
-    down by one. Returns ``(awake rows met, skipped, passed, counters woken or moved)``."""
+    down by one. Returns ``(awake rows met, skipped, passed, rows counted down)``."""
     seen, awake, counter = peek.rows[:used], peek.awake[:used], peek.counter[:used]
     asleep = counter > 0
     left = counter[asleep]
-    table.counter[seen[asleep]] = left - 1  # rows are distinct within an epoch: a plain scatter
+    down = seen[asleep]
+    table.counter[down] = left - 1  # rows are distinct within an epoch: a plain scatter
     table.n_asleep -= int(np.count_nonzero(left == 1))
     skipped = left.shape[0] + (int(np.count_nonzero(peek.masked[:used])) if peek.masked is not None else 0)
     stream.advance(used)
     taken = seen[awake]
-    return taken, skipped, used - taken.shape[0] - skipped, left.shape[0]
+    return taken, skipped, used - taken.shape[0] - skipped, down
 
 
 def walk(
@@ -136,13 +141,11 @@ def walk(
             cut, met = _cut(peek.awake, need)
             if cut == 0:
                 break
-            taken, s, q, moved = _consume(tables[d], streams[d], peek, cut)
-            out.encounters[d] += cut
-            out.skipped[d] += s
-            out.passed[d] += q
+            taken, s, q, down = _consume(tables[d], streams[d], peek, cut)
+            out.spend(d, cut, s, q, down)
             out.parts.append((d, taken))
             if dry is not None:
-                dry.spent(d, cut, taken.shape[0] + moved)
+                dry.spent(d, cut, taken.shape[0] + down.shape[0])
         else:
             peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
             cut, met = _cut(awake, need)
@@ -150,10 +153,10 @@ def walk(
                 break
             for d, k in enumerate(np.bincount(owners[:cut], minlength=D).tolist()):
                 if k:
-                    taken, s, q, moved = _consume(tables[d], streams[d], peeks[d], k)
-                    out.spend(d, k, s, q)
+                    taken, s, q, down = _consume(tables[d], streams[d], peeks[d], k)
+                    out.spend(d, k, s, q, down)
                     if dry is not None:
-                        dry.spent(d, k, taken.shape[0] + moved)
+                        dry.spent(d, k, taken.shape[0] + down.shape[0])
             take = awake[:cut]
             out.parts.append((owners[:cut][take], rows[:cut][take]))  # the awake prompts, in mixed-stream order
         need -= met

@@ -45,7 +45,8 @@ class Column(NamedTuple):
     """Largest valid value (a state holding more is refused as corrupt); ``None``: any."""
 
 
-BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8), Column("streak", np.uint8))
+BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8, maximum=int(RETIRED | EASY_SNOOZED | EXCLUDED)),
+                                      Column("streak", np.uint8))  # fmt: skip
 
 
 class PromptTable:
@@ -105,6 +106,7 @@ class PromptMemory:
     def set_excluded(self, d: int, rows: np.ndarray, excluded: bool) -> int:
         """Set or clear ``EXCLUDED`` on dataset ``d``'s ``rows``; how many changed."""
         table = self.tables[d]
+        rows = np.unique(rows)  # an id named twice changes once
         before = (table.flags[rows] & EXCLUDED) != 0
         if excluded:
             table.flags[rows] |= EXCLUDED

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL
 
 __all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
@@ -64,6 +65,13 @@ class StepMetrics:
         self.outcomes = np.zeros(len(OUTCOME_NAMES), dtype=np.int64)
         self.ds = {k: np.zeros(D, dtype=np.int64) for k in _DS_KEYS}
         self.ds["carried_in"] += np.bincount(carried_in, minlength=D)
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """A copy of every count, for :meth:`restore` (a withdrawn round; cheaper than ``state_dict``)."""
+        return dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        self.totals, self.scalars, self.outcomes, self.ds = snap
 
     def add(self, key: str, value: int) -> None:
         self.scalars[key] += int(value)
@@ -174,8 +182,9 @@ class StepMetrics:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        totals = {k: int(state["totals"][k]) for k in TOTAL_KEYS}
-        scalars = {k: int(state["scalars"].get(k, 0)) for k in _SCALARS}
-        outcomes = np.asarray(state["outcomes"], dtype=np.int64)
-        ds = {k: np.asarray(state["ds"][k], dtype=np.int64) for k in _DS_KEYS}
+        """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset)."""
+        totals = {k: state_int(state["totals"][k], f"metrics totals[{k!r}]") for k in TOTAL_KEYS}
+        scalars = {k: state_int(state["scalars"].get(k, 0), f"metrics scalars[{k!r}]") for k in _SCALARS}
+        outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))
+        ds = {k: state_ints(state["ds"][k], f"metrics ds[{k!r}]", (len(self.names),)) for k in _DS_KEYS}
         self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

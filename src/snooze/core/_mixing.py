@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core.errors import ConfigError, StateError
+from snooze.core._checks import check_weights
+from snooze.core._stateful import state_ints, state_reals
+from snooze.core.errors import StateError
 
 __all__ = ["Mix", "batch_fits", "largest_remainder", "interleave", "interleave_order"]
 
@@ -37,13 +39,8 @@ class Mix:
         """``[D]`` weights from a mapping by name (``None``: equal; unlisted datasets: 0)."""
         if weights is None:
             return np.ones(len(self.names), dtype=np.float64)
-        unknown = sorted(set(weights) - set(self.names))
-        if unknown:
-            raise ConfigError(f"weights name unknown dataset(s) {unknown}; datasets are {self.names}")
-        w = np.array([float(weights.get(n, 0.0)) for n in self.names])
-        if w.sum() <= 0:
-            raise ConfigError("weights: at least one dataset needs a weight above 0")
-        return w
+        checked = check_weights(weights, self.names)  # what SchedulerConfig.weights accepts, checked the same way
+        return np.array([checked.get(n, 0.0) for n in self.names], dtype=np.float64)
 
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
         """New weights from now on; the encounter counts start over when they differ from the old ones."""
@@ -77,14 +74,12 @@ class Mix:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """``weights: None`` keeps the current weights (a state saved under other configured weights)."""
         D = len(self.names)
-        drawn = np.asarray(state["drawn"], dtype=np.int64)
-        if drawn.shape != (D,) or (drawn < 0).any():
-            raise StateError(f"drawn={state['drawn']!r} does not fit {D} datasets")
+        drawn = state_ints(state["drawn"], "drawn", (D,))
         weights = self.weights
         if state.get("weights") is not None:
-            weights = np.asarray(state["weights"], dtype=np.float64)
-            if weights.shape != (D,) or not np.isfinite(weights).all() or (weights < 0).any():
-                raise StateError(f"weights={state['weights']!r} do not fit {D} datasets")
+            weights = state_reals(state["weights"], "weights", (D,), low=0.0)
+            if not weights.sum() > 0:
+                raise StateError(f"weights={state['weights']!r}: no dataset has a weight above 0; the state is corrupt")
         self.weights, self.drawn = weights, drawn
 
 

@@ -1,5 +1,10 @@
 """`PendingSet`: candidates issued and not yet reported, and the ticket counter that issues them.
 
+A ticket is ``(issuer, number)``: ``issuer`` is the run's id (random, made once when a run starts and
+kept through save/load), so a candidate of another scheduler is refused however its number falls; and
+a number names one prompt, so a *stale* candidate (issued before the state was restored from an older
+checkpoint, whose number now names another prompt) is refused too.
+
 Tickets are issued in increasing order, so appending keeps the arrays sorted and membership is a
 vectorised ``searchsorted``: checking and removing a report of N candidates costs O(N log P + P)
 numpy work instead of N dictionary operations (``P`` = candidates out for rollout).
@@ -7,22 +12,32 @@ numpy work instead of N dictionary operations (``P`` = candidates out for rollou
 
 from __future__ import annotations
 
+import re
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import check_rows, state_int
+from snooze.core._stateful import check_rows, state_int, state_ints
 from snooze.core.errors import ReportError, StateError
 
-__all__ = ["PendingSet"]
+__all__ = ["PendingSet", "new_run_id"]
+
+_RUN_ID = re.compile(r"\A[0-9a-f]{16}\Z")
+
+
+def new_run_id() -> str:
+    """A fresh run id: 64 random bits, as 16 hex digits."""
+    return secrets.token_hex(8)
 
 
 class PendingSet:
     """Columns ``ticket`` (sorted, unique), ``ds`` and ``row``; ``next_ticket`` is the next one to issue."""
 
-    def __init__(self, sizes: Sequence[int] = ()) -> None:
+    def __init__(self, sizes: Sequence[int] = (), issuer: str | None = None) -> None:
         self.sizes = list(sizes)  # rows per dataset, to check a loaded state
+        self.issuer = issuer if issuer is not None else new_run_id()
         self.next_ticket = 0
         self.ticket = np.empty(0, dtype=np.int64)
         self.ds = np.empty(0, dtype=np.int64)
@@ -47,6 +62,12 @@ class PendingSet:
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
 
+    def withdraw(self, next_ticket: int, length: int) -> None:
+        """Take back every ticket issued since the set had ``length`` entries and ``next_ticket`` was next
+        (a failed round of :meth:`Scheduler.step`; tickets are appended in issue order)."""
+        self.ticket, self.ds, self.row = self.ticket[:length], self.ds[:length], self.row[:length]
+        self.next_ticket = next_ticket
+
     def find(self, ticket: np.ndarray) -> np.ndarray:
         """Index of each ticket in the set, ``-1`` where it is not pending. ``[N]`` -> ``[N]``.
 
@@ -62,16 +83,25 @@ class PendingSet:
         idx = np.minimum(np.searchsorted(self.ticket, ticket), held - 1)
         return np.where(self.ticket[idx] == ticket, idx, -1)
 
-    def locate(self, ticket: np.ndarray, candidates: Sequence[Any]) -> np.ndarray:
-        """:meth:`find` for a report of ``candidates`` (their ``ticket``): raises :class:`ReportError`
-        naming the first that is not pending, and why."""
-        index = self.find(ticket)
+    def locate(self, issued: Any, candidates: Sequence[Any]) -> np.ndarray:
+        """:meth:`find` for a report (``issued``: its ``ticket``, ``ds`` and ``row`` arrays): raises
+        :class:`ReportError` naming the first candidate that is not pending, or whose ticket this set
+        holds for another prompt (a stale candidate), and why."""
+        index = self.find(issued.ticket)
         if (index < 0).any():
             c = candidates[int(np.argmax(index < 0))]
             why = "was already reported (or cancelled)" if 0 <= c.ticket < self.next_ticket else "was never issued by this scheduler"
             raise ReportError(
                 f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) {why}; report only what propose() "
                 "returned, once each. Nothing was recorded."
+            )
+        stale = (self.ds[index] != issued.ds) | (self.row[index] != issued.row)
+        if stale.any():
+            c = candidates[int(np.argmax(stale))]
+            raise ReportError(
+                f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) is stale: this scheduler issued ticket "
+                f"{c.ticket} for another prompt, so the candidate was issued before its state was restored from an "
+                "older checkpoint. Roll out pending_candidates() instead. Nothing was recorded."
             )
         return index
 
@@ -88,18 +118,23 @@ class PendingSet:
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """``next_ticket`` and ``pending``, ``[P, 3]`` int64 rows of ``(ticket, ds, row)``."""
+        """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``) and ``issuer`` (the run id)."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
-        return {"next_ticket": self.next_ticket, "pending": rows}
+        return {"next_ticket": self.next_ticket, "pending": rows, "issuer": self.issuer}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """``issuer`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own."""
+        issuer = state.get("issuer")
+        if issuer is not None and (not isinstance(issuer, str) or not _RUN_ID.match(issuer)):
+            raise StateError(f"run_id={issuer!r} is not a run id (16 hex digits); the state is corrupt")
         next_ticket = state_int(state["next_ticket"], "next_ticket")
-        arr = np.asarray(state["pending"], dtype=np.int64).reshape(-1, 3)
+        arr = state_ints(state["pending"], "pending", (None, 3))
         check_rows(arr[:, 1], arr[:, 2], self.sizes, "pending")
         if arr.shape[0] and (
             arr[:, 0].min() < 0 or arr[:, 0].max() >= next_ticket or np.unique(arr[:, 0]).shape[0] != arr.shape[0]
         ):
             raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
         order = np.argsort(arr[:, 0], kind="stable")
+        self.issuer = issuer if issuer is not None else self.issuer
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()

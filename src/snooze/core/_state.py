@@ -8,6 +8,7 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.datasets[d]                 {"name", "size", "fingerprint"} + the stream's {"epoch", "cursor"}
     meta.weights, .drawn             the mix
     meta.next_ticket, arrays.pending the pending set
+    meta.run_id                      the run's id, which every candidate carries (absent in states of 0.1.0)
     meta.metrics, .last_metrics      the step's counters and totals; the last finished step's metrics
     meta.step, .round                header copies of metrics.totals.steps and metrics.scalars.gen/rounds
     meta.policy                      the policy's own state, only when it keeps any (none built in)
@@ -22,6 +23,7 @@ malformed state become :class:`~snooze.StateError` naming the file.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -70,6 +72,7 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         "step": parts.metrics["totals"]["steps"],
         "round": parts.metrics["scalars"]["gen/rounds"],
         "next_ticket": parts.pending["next_ticket"],
+        "run_id": parts.pending["issuer"],
         "drawn": parts.mix["drawn"],
         "metrics": parts.metrics,
         "last_metrics": parts.last_metrics,
@@ -144,12 +147,23 @@ def unpack(
         memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
         mix={"weights": meta["weights"] if meta["config"]["weights"] == config.to_dict()["weights"] else None,
              "drawn": meta["drawn"]},  # fmt: skip
-        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"]},
+        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"], "issuer": meta.get("run_id")},
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
         metrics=dict(meta["metrics"]),
-        last_metrics=dict(meta["last_metrics"]),
+        last_metrics=_last_metrics(meta["last_metrics"]),
         policy=dict(meta.get("policy", {})),
     )
+
+
+def _last_metrics(value: Any) -> dict[str, Any]:
+    """The last finished step's metrics: a mapping of metric name to a finite number (what ``metrics()`` gives)."""
+    ok = isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        for k, v in value.items()
+    )
+    if not ok:
+        raise StateError("meta.last_metrics is not a mapping of metric name to a finite number; the state is corrupt")
+    return dict(value)
 
 
 def _check_header(meta: Mapping[str, Any]) -> None:
@@ -239,7 +253,7 @@ def _migrate(
         streams=streams,
         memory={"datasets": memory},
         mix={"weights": None, "drawn": drawn},
-        pending={"next_ticket": meta["next_ticket"], "pending": np.empty((0, 3), dtype=np.int64)},
+        pending={"next_ticket": meta["next_ticket"], "pending": np.empty((0, 3), dtype=np.int64), "issuer": meta.get("run_id")},
         buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
         metrics=metrics.state_dict(),
     )

@@ -17,7 +17,7 @@ import numpy as np
 
 from snooze.core.errors import StateError
 
-__all__ = ["Stateful", "state_int", "state_array", "check_rows"]
+__all__ = ["Stateful", "state_int", "state_ints", "state_reals", "state_array", "check_rows"]
 
 
 @runtime_checkable
@@ -34,6 +34,33 @@ def state_int(value: Any, what: str, low: int = 0, high: int | None = None) -> i
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high is not None and value > high):
         raise StateError(f"{what}={value!r} is out of range; the state is corrupt")
     return int(value)
+
+
+def _shaped(value: Any, what: str, shape: tuple[int | None, ...], kinds: str) -> np.ndarray:
+    arr = np.asarray(value)
+    fits = arr.ndim == len(shape) and all(want is None or got == want for got, want in zip(arr.shape, shape))
+    if not fits or (arr.size and arr.dtype.kind not in kinds):  # an empty JSON list reads as float64: let it be
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise StateError(f"array {what} has shape {arr.shape} / {arr.dtype}, expected {want} of {'integers' if kinds == 'iu' else 'numbers'}; the state is corrupt")
+    return arr
+
+
+def state_ints(value: Any, what: str, shape: tuple[int | None, ...], low: int = 0, high: int | None = None) -> np.ndarray:
+    """``value`` as an ``int64`` array of ``shape`` (``None``: any length) with values in ``[low, high]``,
+    or a :class:`StateError`. Only integers: a float or a string is never cut or parsed to one."""
+    arr = _shaped(value, what, shape, "iu")
+    if arr.size and (int(arr.min()) < low or (high is not None and int(arr.max()) > high)):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise StateError(f"array {what} holds values outside {bound}; the state is corrupt")
+    return arr.astype(np.int64)
+
+
+def state_reals(value: Any, what: str, shape: tuple[int | None, ...], low: float = -np.inf, high: float = np.inf) -> np.ndarray:
+    """``value`` as a finite ``float64`` array of ``shape`` with values in ``[low, high]``, or a :class:`StateError`."""
+    arr = _shaped(value, what, shape, "iuf").astype(np.float64)
+    if not np.isfinite(arr).all() or (arr.size and (arr.min() < low or arr.max() > high)):
+        raise StateError(f"array {what} holds values that are not finite or outside [{low:g}, {high:g}]; the state is corrupt")
+    return arr
 
 
 def state_array(value: Any, what: str, shape: tuple[int, ...], dtype: Any, copy: bool = True) -> np.ndarray:

@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from snooze.core.classify import group_means
-from snooze.core.errors import ConfigError
+from snooze.core._checks import as_real
+from snooze.core.classify import group_means, reward_array
+from snooze.core.errors import ConfigError, RewardError
 
-__all__ = ["grpo_advantages", "ADVANTAGE_SCALES"]
+__all__ = ["grpo_advantages", "scaled_advantages", "ADVANTAGE_SCALES"]
 
 
 def _scale_group(centred: np.ndarray, rewards: np.ndarray, eps: float) -> np.ndarray:
@@ -55,11 +56,21 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
     >>> grpo_advantages(np.array([[1.0, 0.0, 0.0, 0.0]]), "none").tolist()
     [[0.75, -0.25, -0.25, -0.25]]
     """
-    if scale not in ADVANTAGE_SCALES:
+    if not isinstance(scale, str) or scale not in ADVANTAGE_SCALES:
         raise ConfigError(f"advantage scale {scale!r}: must be one of {sorted(ADVANTAGE_SCALES)}")
-    r = np.asarray(rewards, dtype=np.float64)
+    eps = as_real(eps, "eps", 0.0)
+    r = reward_array(rewards, "pass a float array shaped [groups, group_size]")
     if r.ndim != 2:
-        raise ConfigError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
+        raise RewardError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
+    if scale == "group" and r.shape[0] and r.shape[1] < 2:
+        raise RewardError(f"rewards have shape {r.shape}: a group of one rollout has no std; GRPO needs group_size >= 2")
+    if not np.isfinite(r).all():
+        raise RewardError("rewards hold NaN or infinite values; advantages of them are meaningless")
+    return scaled_advantages(r, scale, eps)
+
+
+def scaled_advantages(r: np.ndarray, scale: str, eps: float) -> np.ndarray:
+    """:func:`grpo_advantages` of checked arguments (the scheduler's batch)."""
     if r.shape[0] == 0:
         return r.copy()
     centred = r - group_means(r)[:, None]  # [N, G]

@@ -8,7 +8,11 @@ A checkpoint is a directory::
 
 Saving writes the state file aside, fsyncs, renames it into place, then replaces ``LATEST`` the
 same way. A crash at any moment leaves either the old ``LATEST`` (pointing at a complete old file)
-or the new one; temporary files (``.tmp-*``) are never read. Loading verifies size and sha256
+or the new one; temporary files (``.tmp-*``) are never read. Saves into one directory take turns: each
+holds an exclusive lock on ``path/.lock`` (``flock``, which the kernel releases when a saver dies), so
+two threads or processes saving there never delete each other's files, and ``LATEST`` always names a
+file that is there. A path that is not a directory, or a write that fails (no space, no permission), is
+a :class:`~snooze.StateError` naming the path; the last committed checkpoint is left as it was. Loading verifies size and sha256
 before parsing, reads with ``allow_pickle=False``, and only follows a ``LATEST`` whose file name is a
 plain name inside the directory.
 """
@@ -22,6 +26,9 @@ import os
 import re
 import secrets
 import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,7 @@ _META_KEY = "__meta__"
 _FILE_RE = re.compile(r"\Astate-[0-9]{8,}-[0-9a-f]{8}\.npz\Z")  # \Z: "$" would accept a trailing newline
 _MAX_RECORD = 64 * 1024  # bytes of LATEST read at most
 _KEEP = 2  # state files kept: the committed one and the one before it
+_RETRIES = 8  # a loader outrun by this many saves in a row reports the file it last saw as missing
 
 
 def _fsync_dir(path: Path) -> None:
@@ -59,10 +67,48 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: saves in this process still take turns
+    fcntl = None  # type: ignore[assignment]
+_IN_PROCESS = threading.Lock()  # where flock is missing
+
+
+@contextmanager
+def _turn(root: Path) -> Iterator[None]:
+    """Hold the directory's save lock: one save at a time in ``root``, across threads and processes."""
+    if fcntl is None:  # pragma: no cover
+        with _IN_PROCESS:
+            yield
+        return
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)  # one descriptor per save: flock excludes threads too
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     """Commit ``state`` (``{"meta": dict, "arrays": dict}``) into directory ``path``; return the state file."""
+    data, step = _encode(state)
     root = Path(path)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "a file of that name is in the way" if isinstance(exc, FileExistsError) else (exc.strerror or str(exc))
+        raise StateError(f"{root}: cannot save a checkpoint here ({why}); pass a directory path (save() creates it)") from None
+    try:
+        with _turn(root):
+            return _commit(root, data, step)
+    except OSError as exc:
+        raise StateError(
+            f"{root}: the checkpoint could not be written ({exc.strerror or exc}); the last committed one is unchanged"
+        ) from None
+
+
+def _encode(state: dict[str, Any]) -> tuple[bytes, int]:
+    """The state file's bytes (npz of the arrays and the JSON meta) and the step it is named by."""
     arrays = dict(state["arrays"])
     if _META_KEY in arrays:
         raise StateError(f"array name {_META_KEY!r} is reserved")
@@ -70,8 +116,10 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     arrays[_META_KEY] = np.frombuffer(meta, dtype=np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    data = buf.getvalue()
-    step = int(state["meta"].get("step", 0))
+    return buf.getvalue(), int(state["meta"].get("step", 0))
+
+
+def _commit(root: Path, data: bytes, step: int) -> Path:
     name = f"state-{step:08d}-{secrets.token_hex(4)}.npz"
     _write_atomic(root / name, data)
     _fsync_dir(root)
@@ -140,8 +188,11 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     Returns ``{"meta", "arrays", "path"}``; ``path`` (the state file) lets later checks name the file too.
     """
     root = Path(path)
-    record = _read_record(root)
-    file = root / record["file"]
+    for _ in range(_RETRIES):  # a save between reading LATEST and opening its file may prune that file: read LATEST again
+        record = _read_record(root)
+        file = root / record["file"]
+        if file.exists() or _read_record(root)["file"] == record["file"]:
+            break
     if file.is_symlink():
         raise StateError(f"{file}: is a symbolic link; a committed state file must be a plain file inside {root}")
     try:

@@ -15,10 +15,12 @@ code  name          meaning
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
+from snooze.core._checks import check_reward_range, check_thresholds
 from snooze.core.errors import RewardError
 
-__all__ = ["SIGNAL", "TOO_EASY", "TOO_HARD", "FLAT", "OUTCOME_NAMES", "check_rewards", "classify_groups", "group_means"]
+__all__ = ["SIGNAL", "TOO_EASY", "TOO_HARD", "FLAT", "OUTCOME_NAMES", "check_rewards", "classify_groups", "classify", "reward_array", "group_means"]
 
 SIGNAL, TOO_EASY, TOO_HARD, FLAT = 0, 1, 2, 3
 OUTCOME_NAMES: tuple[str, ...] = ("signal", "too_easy", "too_hard", "flat")
@@ -29,16 +31,13 @@ def check_rewards(
 ) -> np.ndarray:
     """Return ``rewards`` as a float64 array ``[n_groups, group_size]`` or raise :class:`RewardError`.
 
-    Nothing is clamped or dropped: a single bad value rejects the whole report, and the message
-    names the first offending group and rollout.
+    Rewards are real numbers: floats, integers or booleans (``True`` is 1), from a list, a numpy
+    array or anything numpy reads (a detached torch tensor on the CPU). Strings, bytes, complex
+    numbers and objects are refused, never parsed or cut to their real part. Nothing is clamped or
+    dropped: a single bad value rejects the whole report, and the message names the first offending
+    group and rollout.
     """
-    try:
-        arr = np.asarray(rewards, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise RewardError(
-            f"rewards could not be read as numbers ({exc}); pass a float array shaped "
-            f"[n_candidates={n_groups}, group_size={group_size}]"
-        ) from None
+    arr = reward_array(rewards, f"pass a float array shaped [n_candidates={n_groups}, group_size={group_size}]")
     if arr.shape != (n_groups, group_size):
         raise RewardError(
             f"rewards have shape {arr.shape}, expected [n_candidates={n_groups}, group_size={group_size}]: "
@@ -59,6 +58,29 @@ def check_rewards(
     return arr
 
 
+def reward_array(rewards: object, want: str) -> np.ndarray:
+    """``rewards`` as float64, only from real numbers (numpy kinds b, i, u, f); ``want`` says what to pass."""
+    if isinstance(rewards, np.ndarray) and rewards.dtype == np.float64:
+        arr = rewards  # the usual report: nothing to convert
+    else:
+        try:
+            arr = np.asarray(rewards)
+        except Exception as exc:  # any array-like may fail its own way (a tensor that requires grad, a ragged list)
+            hint = " (a torch tensor: pass rewards.detach().cpu())" if hasattr(rewards, "detach") else ""
+            raise RewardError(f"rewards could not be read as an array ({type(exc).__name__}: {exc}){hint}; {want}") from None
+    if arr.dtype.kind not in "biuf":
+        raise RewardError(
+            f"rewards must be real numbers (float, int or bool), got an array of {arr.dtype} "
+            f"({_kind_name(arr.dtype.kind)}); {want}"
+        )
+    return arr.astype(np.float64, copy=False)
+
+
+def _kind_name(kind: str) -> str:
+    return {"U": "strings", "S": "bytes", "c": "complex numbers", "O": "Python objects: None, an int too large for a "
+            "float, or a mix of types", "M": "dates", "m": "time spans", "V": "raw records"}.get(kind, "not numbers")  # fmt: skip
+
+
 def group_means(rewards: np.ndarray) -> np.ndarray:
     """Mean reward of each group. ``[N, G]`` -> ``[N]``.
 
@@ -68,24 +90,40 @@ def group_means(rewards: np.ndarray) -> np.ndarray:
 
 
 def classify_groups(
-    rewards: np.ndarray,
+    rewards: npt.ArrayLike,
     reward_range: tuple[float, float] = (0.0, 1.0),
     easy_threshold: float = 0.99,
     hard_threshold: float = 0.01,
     signal_tol: float = 1e-6,
 ) -> np.ndarray:
-    """Outcome code of each group. ``rewards``: ``[N, G]`` (already checked). Returns ``int8 [N]``.
+    """Outcome code of each group. ``rewards``: ``[N, G]`` real numbers in ``reward_range``. Returns ``int8 [N]``.
 
-    Signal is judged on the *population* std (ddof=0) in units of the range, so the verdict does
-    not depend on G and a group of identical floats never counts as signal (its mean is its value,
-    exactly). The std is computed only where the group's range leaves the verdict open.
+    Checks its arguments as :class:`~snooze.SchedulerConfig` and :meth:`~snooze.Scheduler.report` do
+    (:class:`~snooze.ConfigError` for the range and thresholds, :class:`~snooze.RewardError` for the
+    rewards). Signal is judged on the *population* std (ddof=0) in units of the range, so the verdict
+    does not depend on G and a group of identical floats never counts as signal (its mean is its value,
+    exactly).
 
     >>> classify_groups(np.array([[1.0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]])).tolist()
     [0, 1, 2, 3]
     """
+    rr = check_reward_range(reward_range)
+    easy, hard, tol = check_thresholds(easy_threshold, hard_threshold, signal_tol)
+    arr = reward_array(rewards, "pass a float array shaped [groups, group_size]")
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise RewardError(f"rewards have shape {arr.shape}, expected [groups, group_size] with group_size >= 1")
+    return classify(check_rewards(arr, arr.shape[0], arr.shape[1], rr), rr, easy, hard, tol)
+
+
+def classify(
+    rewards: np.ndarray, reward_range: tuple[float, float], easy_threshold: float, hard_threshold: float, signal_tol: float
+) -> np.ndarray:
+    """:func:`classify_groups` of arguments already checked (the scheduler's report path). ``[N, G]`` -> ``int8 [N]``.
+
+    The std is computed only where the group's range leaves the verdict open."""
     low, high = reward_range
     span = high - low
-    r = np.asarray(rewards, dtype=np.float64)
+    r = rewards
     cols = np.ascontiguousarray(r.T)  # [G, N]: numpy reduces over a short inner axis slowly; this is ~5x faster
     lo, hi = cols.min(axis=0), cols.max(axis=0)  # [N]
     spread = (hi - lo) / span  # range of the group in units of the reward range

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import numpy as np
+
+from snooze.core._checks import as_int, as_real, check_reward_range, check_thresholds, check_weights
 from snooze.core.errors import ConfigError
 from snooze.core.policies import POLICIES, SKIP_RULES
 
@@ -171,69 +173,44 @@ class SchedulerConfig:
     """GRPO advantage scaling: by the group std (GRPO), the batch std, or none (Dr. GRPO)."""
 
     def __post_init__(self) -> None:
-        _check_int(self, "batch_size", 1)
-        if self.gen_batch_size is not None:
-            _check_int(self, "gen_batch_size", 1)
-        _check_int(self, "group_size", 2)
+        for name, minimum in _INTS.items():
+            if name not in _OPTIONAL or getattr(self, name) is not None:
+                _set(self, name, as_int(getattr(self, name), name, minimum))
         for name in ("policy", "skip", "on_short", "mix", "advantage"):
             _check_choice(self, name)
-        _check_int(self, "snooze_factor", 0)
-        if self.hard_snooze_factor is not None:
-            _check_int(self, "hard_snooze_factor", 0)
-        _check_int(self, "max_snooze", 1)
-        _check_int(self, "max_gen_rounds", 1)
-        if not (isinstance(self.history_weight, (int, float)) and 0.0 < self.history_weight <= 1.0):
+        for name in ("snooze_hard", "carry_surplus"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be True or False")
+            _set(self, name, bool(getattr(self, name)))
+        _set(self, "history_weight", as_real(self.history_weight, "history_weight", allowed="in (0, 1]"))
+        if not 0.0 < self.history_weight <= 1.0:
             raise ConfigError(f"history_weight={self.history_weight!r}: must be in (0, 1]")
-        if self.epochs is not None:
-            _check_int(self, "epochs", 1)
-        for name in ("easy_threshold", "hard_threshold"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
-                raise ConfigError(f"{name}={value!r}: must be a fraction of the reward range in [0, 1]")
-        if self.hard_threshold >= self.easy_threshold:
-            raise ConfigError(
-                f"hard_threshold={self.hard_threshold} must be below easy_threshold={self.easy_threshold}"
-            )
-        self._check_backoffs()
-        if not (isinstance(self.signal_tol, (int, float)) and 0.0 <= self.signal_tol < 0.5):
-            raise ConfigError(f"signal_tol={self.signal_tol!r}: must be in [0, 0.5) (a fraction of the range)")
-        self._check_range()
-        self._check_weights()
+        easy, hard, tol = check_thresholds(self.easy_threshold, self.hard_threshold, self.signal_tol)
+        _set(self, "easy_threshold", easy)
+        _set(self, "hard_threshold", hard)
+        _set(self, "signal_tol", tol)
+        _set(self, "backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
+        _set(self, "reward_range", check_reward_range(self.reward_range))
+        if self.weights is not None:
+            _set(self, "weights", check_weights(self.weights))
+        self._check_predictive()
 
-    def _check_backoffs(self) -> None:
-        """``backoff`` and the ``predictive`` policy's fields."""
-        for name in ("backoff", "predict_backoff"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 1.0):
-                raise ConfigError(f"{name}={value!r}: must be a finite number >= 1.0 (1.0 disables it)")
-        m = self.predict_margin
-        if isinstance(m, bool) or not (isinstance(m, (int, float)) and math.isfinite(m) and m > 0):
-            raise ConfigError(f"predict_margin={m!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
-        h = self.predict_hard_margin
-        if h is not None and (isinstance(h, bool) or not (isinstance(h, (int, float)) and math.isfinite(h) and h >= 0)):
-            raise ConfigError(f"predict_hard_margin={h!r}: must be a finite number >= 0 (0: never skip too-hard prompts), or None")
-        r = self.predict_recheck
-        if isinstance(r, bool) or not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
-            raise ConfigError(f"predict_recheck={r!r}: must be a finite number of passes > 0")
-
-    def _check_range(self) -> None:
-        rr = self.reward_range
-        ok = isinstance(rr, (tuple, list)) and len(rr) == 2 and all(isinstance(x, (int, float)) for x in rr)
-        if not ok or not (math.isfinite(rr[0]) and math.isfinite(rr[1]) and rr[0] < rr[1]):
-            raise ConfigError(f"reward_range={rr!r}: must be (low, high) with finite low < high")
-        object.__setattr__(self, "reward_range", (float(rr[0]), float(rr[1])))
-
-    def _check_weights(self) -> None:
-        if self.weights is None:
-            return
-        if not isinstance(self.weights, Mapping) or not self.weights:
-            raise ConfigError(f"weights={self.weights!r}: must be a non-empty mapping of dataset name to weight")
-        for name, w in self.weights.items():
-            if not (isinstance(w, (int, float)) and math.isfinite(w) and w >= 0):
-                raise ConfigError(f"weights[{name!r}]={w!r}: must be a finite number >= 0")
-        if sum(self.weights.values()) <= 0:
-            raise ConfigError("weights: at least one dataset needs a weight above 0")
-        object.__setattr__(self, "weights", dict(self.weights))
+    def _check_predictive(self) -> None:
+        """The ``predictive`` policy's fields."""
+        _set(self, "predict_backoff", as_real(self.predict_backoff, "predict_backoff", 1.0,
+                                              allowed="a finite number >= 1.0 (1.0 disables it)"))
+        m = as_real(self.predict_margin, "predict_margin", 0.0,
+                    allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        if m <= 0:
+            raise ConfigError(f"predict_margin={self.predict_margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        _set(self, "predict_margin", m)
+        if self.predict_hard_margin is not None:
+            _set(self, "predict_hard_margin", as_real(self.predict_hard_margin, "predict_hard_margin", 0.0,
+                 allowed="a finite number >= 0 (0: never skip too-hard prompts), or None"))
+        r = as_real(self.predict_recheck, "predict_recheck", 0.0, allowed="a finite number of passes > 0")
+        if r <= 0:
+            raise ConfigError(f"predict_recheck={self.predict_recheck!r}: must be a finite number of passes > 0")
+        _set(self, "predict_recheck", r)
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -255,24 +232,36 @@ class SchedulerConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SchedulerConfig:
         """Inverse of :meth:`to_dict`; unknown keys are an error that names them."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown SchedulerConfig field(s) {unknown}; known fields: {sorted(known)}")
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}")
+        _check_fields(cls, data)
         kwargs = dict(data)
-        if "reward_range" in kwargs:
+        if isinstance(kwargs.get("reward_range"), list):  # JSON has no tuples
             kwargs["reward_range"] = tuple(kwargs["reward_range"])
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> SchedulerConfig:
-        """A copy with some fields changed (validated again)."""
+        """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`."""
+        _check_fields(type(self), changes)
         return dataclasses.replace(self, **changes)
 
 
-def _check_int(cfg: SchedulerConfig, name: str, minimum: int) -> None:
-    value = getattr(cfg, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{name}={value!r}: must be an integer >= {minimum}")
+_INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "snooze_factor": 0, "hard_snooze_factor": 0,
+         "max_snooze": 1, "max_gen_rounds": 1, "epochs": 1}  # fmt: skip
+"""Integer fields and their minimum."""
+_OPTIONAL = ("gen_batch_size", "hard_snooze_factor", "epochs")
+"""Integer fields that may be ``None``."""
+
+
+def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
+    object.__setattr__(cfg, name, value)  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+
+
+def _check_fields(cls: type, data: Mapping[Any, Any]) -> None:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(map(repr, set(data) - known))
+    if unknown:
+        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)}; known fields: {sorted(known)}")
 
 
 def _check_choice(cfg: SchedulerConfig, name: str) -> None:

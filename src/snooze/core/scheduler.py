@@ -31,15 +31,16 @@ from snooze.core._memory import PromptMemory, PromptTable
 from snooze.core._metrics import StepEnd, StepMetrics
 from snooze.core._mixing import Mix, batch_fits
 from snooze.core._pending import PendingSet
+from snooze.core._round import RoundUndo
 from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
 from snooze.core._stream import DatasetStream
-from snooze.core.advantages import grpo_advantages
-from snooze.core.classify import SIGNAL, check_rewards, classify_groups
+from snooze.core.advantages import scaled_advantages
+from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import BatchShortError, ConfigError, DataError
+from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
 from snooze.core.policies import Changes, Policy, Report, make_policy
 from snooze.core.source import Source, as_source
-from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, tickets_of
+from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 
 __all__ = ["Scheduler"]
 
@@ -75,9 +76,10 @@ class Scheduler:
         self.names = [s.name for s in self.sources]
         self._take(self._fresh())
         self.last_metrics: dict[str, Any] = {}
+        self._undo: RoundUndo | None = None  # set while step() runs a round
 
-    def _fresh(self) -> SimpleNamespace:
-        """Every component in its starting state."""
+    def _fresh(self, run_id: str | None = None) -> SimpleNamespace:
+        """Every component in its starting state (``run_id``: the run's id, a new one by default)."""
         cfg, G = self.config, self.config.group_size
         policy = make_policy(cfg)
         policy.bind(self.names, [len(s) for s in self.sources])
@@ -86,7 +88,7 @@ class Scheduler:
             policy=policy,
             memory=PromptMemory([len(s) for s in self.sources], policy.columns),
             mix=Mix(self.names, cfg.weights),
-            pending=PendingSet([len(s) for s in self.sources]),
+            pending=PendingSet([len(s) for s in self.sources], run_id),
             batch=GroupBuffer(G),
             surplus=GroupBuffer(G),
             zero=GroupBuffer(G),
@@ -122,6 +124,12 @@ class Scheduler:
         return self.counts.rounds
 
     @property
+    def run_id(self) -> str:
+        """This run's id: random, made when the run starts, kept through save/load. Every candidate
+        carries it (``Candidate.issuer``), and a report of candidates of another run is refused."""
+        return self.pending.issuer
+
+    @property
     def next_ticket(self) -> int:
         return self.pending.next_ticket
 
@@ -153,8 +161,15 @@ class Scheduler:
         """Exclude prompts from drawing (or let them back in). Returns how many changed.
 
         Excluded prompts are passed over like retired ones; counters of snoozed prompts are kept.
+        ``ids`` is a list (or array) of the dataset's ids; a single id, ``None`` or a non-bool ``excluded``
+        is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
         """
         d = self._dataset_index(dataset)
+        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
+            raise DataError(f"set_excluded: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
+        if not isinstance(excluded, (bool, np.bool_)):
+            raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
+        ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
         rows = self.sources[d].rows_of(ids)
         if (rows < 0).any():
             bad = [i for i, r in zip(ids, rows) if r < 0][:3]
@@ -166,10 +181,9 @@ class Scheduler:
         return changed
 
     def _dataset_index(self, name: str) -> int:
-        try:
-            return self.names.index(name)
-        except ValueError:
-            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}") from None
+        if not isinstance(name, str) or name not in self.names:
+            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}")
+        return self.names.index(name)
 
     # -- drawing --------------------------------------------------------------------------------
     def propose(self, n: int | None = None) -> Candidates:
@@ -183,7 +197,7 @@ class Scheduler:
             raise ConfigError(f"propose(n={n!r}): n must be an integer >= 0")
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
-            return Candidates(self.sources, empty, empty, empty)
+            return Candidates(self.sources, empty, empty, empty, self.run_id)
         self.counts.add("gen/rounds", 1)
         if self.config.mix == "stream":
             w = self._walk(int(n))
@@ -192,17 +206,17 @@ class Scheduler:
         else:
             owners, rows, counts = walk_quota(int(n), self.weights, self._active, self._open_slots, self._walk_one)
             self.mix.drawn += counts  # quota mix: issued candidates, not encounters
-        return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows))
+        return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows), self.run_id)
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
         self.counts.add_skips(w.skipped, w.passed)
+        if self._undo is not None:
+            self._undo.counted_down += w.counted_down
         return w
 
     def _walk_one(self, d: int, need: int) -> np.ndarray:
-        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, d)  # restricted to dataset d
-        self.counts.add_skips(w.skipped, w.passed)
-        return w.rows()
+        return self._walk(need, d).rows()  # restricted to dataset d
 
     def _open_slots(self, active: np.ndarray) -> np.ndarray:
         return np.maximum(self._quotas() - self._filled(), 0) * active
@@ -210,7 +224,7 @@ class Scheduler:
     def pending_candidates(self) -> Candidates:
         """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
         p = self.pending
-        return Candidates(self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy())
+        return Candidates(self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy(), self.run_id)
 
     def cancel(self, candidates: Sequence[Candidate]) -> int:
         """Withdraw issued candidates that will never be reported (e.g. a framework dropped them).
@@ -218,10 +232,10 @@ class Scheduler:
         Their encounters stay spent (snooze counters moved as drawn); they are counted in
         ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
         """
-        tickets = tickets_of(candidates)
-        self.pending.pop(self.pending.locate(tickets, candidates))
-        self.counts.add("gen/cancelled", len(tickets))
-        return len(tickets)
+        issued = issued_of(candidates, self.run_id, self.names)
+        self.pending.pop(self.pending.locate(issued, candidates))
+        self.counts.add("gen/cancelled", len(issued.ticket))
+        return len(issued.ticket)
 
     # -- reporting ------------------------------------------------------------------------------
     def report(self, candidates: Sequence[Candidate], rewards: npt.ArrayLike) -> np.ndarray:
@@ -231,12 +245,16 @@ class Scheduler:
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
         cfg = self.config
-        tickets = tickets_of(candidates)
-        index = self.pending.locate(tickets, candidates)
+        issued = issued_of(candidates, self.run_id, self.names)
+        tickets, ds, rows = issued
+        index = self.pending.locate(issued, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
-        outcomes = classify_groups(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
-        ds, rows = self.pending.pop(index)
-        changes = self.policy.report(self.memory, Report(ds, self.memory.offsets[ds] + rows, outcomes, arr, cfg.reward_range))
+        outcomes = classify(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+        at = self.memory.offsets[ds] + rows
+        if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
+            self._undo.keep_memory(self.memory.columns, at)
+        changes = self.policy.report(self.memory, Report(ds, at, outcomes, arr, cfg.reward_range))
+        self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
             self._count_changes(changes)
         self.counts.record_generated(ds, outcomes)
@@ -271,12 +289,24 @@ class Scheduler:
 
     # -- closing a step -------------------------------------------------------------------------
     def step(self, rollout_fn: RolloutFn) -> Batch:
-        """One training step: propose, roll out, report until the batch is full or ``max_gen_rounds``."""
+        """One training step: propose, roll out, report until the batch is full or ``max_gen_rounds``.
+
+        A round completes or is withdrawn: when ``rollout_fn`` raises (anything, ``KeyboardInterrupt``
+        too) or its rewards are refused, the scheduler is put back as it was before that round (no
+        candidate pending, no round counted, no encounter spent) and the error is raised again; the
+        rounds before it stay done, and calling ``step`` again continues the step."""
         while not self.batch_full and self.round < self.config.max_gen_rounds:
-            candidates = self.propose()
-            if not candidates:
-                break
-            self.report(candidates, rollout_fn(candidates))
+            self._undo = undo = RoundUndo(self)
+            try:
+                candidates = self.propose()
+                if not candidates:
+                    break
+                self.report(candidates, rollout_fn(candidates))
+            except BaseException:
+                undo.undo(self)
+                raise
+            finally:
+                self._undo = None
         return self.finish_step()
 
     def finish_step(self) -> Batch:
@@ -309,8 +339,8 @@ class Scheduler:
 
     def _build_batch(self) -> Batch:
         b = self.batch
-        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row.copy(), b.ticket.copy())
-        adv = grpo_advantages(b.rewards, self.config.advantage)
+        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row.copy(), b.ticket.copy(), self.run_id)
+        adv = scaled_advantages(b.rewards, self.config.advantage, 1e-6)
         return Batch(self.step_index, cands, b.rewards.copy(), adv, b.outcome == SIGNAL)
 
     def metrics(self) -> dict[str, Any]:
@@ -341,13 +371,19 @@ class Scheduler:
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
             parts = unpack(state, self.seed, self.config, self.sources, migrate, previous_datasets)
-            fresh = self._fresh()  # each component checks its part; nothing of self changes until all passed
+            fresh = self._fresh(self.run_id)  # each component checks its part; nothing of self changes until all passed
             loads = [*zip(fresh.streams, parts.streams), (fresh.memory, parts.memory), (fresh.mix, parts.mix),
                      (fresh.pending, parts.pending), (fresh.counts, parts.metrics), (fresh.policy, parts.policy)]  # fmt: skip
             for component, part in loads:
                 component.load_state_dict(part)
             for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name)
+                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_range)
+            if len(fresh.batch) > self.config.batch_size:
+                raise StateMismatchError(
+                    f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
+                    f"{self.config.batch_size}; load it with batch_size >= {len(fresh.batch)} (the saved config's is "
+                    f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
+                )
         self._take(fresh)
         self.last_metrics = parts.last_metrics
 

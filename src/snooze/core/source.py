@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import as_int
 from snooze.core.errors import DataError
 
 __all__ = ["Source", "as_source", "MAX_RECORD_BYTES"]
@@ -51,29 +52,36 @@ class Source:
 
     def id_of(self, row: int) -> Any:
         """The stable id at ``row`` as a plain Python ``int`` or ``str``."""
-        return self.ids[int(row)].item() if self.ids.dtype.kind == "i" else str(self.ids[int(row)])
+        value = self.ids[int(row)]
+        return int(value) if self.ids.dtype.kind == "i" else value
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of the ids in row order: changes when records are added, removed or reordered."""
+        """sha256 of the ids in row order: changes when records are added, removed or reordered.
+
+        String ids are joined by NUL, which no id may hold, so two id lists never share one."""
         if self._fingerprint is None:
-            h = hashlib.sha256(self.ids.dtype.kind.encode())
-            if self.ids.dtype.kind == "i":
+            ints = self.ids.dtype.kind == "i"
+            h = hashlib.sha256(b"i" if ints else b"U")  # "U": string ids were a numpy str array until 0.1.0
+            if ints:
                 h.update(self.ids.astype("<i8").tobytes())
             else:
                 h.update("\x00".join(self.ids.tolist()).encode("utf-8", "surrogatepass"))
             self._fingerprint = h.hexdigest()
         return self._fingerprint
 
-    def rows_of(self, ids: Sequence[Any]) -> np.ndarray:
-        """Row numbers of the given ids (``-1`` where an id is unknown)."""
+    def rows_of(self, ids: Iterable[Any]) -> np.ndarray:
+        """Row numbers of the given ids (``-1`` where an id is unknown, or is not a string or an integer:
+        ``True`` is not the id ``1``)."""
         index = {v: i for i, v in enumerate(self.ids.tolist())}
-        return np.array([index.get(_plain(i), -1) for i in ids], dtype=np.int64)
+        keys = (_plain(i) for i in ids)
+        return np.array([index.get(k, -1) if type(k) in (int, str) else -1 for k in keys], dtype=np.int64)
 
     # -- constructors ------------------------------------------------------------------------
     @classmethod
     def from_records(cls, name: str, records: Sequence[Mapping[str, Any]], id_field: str = "id") -> Source:
         """Records held in memory (a list of dicts); each must carry ``id_field``."""
+        _check_id_field(name, id_field)
         if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
             raise DataError(f"dataset {name!r}: records must be a sequence of dicts, got {type(records).__name__}")
         ids = []
@@ -98,6 +106,16 @@ class Source:
         cls, name: str, path: str | os.PathLike[str], id_field: str = "id", max_record_bytes: int = MAX_RECORD_BYTES
     ) -> Source:
         """A JSON-lines file, one record object per line (blank lines are skipped)."""
+        _check_id_field(name, id_field)
+        as_int(max_record_bytes, "max_record_bytes", 1)
+        try:
+            records = cls._read_jsonl(name, path, id_field, max_record_bytes)
+        except OSError as exc:
+            raise DataError(f"{path}: dataset {name!r} cannot be read ({exc.strerror or exc}); pass the path of a JSONL file") from None
+        return cls._from_list(name, records, id_field, where=str(path))
+
+    @staticmethod
+    def _read_jsonl(name: str, path: str | os.PathLike[str], id_field: str, max_record_bytes: int) -> list[dict[str, Any]]:
         records = []
         with open(path, "rb") as fh:
             for lineno, raw in enumerate(iter(lambda: fh.readline(max_record_bytes + 1), b""), start=1):
@@ -117,15 +135,16 @@ class Source:
                 if rec.get(id_field) is None:
                     raise DataError(f"{path}: line {lineno} of dataset {name!r} has no {id_field!r} field")
                 records.append(rec)
-        return cls._from_list(name, records, id_field, where=str(path))
+        return records
 
     @classmethod
     def from_parquet(cls, name: str, path: str | os.PathLike[str], id_field: str = "id") -> Source:
         """A Parquet file (needs ``pyarrow``, extra ``[parquet]``); records are read row by row on demand."""
+        _check_id_field(name, id_field)
         try:
             import pyarrow.parquet as pq
         except ImportError:  # pragma: no cover - depends on the environment
-            raise DataError("reading Parquet needs pyarrow: pip install 'snooze-rl[parquet]'") from None
+            raise DataError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
         try:
             table = pq.read_table(path)
         except Exception as exc:  # pyarrow raises many types; translate at the boundary
@@ -141,6 +160,7 @@ class Source:
     @classmethod
     def from_hf(cls, name: str, dataset: Any, id_field: str = "id") -> Source:
         """A Hugging Face ``datasets.Dataset`` already in memory or on local disk (nothing is downloaded)."""
+        _check_id_field(name, id_field)
         columns = getattr(dataset, "column_names", None)
         if columns is None or id_field not in columns:
             raise DataError(f"dataset {name!r}: the Hugging Face dataset has no {id_field!r} column (columns: {columns})")
@@ -177,42 +197,79 @@ def as_source(name: str, data: Any, id_field: str = "id") -> Source:
     return Source.from_records(name, data, id_field)
 
 
+def _check_id_field(name: Any, id_field: Any) -> None:
+    if not isinstance(id_field, str) or not id_field:
+        raise DataError(f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds each record's id")
+
+
 def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
-    if not isinstance(ids, np.ndarray):
-        kinds = {type(_plain(v)) for v in ids}
-        if not (kinds <= {int} or kinds <= {str}):
-            names = sorted(k.__name__ for k in kinds)
-            raise DataError(
-                f"dataset {name!r}: ids must be all integers or all strings, got {names}; "
-                "convert them to one type so identities are stable"
-            )
-    arr = np.asarray(ids)
-    if arr.ndim != 1:
-        raise DataError(f"dataset {name!r}: ids must be one-dimensional, got shape {arr.shape}")
-    if arr.shape[0] == 0:
-        raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
-    if arr.dtype.kind in "iu":
-        arr = arr.astype(np.int64)
-    elif arr.dtype.kind == "U":
-        pass
-    elif arr.dtype.kind == "O" and all(isinstance(v, str) for v in arr.tolist()):
-        arr = arr.astype(str)
+    """The ids as an ``int64`` array, or an ``object`` array of ``str`` (each id takes its own length,
+    not the longest one's, as a numpy str array would). Integers must fit in 64 bits and strings must not
+    hold NUL; nothing is converted between the two, and ids are unique."""
+    if isinstance(ids, np.ndarray):
+        if ids.ndim != 1:
+            raise DataError(f"dataset {name!r}: ids must be one-dimensional, got shape {ids.shape}")
+        if ids.dtype.kind in "iu":
+            arr = _int_ids(name, ids)
+            return _unique(name, arr, arr)
+        if ids.dtype.kind not in "UO":
+            raise DataError(f"dataset {name!r}: ids must be all integers or all strings, got an array of {ids.dtype}")
+        values: list[Any] = ids.tolist()  # (a numpy str array has dropped trailing NULs before it reached us)
+    elif isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise DataError(f"dataset {name!r}: ids must be a sequence of strings or integers, got {type(ids).__name__}")
     else:
-        kinds = sorted({type(v).__name__ for v in arr.tolist()})
-        raise DataError(
-            f"dataset {name!r}: ids must be all integers or all strings, got {kinds}; "
-            "convert them to one type so identities are stable"
-        )
-    uniq, counts = np.unique(arr, return_counts=True)
-    if uniq.shape[0] != arr.shape[0]:
-        dup = uniq[counts > 1][0]
-        rows = np.flatnonzero(arr == dup)[:3].tolist()
-        raise DataError(
-            f"dataset {name!r}: id {dup.item()!r} appears {int(counts[counts > 1][0])} times (rows {rows}); "
-            "ids must be unique within a dataset"
-        )
-    return arr
+        values = [_plain(v) for v in ids]
+    if not values:
+        raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
+    kinds = {type(_plain(v)) for v in values}
+    if kinds <= {int}:
+        big = next((v for v in values if not _INT64_MIN <= v <= _INT64_MAX), None)
+        if big is not None:
+            raise DataError(f"dataset {name!r}: id {big} does not fit in a signed 64-bit integer; use string ids")
+        arr = np.array(values, dtype=np.int64)
+        return _unique(name, arr, arr)
+    if kinds <= {str}:
+        nul = next((i for i, v in enumerate(values) if "\x00" in v), None)
+        if nul is not None:
+            raise DataError(f"dataset {name!r}: id {values[nul]!r} (row {nul}) holds a NUL character; ids must not")
+        arr = np.empty(len(values), dtype=object)
+        arr[:] = [str(v) for v in values]
+        return _unique(name, arr, values)
+    raise DataError(
+        f"dataset {name!r}: ids must be all integers or all strings, got {sorted(k.__name__ for k in kinds)}; "
+        "convert them to one type so identities are stable"
+    )
+
+
+def _int_ids(name: str, ids: np.ndarray) -> np.ndarray:
+    if ids.shape[0] == 0:
+        raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
+    if ids.dtype.kind == "u" and int(ids.max()) > _INT64_MAX:
+        raise DataError(f"dataset {name!r}: id {int(ids.max())} does not fit in a signed 64-bit integer; use string ids")
+    return ids.astype(np.int64)
+
+
+def _unique(name: str, arr: np.ndarray, values: Any) -> np.ndarray:
+    """``arr``, if its ids are unique (checked as numbers, or through a set of the strings)."""
+    if arr.dtype.kind == "i":
+        uniq, counts = np.unique(arr, return_counts=True)
+        if uniq.shape[0] == arr.shape[0]:
+            return arr
+        dup: Any = uniq[counts > 1][0].item()
+    else:
+        if len(set(values)) == len(values):
+            return arr
+        seen: set[str] = set()
+        dup = next(v for v in values if v in seen or seen.add(v))  # type: ignore[func-returns-value]
+    rows = [i for i, v in enumerate(arr.tolist()) if v == dup][:3]
+    raise DataError(
+        f"dataset {name!r}: id {dup!r} appears {sum(1 for v in arr.tolist() if v == dup)} times (rows {rows}); "
+        "ids must be unique within a dataset"
+    )

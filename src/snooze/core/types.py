@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload
+from typing import Any, NamedTuple, Protocol, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -12,20 +12,22 @@ import numpy.typing as npt
 from snooze.core.errors import ReportError
 from snooze.core.source import Source
 
-__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "tickets_of"]
+__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "Issued", "issued_of"]
 
 
 class Candidate:
     """One prompt issued for rollout. ``dataset`` and ``id`` are its stable identity; ``ticket`` is
-    unique per issue (the same prompt drawn twice gets two tickets) and is what :meth:`Scheduler.report`
-    checks. ``record`` and ``id`` are read from the source on access, so issuing is cheap."""
+    unique per issue (the same prompt drawn twice gets two tickets) and ``issuer`` is the ``run_id`` of
+    the scheduler that issued it: :meth:`Scheduler.report` checks both. ``record`` and ``id`` are read
+    from the source on access, so issuing is cheap."""
 
-    __slots__ = ("dataset", "ticket", "row", "_source")
+    __slots__ = ("dataset", "ticket", "row", "issuer", "_source")
 
-    def __init__(self, source: Source, row: int, ticket: int) -> None:
+    def __init__(self, source: Source, row: int, ticket: int, issuer: str = "") -> None:
         self.dataset = source.name
         self.row = row
         self.ticket = ticket
+        self.issuer = issuer
         self._source = source
 
     @property
@@ -45,7 +47,10 @@ class Candidate:
         return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Candidate) and other.ticket == self.ticket and other.dataset == self.dataset
+        return (
+            isinstance(other, Candidate)
+            and (other.ticket, other.dataset, other.row, other.issuer) == (self.ticket, self.dataset, self.row, self.issuer)
+        )
 
     def __hash__(self) -> int:
         return hash(self.ticket)
@@ -53,14 +58,16 @@ class Candidate:
 
 class Candidates(Sequence[Candidate]):
     """What :meth:`Scheduler.propose` returns: a read-only list of :class:`Candidate`, stored as three
-    arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) so issuing and reporting thousands of candidates
-    costs numpy work, not Python objects. Indexing, slicing and iterating behave like a list."""
+    arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) and the ``issuer`` they share, so issuing and
+    reporting thousands of candidates costs numpy work, not Python objects. Indexing, slicing and
+    iterating behave like a list."""
 
-    __slots__ = ("_sources", "ds", "row", "ticket")
+    __slots__ = ("_sources", "ds", "row", "ticket", "issuer")
 
-    def __init__(self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray) -> None:
+    def __init__(self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, issuer: str = "") -> None:
         self._sources = sources
         self.ds, self.row, self.ticket = ds, row, ticket
+        self.issuer = issuer
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -71,36 +78,73 @@ class Candidates(Sequence[Candidate]):
     def __getitem__(self, i: slice) -> Candidates: ...
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (slice, list, np.ndarray)):
-            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i])
-        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]))
+            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i], self.issuer)
+        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]), self.issuer)
 
     def __iter__(self) -> Iterator[Candidate]:
-        sources = self._sources
+        sources, issuer = self._sources, self.issuer
         for d, r, t in zip(self.ds.tolist(), self.row.tolist(), self.ticket.tolist()):
-            yield Candidate(sources[d], r, t)
+            yield Candidate(sources[d], r, t, issuer)
 
     def __repr__(self) -> str:
         return f"Candidates({len(self)}: {list(self)[:3]}{'...' if len(self) > 3 else ''})"
 
 
-def tickets_of(candidates: Sequence[Candidate]) -> np.ndarray:
-    """The tickets of a report, ``[N]`` int64: what :meth:`Scheduler.propose` returned, or a list of its
-    :class:`Candidate` items, each once. Raises :class:`ReportError` otherwise."""
+class Issued(NamedTuple):
+    """What a report names: each candidate's ``ticket``, ``ds`` (dataset index) and ``row``, ``[N]`` int64 each."""
+
+    ticket: np.ndarray
+    ds: np.ndarray
+    row: np.ndarray
+
+
+def issued_of(candidates: Sequence[Candidate], issuer: str, names: Sequence[str]) -> Issued:
+    """The tickets and prompts of a report: what :meth:`Scheduler.propose` of the scheduler whose
+    ``run_id`` is ``issuer`` returned, or a list of its :class:`Candidate` items, each once (``names``:
+    that scheduler's datasets). Raises :class:`ReportError` otherwise."""
     if isinstance(candidates, Candidates):
-        tickets = candidates.ticket
-    elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str)):
-        if not all(isinstance(c, Candidate) for c in candidates):
-            i = next(i for i, c in enumerate(candidates) if not isinstance(c, Candidate))
-            raise ReportError(f"item {i} of the report is a {type(candidates[i]).__name__}, not a Candidate from propose()")
-        tickets = np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=len(candidates))
+        if candidates.issuer != issuer:
+            raise _foreign(candidates.issuer, issuer)
+        issued = Issued(candidates.ticket, candidates.ds, candidates.row)
+    elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str, bytes)):
+        issued = _from_list(candidates, issuer, names)
     else:
-        raise ReportError("report() takes the candidates that propose() returned (or a list of them)")
+        raise ReportError(
+            f"report() takes the candidates that propose() returned (or a list of them), got {type(candidates).__name__}"
+        )
+    tickets = issued.ticket
     if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
         uniq, counts = np.unique(tickets, return_counts=True)
         if (counts > 1).any():
             t = int(uniq[counts > 1][0])
             raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
-    return tickets
+    return issued
+
+
+def _from_list(candidates: Sequence[Any], issuer: str, names: Sequence[str]) -> Issued:
+    for i, c in enumerate(candidates):
+        if not isinstance(c, Candidate):
+            raise ReportError(f"item {i} of the report is a {type(c).__name__}, not a Candidate from propose()")
+        if c.issuer != issuer:
+            raise _foreign(c.issuer, issuer)
+    index = {name: d for d, name in enumerate(names)}
+    n = len(candidates)
+    try:
+        return Issued(
+            np.fromiter((c.ticket for c in candidates), dtype=np.int64, count=n),
+            np.fromiter((index[c.dataset] for c in candidates), dtype=np.int64, count=n),  # same run: same datasets
+            np.fromiter((c.row for c in candidates), dtype=np.int64, count=n),
+        )
+    except (KeyError, TypeError, ValueError, OverflowError):
+        raise ReportError("a Candidate of the report was altered (its ticket, row or dataset is not what was issued)") from None
+
+
+def _foreign(theirs: str, mine: str) -> ReportError:
+    return ReportError(
+        f"candidates issued by another scheduler (run {theirs or '?'}) were reported to this one (run {mine}); report "
+        "candidates to the scheduler whose propose() returned them (a save/load of that run keeps its run_id). "
+        "Nothing was recorded."
+    )
 
 
 @dataclass
