@@ -118,7 +118,8 @@ def test_old_spelling_and_one_line_errors(tmp_path: Path, capsys: pytest.Capture
 def test_stratify_options_reach_the_config(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     stratify.add_arguments(parser)
-    args = parser.parse_args(["x.jsonl", "--out", "o", "--too-hard", "0.1", "--no-drop-too-easy", "--reward-range=-1,1"])
+    (tmp_path / "x.jsonl").write_text("")  # INPUT must be an existing file
+    args = parser.parse_args([str(tmp_path / "x.jsonl"), "--out", "o", "--too-hard", "0.1", "--no-drop-too-easy", "--reward-range=-1,1"])
     cfg = build(StratifyConfig, values(args, [f.name for f in dataclasses.fields(StratifyConfig)]))
     assert (cfg.too_hard, cfg.drop_too_easy, cfg.reward_range, cfg.postpone_too_hard) == (0.1, False, (-1.0, 1.0), True)
     assert np.isclose(cfg.easy, StratifyConfig().easy)

@@ -15,6 +15,7 @@ import torch
 
 import snooze
 from snooze.core.curriculum import Curriculum
+from snooze.trainer.checkpoint import committed
 from snooze.trainer.loop import CURRICULUM_STATE, METRICS_FILE, REWARDS_FILE, TrainConfig, train
 from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.tasks import parse_tasks, task_splits
@@ -81,7 +82,7 @@ def test_stages_switch_at_their_step_and_their_exclusions_hold(tmp_path: Path) -
     assert not {g["id"] for g in groups} & set(DROPPED)
     # stage 1: count is drawn (the mix makes up its missed share first, so rev may not be)
     assert COUNT in {g["dataset"] for g in late}
-    state = json.loads((tmp_path / "checkpoint" / CURRICULUM_STATE).read_text())
+    state = json.loads((committed(tmp_path / "checkpoint") / CURRICULUM_STATE).read_text())
     assert state["stage"] == 1 and state["n_stages"] == 2
     assert json.loads((tmp_path / "config.json").read_text())["curriculum"]["stages"] == ["rev-only", "all"]
 
@@ -93,7 +94,7 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path: Path, stop_a
     cur = _curriculum([{"metric": "efficiency", "op": "<", "value": 0.5, "for_steps": 3}])
     _train(tmp_path / "a", cur)
     _train(tmp_path / "b", cur, stop_after=stop_after)
-    assert json.loads((tmp_path / "b" / "checkpoint" / CURRICULUM_STATE).read_text())["stage"] == (stop_after >= 3)
+    assert json.loads((committed(tmp_path / "b" / "checkpoint") / CURRICULUM_STATE).read_text())["stage"] == (stop_after >= 3)
     _train(tmp_path / "b", cur)  # resumes at step stop_after
     drop = ("time/step_s", "time/elapsed_s")
     a, b = ([{k: v for k, v in x.items() if k not in drop} for x in _lines(tmp_path / r / METRICS_FILE)] for r in "ab")

@@ -59,14 +59,21 @@ def _fail(path: str, row: int, column: str | None, what: str) -> DataError:
 
 
 def _iter_jsonl(path: str) -> Iterator[tuple[int, Any]]:
-    with open(path, encoding="utf-8") as handle:
-        for line_no, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                yield line_no, json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+    line_no = 0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line_no, text in enumerate(handle, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
+                yield line_no, obj
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason}, after line {line_no})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror})") from None
 
 
 def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
@@ -174,6 +181,8 @@ def read_completions(
     seen: dict[tuple[Any, ...], tuple[str, int]] = {}
     for p in paths:
         path = str(p)
+        if Path(path).is_dir():
+            raise DataError(f"{path}: is a folder; pass the baseline completions file (.jsonl or .parquet)")
         if not Path(path).is_file():
             raise DataError(f"{path}: baseline completions file not found")
         rows = _iter_parquet(path) if path.endswith((".parquet", ".pq")) else _iter_jsonl(path)

@@ -22,6 +22,7 @@ OPTIONS = ("samples", "seed", "chunk")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._options import add_options
+    from snooze.cli._paths import output_file, output_folder
     from snooze.experiments.baseline import BaselineConfig
     from snooze.experiments.profiles import PROFILES
 
@@ -45,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
     )
-    parser.add_argument("--out", required=True, help="output JSONL file")
-    parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+    parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
+    parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
     sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
     add_options(sampling, BaselineConfig, OPTIONS)
     add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")

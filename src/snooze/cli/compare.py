@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/1/2, predictive + figure-3 arms) from one base model and compare."
@@ -24,6 +23,9 @@ def _arms(text: str) -> list[str]:
 PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature")
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
+TRAIN_OPTIONS = ("device", "checkpoint_every")
+"""Fields of :class:`~snooze.trainer.loop.TrainConfig` given to every run."""
+
 SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 """Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
 
@@ -33,11 +35,12 @@ PREDICTIVE_OPTIONS = ("predict_margin", "predict_hard_margin", "predict_recheck"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._options import add_options
+    from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
     from snooze.experiments.profiles import PROFILES, Profile
     from snooze.trainer.loop import TrainConfig
 
-    parser.add_argument("--out", required=True, type=Path, help="output folder (runs, summary.json, summary.md, figures)")
+    parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
         "--profile", choices=tuple(PROFILES), default="default",
         help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: longer; gpu: a larger model for --device cuda",
@@ -45,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
     add_options(parser.add_argument_group("the predictive arm (SchedulerConfig fields)"), SchedulerConfig, PREDICTIVE_OPTIONS)
-    add_options(parser, TrainConfig, ("device",))
+    add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
         "--jobs", type=int, default=None,
         help="training runs at once, each in its own process (default: one per CPU core); results do not depend on it",
@@ -55,8 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
     )  # fmt: skip
     parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms (default: every arm)")
-    parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
-    parser.add_argument("--curriculum", type=Path, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
+    parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+    parser.add_argument("--curriculum", type=input_file, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -82,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
     snooze_arms = values(args, SNOOZE_OPTIONS)
     predictive = values(args, PREDICTIVE_OPTIONS)
     build(SchedulerConfig, {**snooze_arms, **predictive})  # checked now, before anything is trained
-    build(TrainConfig, {"device": args.device})
+    train_options = values(args, TRAIN_OPTIONS)
+    build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
@@ -90,12 +94,14 @@ def run(args: argparse.Namespace) -> int:
     arms = args.arms or list(DEFAULT_ARMS)
     total = sum(profile.steps * (profile.fig3_seeds if a in FIG3_ARMS else seeds) for a in arms)
     jobs = args.jobs or max(1, os.cpu_count() or 1)
-    bar = tqdm(total=total, unit="step", desc="compare")
+    bars: list[Any] = []  # made at the first step: a comparison refused before it trains prints only its error
     state: dict[str, Any] = {"t0": time.perf_counter()}
 
     def on_step(arm: str, seed: int, line: dict[str, Any]) -> None:
-        bar.set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
-        bar.update(1)
+        if not bars:
+            bars.append(tqdm(total=total, unit="step", desc="compare"))
+        bars[0].set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
+        bars[0].update(1)
 
     print(f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)")
     if args.curriculum is not None:
@@ -105,9 +111,11 @@ def run(args: argparse.Namespace) -> int:
             args.out, profile, arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
             on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
             threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, predictive=predictive,
+            checkpoint_every=train_options["checkpoint_every"],
         )  # fmt: skip
     finally:
-        bar.close()
+        for bar in bars:
+            bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))
     regime = json.loads((args.out / "regime.json").read_text())
     print("\nregime (DAPO and GRPO only; docs/reference-experiment.md):\n" + regime_table(regime))

@@ -1,6 +1,9 @@
 """``snooze``: one entry point, one module per subcommand, imported only when that subcommand runs.
 
 Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Bad options and inputs end the command with one line on stderr and exit status 2, never a traceback:
+argparse's usage errors (paths are checked as they are parsed: :mod:`snooze.cli._paths`), the
+library's errors (:class:`~snooze.SnoozeError`), and the OS's errors on the paths given.
 """
 
 from __future__ import annotations
@@ -59,8 +62,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except SnoozeError as exc:
-        print(f"snooze {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args.command, str(exc))
+    except OSError as exc:  # a path the user gave that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(args.command, f"{where}{exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        return _fail(args.command, f"an input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except KeyboardInterrupt:
+        print(f"snooze {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _fail(command: str, message: str) -> int:
+    """One line on stderr, exit status 2 (a message of several lines, e.g. from torch, is joined)."""
+    print(f"snooze {command}: error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -30,12 +30,13 @@ SHAPE_OPTIONS = ("batch_size", "gen_batch_size", "max_gen_rounds")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.analysis.replay import StepShape
     from snooze.cli._options import add_options
+    from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
 
     parser.add_argument(
-        "log", metavar="LOG", help="reward log, JSONL, one line per generated group (docs/reward-log.md)"
+        "log", metavar="LOG", type=input_file, help="reward log, JSONL, one line per generated group (docs/reward-log.md)"
     )
-    parser.add_argument("--out", required=True, help="output folder for replay.json and replay.png")
+    parser.add_argument("--out", required=True, type=output_folder, help="output folder for replay.json and replay.png")
     parser.add_argument(
         "--factors", type=_factors, default=[1, 2, 5, 10], help="snooze factors to replay (default 1,2,5,10)"
     )

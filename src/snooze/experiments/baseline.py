@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,19 +86,36 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Any:
     try:
         sd = torch.load(weights, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a bad file; translate at the boundary
-        raise DataError(f"{weights}: not a loadable state dict ({exc})") from None
-    meta_path = weights.parent / "meta.json"
-    shape = json.loads(meta_path.read_text()).get("model") if meta_path.is_file() else None
-    if shape is None:
-        vocab, d_model = sd["tok.weight"].shape
-        n_layer = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
-        shape = {"vocab_size": vocab, "d_model": d_model, "n_layer": n_layer, "max_len": sd["pos.weight"].shape[0]}
-    model = TinyGPT(ModelConfig(**shape))
+        found = re.search(r"WeightsUnpickler error: (.*)", str(exc))  # torch's own message is a page long
+        detail = found.group(1) if found else (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise DataError(f"{weights}: not a loadable state dict ({detail[:200]}); pass a .pt file saved with torch.save") from None
+    shape = _shape(weights, sd)
     try:
+        model = TinyGPT(ModelConfig(**shape))
         model.load_state_dict(sd)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError, ValueError) as exc:  # ModelConfig's own checks raise ConfigError (a ValueError)
         raise DataError(f"{weights}: weights do not fit the model shape {shape} ({exc})") from None
     return model.eval()
+
+
+def _shape(weights: Path, sd: Any) -> dict[str, Any]:
+    """The model shape of a checkpoint: ``meta.json``'s ``"model"`` next to it, else read off the weights."""
+    meta_path = weights.parent / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
+    shape = meta.get("model") if isinstance(meta, dict) else None
+    if isinstance(shape, dict):
+        return shape
+    try:
+        vocab, d_model = sd["tok.weight"].shape
+        n_layer = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
+        return {"vocab_size": vocab, "d_model": d_model, "n_layer": n_layer, "max_len": sd["pos.weight"].shape[0]}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(
+            f"{weights}: not a state dict of the reference trainer's model (no {exc} weights); pass a snooze checkpoint"
+        ) from None
 
 
 def _rewards(model: Any, records: Sequence[Mapping[str, Any]], cfg: BaselineConfig, gen: Any) -> list[list[float]]:

@@ -105,7 +105,12 @@ def check_curriculum(path: Path, pools: Mapping[str, Sequence[Mapping[str, Any]]
 
     Fails before the warm-up, with the ``snooze baseline`` call that writes matching ids.
     """
-    cur = Curriculum.from_file(path)
+    try:
+        cur = Curriculum.from_file(path)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason}); a curriculum is a JSON file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the curriculum file ({exc.strerror})") from None
     named: dict[str, set[Any]] = {}
     for name, ids in cur.drop.items():
         named.setdefault(name, set()).update(ids)
@@ -178,6 +183,7 @@ def run_compare(
     skip: str = "counter",
     jobs: int = 1,
     predictive: Mapping[str, Any] | None = None,
+    checkpoint_every: int = 50,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
 
@@ -186,6 +192,7 @@ def run_compare(
     ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
     ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
     ``predictive``: ``SchedulerConfig`` fields of the ``predictive`` arm (``predict_margin``, ...; default: the config's).
+    ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
     not on ``jobs``; keep ``jobs x threads`` at most the core count (oversubscribed, two runs of 2 threads
@@ -202,13 +209,13 @@ def run_compare(
     if unknown:
         raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(ARMS)}")
     threads = threads or 1
-    out.mkdir(parents=True, exist_ok=True)
     pools, tests, banned = _data(profile, profile.tasks)
     if curriculum is not None:
         if not any(a in MAIN_ARMS for a in arms):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused comparison writes nothing
     torch.set_num_threads(threads)
     model_cfg, base = profile_base(profile, cache_dir, device, banned)
     base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
@@ -218,7 +225,7 @@ def run_compare(
         sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive)
         for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if fig3 else seeds)):
             cur = curriculum if not fig3 else None
-            specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device), cur))
+            specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)
     runs = {arm: [s.run_dir for s in specs if s.arm == arm] for arm in arms}

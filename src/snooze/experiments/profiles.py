@@ -159,12 +159,12 @@ def warmup_config(profile: Profile) -> Any:
     )  # fmt: skip
 
 
-def train_config(profile: Profile, seed: int, device: str = "cpu") -> Any:
+def train_config(profile: Profile, seed: int, device: str = "cpu", checkpoint_every: int = 50) -> Any:
     """The reference loop's :class:`~snooze.trainer.loop.TrainConfig` for one seed."""
     from snooze.trainer.grpo import GRPOConfig
     from snooze.trainer.loop import TrainConfig
 
     return TrainConfig(
-        steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature,
+        steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature, checkpoint_every=checkpoint_every,
         eval_samples=profile.eval_samples, grpo=GRPOConfig(lr=profile.lr, updates_per_batch=profile.updates_per_batch),
     )  # fmt: skip

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import queue as queue_mod
+import signal
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -97,7 +99,12 @@ def run_all(
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")  # no forked torch state; the same on every platform
-    with ctx.Manager() as manager, ProcessPoolExecutor(max_workers=min(jobs, len(specs)), mp_context=ctx) as pool:
+    from multiprocessing.managers import SyncManager
+
+    manager = SyncManager(ctx=ctx)  # the progress queue's server: it too dies with this process
+    manager.start(_die_with_parent, (os.getpid(),))
+    pool_args = {"max_workers": min(jobs, len(specs)), "mp_context": ctx, "initializer": _die_with_parent, "initargs": (os.getpid(),)}
+    with manager, ProcessPoolExecutor(**pool_args) as pool:
         progress = manager.Queue() if on_step is not None else None
         pending: set[Future[Path]] = {pool.submit(_worker, s, data, model_cfg, blob, threads, progress) for s in specs}
         try:
@@ -112,6 +119,20 @@ def run_all(
             raise
         _drain(progress, on_step)
     return [s.run_dir for s in specs]
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a worker process: be killed when the parent process dies (Linux), so a SIGKILLed ``snooze compare``
+    leaves no worker training on into a run folder the rerun needs (elsewhere: workers end after their run)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _drain(progress: Any, on_step: OnStep | None) -> None:

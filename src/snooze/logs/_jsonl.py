@@ -4,7 +4,7 @@ One rule for every log and every reader: a run killed while writing leaves its l
 (no newline at its end); such a last line is dropped with a warning. Any other line that is not a
 JSON object is a :class:`~snooze.DataError` naming the file and the line: a log is never silently
 shortened in the middle. Cutting a log back to a step (on resume) writes it aside and renames it
-into place, so a crash leaves either the old or the new log.
+into place (fsynced, then the folder fsynced), so a crash leaves either the old or the new log.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from snooze.core.checkpoint import _fsync_dir
 from snooze.core.errors import DataError
 
 __all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
@@ -46,6 +47,13 @@ class LineWriter:
         self._handle.write("".join(lines))
         self._handle.flush()
 
+    def sync(self) -> None:
+        """Make every line written so far durable (``fsync``): a trainer calls it before it commits a
+        checkpoint, so the lines of every committed step are on disk."""
+        if self._handle is not None:
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.close()
@@ -59,7 +67,21 @@ class LineWriter:
 
 
 def _parsed(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
-    """``(line number, text, object)`` of every non-blank line; object ``None``: a last line cut short."""
+    """``(line number, text, object)`` of every non-blank line; object ``None``: a last line cut short.
+    A file that cannot be read or is not UTF-8 is a :class:`DataError` naming it."""
+    try:
+        yield from _parse(path)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason}); a run log is UTF-8 JSON lines") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a log file") from None
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _parse(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
     with open(path, encoding="utf-8") as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
@@ -107,4 +129,6 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, p)
+    _fsync_dir(p.parent)
     return dropped
+

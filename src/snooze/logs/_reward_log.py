@@ -131,12 +131,9 @@ def read_reward_log(
     ``reward_range``; ``G >= 2`` (a group of one has no spread).
     """
     name = str(path)
-    try:
-        steps, datasets, ids, rows, lines = _parse_lines(read_lines(path), name, group_size)
-    except FileNotFoundError:
-        raise DataError(f"{name}: reward log not found") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not os.path.exists(name):
+        raise DataError(f"{name}: reward log not found")
+    steps, datasets, ids, rows, lines = _parse_lines(read_lines(path), name, group_size)
     if not rows:
         raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
     arr = np.asarray(rows, dtype=np.float64)  # [N, G]

@@ -25,11 +25,9 @@ curriculum it started with (or, without one, only without).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -41,10 +39,12 @@ import torch
 
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
-from snooze.core.errors import ConfigError, StateError, StateMismatchError
+from snooze.core.errors import ConfigError, StateError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
-from snooze.logs import METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter, read_metrics, truncate_log
+from snooze.logs import METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter, read_metrics
+from snooze.trainer import checkpoint as ckpt
+from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
 from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task, sampled_accuracy_by_task
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
@@ -55,6 +55,8 @@ __all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "
 logger = logging.getLogger(__name__)
 
 _CKPT = "checkpoint"
+CONFIG_FILE = "config.json"
+"""The run's configuration (scheduler, trainer, model, curriculum key): in the run folder and in each checkpoint."""
 CURRICULUM_STATE = "curriculum.json"
 """The curriculum's ``state_dict()`` inside the checkpoint folder (next to ``trainer.json``)."""
 
@@ -74,7 +76,8 @@ class TrainConfig:
     logged as ``eval/sampled_accuracy``); 0 evaluates greedily only."""
 
     checkpoint_every: int = 50
-    """Steps between checkpoints; 0 writes one only at the end."""
+    """Steps between checkpoints; 0: only at the start and at the end. A killed run resumes from its
+    last checkpoint (rerun the same command); a run may be resumed with another value."""
 
     temperature: float = 1.0
     """Sampling temperature of the rollouts."""
@@ -146,40 +149,45 @@ class _Run:
         self.step = 0
         self.elapsed = 0.0
 
-    def save(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(self.model.state_dict(), tmp / "model.pt")
-        torch.save(self.opt.state_dict(), tmp / "optimizer.pt")
-        torch.save({"torch": torch.get_rng_state(), "gen": self.gen.get_state()}, tmp / "rng.pt")
-        torch.save(self.roller.state_dict(), tmp / "rollouts.pt")
-        self.sched.save(tmp / "scheduler")
-        if self.curriculum is not None:
-            (tmp / CURRICULUM_STATE).write_text(json.dumps(self.curriculum.state_dict()))
-        (tmp / "trainer.json").write_text(json.dumps({"step": self.step, "elapsed": self.elapsed}))
-        old = path.with_name(path.name + ".old")
-        if path.exists():
-            path.rename(old)
-        tmp.rename(path)
-        shutil.rmtree(old, ignore_errors=True)
+    def save(self, root: Path, config: Mapping[str, Any]) -> None:
+        """Commit a checkpoint of the run at ``self.step`` into ``root`` (:func:`snooze.trainer.checkpoint.commit`)."""
 
-    def load(self, path: Path, datasets: Mapping[str, Any]) -> None:
+        def write(folder: Path) -> None:
+            torch.save(self.model.state_dict(), folder / "model.pt")
+            torch.save(self.opt.state_dict(), folder / "optimizer.pt")
+            torch.save({"torch": torch.get_rng_state(), "gen": self.gen.get_state()}, folder / "rng.pt")
+            torch.save(self.roller.state_dict(), folder / "rollouts.pt")
+            self.sched.save(folder / "scheduler")
+            if self.curriculum is not None:
+                (folder / CURRICULUM_STATE).write_text(json.dumps(self.curriculum.state_dict()))
+            (folder / CONFIG_FILE).write_text(json.dumps(config, indent=1))
+            (folder / "trainer.json").write_text(json.dumps({"step": self.step, "elapsed": self.elapsed}))
+
+        ckpt.commit(root, self.step, write)
+
+    def load(self, folder: Path, datasets: Mapping[str, Any]) -> None:
+        """Restore the run from a committed step folder (its files already verified by ``committed``)."""
+
         def load(name: str) -> Any:
-            return torch.load(path / name, map_location="cpu", weights_only=True)
+            return torch.load(folder / name, map_location="cpu", weights_only=True)
 
-        self.model.load_state_dict(load("model.pt"))
-        self.opt.load_state_dict(load("optimizer.pt"))
-        rng = load("rng.pt")
-        torch.set_rng_state(rng["torch"])
-        self.gen.set_state(rng["gen"])
-        self.sched = Scheduler.load(path / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
-        meta = json.loads((path / "trainer.json").read_text())
-        self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
+        try:
+            self.model.load_state_dict(load("model.pt"))
+            self.opt.load_state_dict(load("optimizer.pt"))
+            rng = load("rng.pt")
+            torch.set_rng_state(rng["torch"])
+            self.gen.set_state(rng["gen"])
+            meta = json.loads((folder / "trainer.json").read_text())
+            step, elapsed = int(meta["step"]), float(meta["elapsed"])
+            rollouts = load("rollouts.pt")
+        except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+            raise StateError(f"{folder}: the trainer checkpoint cannot be restored ({type(exc).__name__}: {exc})") from None
+        self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
+        self.step, self.elapsed = step, elapsed
         self.roller.step = self.step - 1
-        self.roller.load_state_dict(load("rollouts.pt"))
+        self.roller.load_state_dict(rollouts)
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
-            self.curriculum.load_state_dict(json.loads((path / CURRICULUM_STATE).read_text()))
+            self.curriculum.load_state_dict(json.loads((folder / CURRICULUM_STATE).read_text()))
 
 
 def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
@@ -258,39 +266,52 @@ def _write(mlog: MetricsLogWriter, tb: Any, line: Mapping[str, Any]) -> None:
                 tb.add_scalar(k, v, int(line["step"]))
 
 
-def _curriculum_key(cur: Curriculum) -> dict[str, Any]:
-    """What ``config.json`` records of a curriculum: the sha256 of its content and its stage names."""
-    content = json.dumps({"drop": cur.drop, "stages": [asdict(s) for s in cur.stages]}, sort_keys=True, default=str)
-    return {"sha256": hashlib.sha256(content.encode()).hexdigest(), "stages": [s.name for s in cur.stages]}
+def _start(run_dir: Path, run: _Run, config: dict[str, Any], datasets: Mapping[str, Any], resume: bool) -> _Run:
+    """Restore ``run`` from the committed checkpoint (its logs cut back to it), or start it afresh: a
+    checkpoint of step 0 is committed before any log is written, so logs never exist without one."""
+    root = run_dir / _CKPT
+    folder = ckpt.committed(root) if resume else None
+    if folder is not None:
+        check_resume(folder, run_dir, config, CURRICULUM_STATE)
+        run.load(folder, datasets)
+        logger.info("resuming %s at step %d", run_dir, run.step)
+    elif resume:
+        refuse_orphan_logs(run_dir, root)
+    if folder is None and run.curriculum is not None:
+        run.curriculum.load_state_dict(Curriculum(run.curriculum.stages, run.curriculum.drop).state_dict())  # first stage
+    if run.curriculum is not None:
+        run.curriculum.apply(run.sched)  # after building or restoring the scheduler (idempotent)
+    if folder is None:
+        run.save(root, config)
+        for name in (METRICS_FILE, REWARDS_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+    else:
+        reconcile_logs(run_dir, run.step)
+    ckpt.write_atomic(run_dir / CONFIG_FILE, json.dumps(config, indent=1))
+    return run
 
 
-def _check_resume(run_dir: Path, config: Mapping[str, Any]) -> None:
-    """Refuse to resume with another configuration, or another curriculum (or none), than the run's."""
-    path = run_dir / "config.json"
-    saved = json.loads(path.read_text()) if path.exists() else None
-    now = config.get("curriculum")
-    had = (run_dir / _CKPT / CURRICULUM_STATE).exists()
-    then = saved.get("curriculum") if saved is not None else None
-    fix = "use a new run directory, or pass resume=False to start over"
-    if had and now is None:
-        raise StateMismatchError(
-            f"{run_dir}: the run was started with a curriculum (stages {(then or {}).get('stages')}) and is resumed "
-            f"without one; pass the same curriculum (train(..., curriculum=Curriculum.from_file(...)), "
-            f"snooze compare --curriculum FILE), {fix}"
-        )
-    if now is not None and not had:
-        raise StateMismatchError(
-            f"{run_dir}: the run was started without a curriculum and is resumed with one; resume it without, {fix}"
-        )
-    if saved is not None and then != now:
-        raise StateMismatchError(
-            f"{run_dir}: the run was started with another curriculum (sha256 {(then or {}).get('sha256', '?')[:12]}, "
-            f"now {(now or {}).get('sha256', '?')[:12]}); pass the curriculum file it started with, {fix}"
-        )
-    if saved is not None and saved != config:
-        raise StateMismatchError(
-            f"{run_dir}: the checkpoint was written with another configuration (see its config.json); {fix}"
-        )
+def _loop(
+    run: _Run, run_dir: Path, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig,
+    config: Mapping[str, Any], stop_after: int | None, on_step: Callable[[dict[str, Any]], None] | None, tb: Any,
+) -> None:
+    """Train until ``cfg.steps`` (or ``stop_after`` more steps), committing a checkpoint every ``checkpoint_every``
+    steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
+    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
+        run.roller.reward_log = rlog
+        end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
+        while run.step < end and not run.sched.exhausted:  # a resumed run that had used up its data ends here too
+            line = _one_step(run, test_sets, sched_cfg, cfg)
+            _write(mlog, tb, line)
+            if on_step is not None:
+                on_step(line)
+            if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end or run.sched.exhausted:
+                rlog.sync()
+                mlog.sync()
+                run.save(run_dir / _CKPT, config)
+            if run.sched.exhausted:
+                logger.warning("%s: every dataset is used up at step %d; stopping", run_dir, run.step)
+                break
 
 
 def train(
@@ -317,42 +338,18 @@ def train(
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    run = _Run(datasets, sched_cfg, cfg, model_cfg, base, curriculum)
     config = {"scheduler": sched_cfg.to_dict(), "train": asdict(cfg), "model": model_cfg.to_dict()}
     if curriculum is not None:
-        config["curriculum"] = _curriculum_key(curriculum)
+        config["curriculum"] = curriculum_key(curriculum)
     config = json.loads(json.dumps(config, default=str))
-    resumed = resume and (run_dir / _CKPT / "trainer.json").exists()
-    if resumed:
-        _check_resume(run_dir, config)
-        run.load(run_dir / _CKPT, datasets)
-        logger.info("resuming %s at step %d", run_dir, run.step)
-    elif curriculum is not None:
-        curriculum.load_state_dict(Curriculum(curriculum.stages, curriculum.drop).state_dict())  # first stage
-    if curriculum is not None:
-        curriculum.apply(run.sched)  # after building or restoring the scheduler (idempotent)
-    for name in (METRICS_FILE, REWARDS_FILE):
-        if resumed:
-            truncate_log(run_dir / name, run.step)
-        else:
-            (run_dir / name).unlink(missing_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(config, indent=1))
-    tb = _tensorboard(run_dir)
-    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
-        run.roller.reward_log = rlog
-        end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
-        while run.step < end:
-            line = _one_step(run, test_sets, sched_cfg, cfg)
-            _write(mlog, tb, line)
-            if on_step is not None:
-                on_step(line)
-            if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end:
-                run.save(run_dir / _CKPT)
-            if run.sched.exhausted:
-                logger.warning("%s: every dataset is used up at step %d; stopping", run_dir, run.step)
-                break
-    if tb is not None:
-        tb.close()
+    with run_lock(run_dir):
+        run = _start(run_dir, _Run(datasets, sched_cfg, cfg, model_cfg, base, curriculum), config, datasets, resume)
+        tb = _tensorboard(run_dir)
+        try:
+            _loop(run, run_dir, test_sets, sched_cfg, cfg, config, stop_after, on_step, tb)
+        finally:
+            if tb is not None:
+                tb.close()
     return read_result(run_dir)
 
 

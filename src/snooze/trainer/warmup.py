@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from snooze.core.errors import ConfigError
+from snooze.trainer.checkpoint import write_atomic
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.tasks import TaskSpec, warmup_stream
 from snooze.trainer.tokenizer import EOS, PAD, CharTokenizer
@@ -154,7 +155,8 @@ def warmup(
     torch.save(result.state_dict, tmp)
     tmp.replace(path / "model.pt")
     meta = {"steps": result.steps, "val_accuracy": result.val_accuracy, "val_by_task": result.val_by_task, "seconds": result.seconds, "task_steps": result.task_steps}
-    (path / "meta.json").write_text(json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1))
+    # written last and atomically: a run killed while caching leaves no meta.json, so the next one trains again
+    write_atomic(path / "meta.json", json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1))
     return result
 
 

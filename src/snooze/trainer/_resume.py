@@ -1,0 +1,140 @@
+"""What the reference loop checks before it resumes a run folder, and how it brings the logs back to the checkpoint.
+
+- :func:`check_resume`: the run is resumed with the configuration and the curriculum (or none) it was
+  started with (read from the committed checkpoint's ``config.json``);
+- :func:`refuse_orphan_logs`: a folder that holds logs but no committed checkpoint is refused, never
+  restarted from scratch (which would delete the logs);
+- :func:`reconcile_logs`: both logs are cut back to the checkpoint's step (atomically:
+  :func:`snooze.logs.truncate_log`), then checked to hold exactly the steps the checkpoint committed.
+- :func:`run_lock`: one process trains a run folder at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from snooze.core.curriculum import Curriculum
+from snooze.core.errors import StateError, StateMismatchError
+from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
+
+__all__ = ["curriculum_key", "check_resume", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
+
+LOGS = (METRICS_FILE, REWARDS_FILE)
+_UNCHECKED = ("checkpoint_every",)
+"""TrainConfig fields a run may be resumed with another value of (they do not change what it computes)."""
+_FIX = "use a new run directory, or pass resume=False to start over"
+
+
+def curriculum_key(cur: Curriculum) -> dict[str, Any]:
+    """What ``config.json`` records of a curriculum: the sha256 of its content and its stage names."""
+    content = json.dumps({"drop": cur.drop, "stages": [asdict(s) for s in cur.stages]}, sort_keys=True, default=str)
+    return {"sha256": hashlib.sha256(content.encode()).hexdigest(), "stages": [s.name for s in cur.stages]}
+
+
+def _compared(config: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(config)
+    out["train"] = {k: v for k, v in dict(out.get("train") or {}).items() if k not in _UNCHECKED}
+    return out
+
+
+def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str) -> None:
+    """Refuse to resume with another configuration, or another curriculum (or none), than the run's.
+    ``folder``: the committed step folder (its ``config.json``; a 0.1.0 checkpoint: the run folder's)."""
+    path = folder / "config.json" if (folder / "config.json").is_file() else run_dir / "config.json"
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateError(f"{path}: not a readable run configuration ({exc}); {_FIX}") from None
+    now = config.get("curriculum")
+    had = (folder / curriculum_file).exists()
+    then = saved.get("curriculum") if isinstance(saved, dict) else None
+    if had and now is None:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started with a curriculum (stages {(then or {}).get('stages')}) and is resumed "
+            f"without one; pass the same curriculum (train(..., curriculum=Curriculum.from_file(...)), "
+            f"snooze compare --curriculum FILE), {_FIX}"
+        )
+    if now is not None and not had:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started without a curriculum and is resumed with one; resume it without, {_FIX}"
+        )
+    if saved is not None and then != now:
+        raise StateMismatchError(
+            f"{run_dir}: the run was started with another curriculum (sha256 {(then or {}).get('sha256', '?')[:12]}, "
+            f"now {(now or {}).get('sha256', '?')[:12]}); pass the curriculum file it started with, {_FIX}"
+        )
+    if saved is not None and (not isinstance(saved, dict) or _compared(saved) != _compared(config)):
+        raise StateMismatchError(f"{run_dir}: the checkpoint was written with another configuration (see {path}); {_FIX}")
+
+
+def refuse_orphan_logs(run_dir: Path, checkpoint: Path) -> None:
+    """Raise :class:`StateError` when ``run_dir`` holds a log with lines but no committed checkpoint."""
+    found = [name for name in LOGS if (run_dir / name).is_file() and (run_dir / name).stat().st_size > 0]
+    if not found:
+        return
+    old = checkpoint.with_name(checkpoint.name + ".old")
+    hint = (
+        f" {old} looks like the previous checkpoint of snooze 0.1.0, left by a save that was killed: rename it to "
+        f"{checkpoint.name} to resume from it."
+        if (old / "trainer.json").is_file()
+        else ""
+    )
+    raise StateError(
+        f"{run_dir}: holds {' and '.join(found)} of a run but no committed checkpoint ({checkpoint}), so the run "
+        f"cannot be resumed and is not restarted over its logs.{hint} To start over, move the logs aside (or "
+        f"delete them), train into a new folder, or pass resume=False (snooze compare: a new --out)."
+    )
+
+
+def reconcile_logs(run_dir: Path, step: int) -> None:
+    """Cut both logs back to the checkpoint (drop the lines of steps ``>= step``), then check that the
+    metrics log holds steps ``0 .. step-1`` once each and the reward log one line per generated group."""
+    for name in LOGS:
+        truncate_log(run_dir / name, step)
+    metrics = run_dir / METRICS_FILE
+    lines = [obj for _, obj in read_lines(metrics)] if metrics.exists() else []
+    steps = [x.get("step") for x in lines]
+    fix = f"restore the logs of {run_dir} from a backup, or start the run over ({_FIX})"
+    if steps != list(range(step)):
+        have = f"steps {steps[0]}..{steps[-1]} ({len(steps)} lines)" if steps else "no steps"
+        raise StateError(f"{metrics}: holds {have}, but the checkpoint committed steps 0..{step - 1}; the log is incomplete; {fix}")
+    groups = lines[-1].get("total/gen_groups") if lines else 0
+    rewards = run_dir / REWARDS_FILE
+    logged = sum(1 for _ in read_lines(rewards)) if rewards.exists() else 0
+    if isinstance(groups, int) and logged != groups:
+        raise StateError(
+            f"{rewards}: holds {logged} groups, but the {step} committed steps generated {groups} "
+            f"(total/gen_groups of {METRICS_FILE}); the log is incomplete; {fix}"
+        )
+
+
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``run_dir/.lock`` while training; another process holding it is a
+    :class:`StateError` (two trainers in one folder would interleave their logs and checkpoints)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - platforms without flock
+        yield
+        return
+    path = run_dir / ".lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StateError(
+                f"{run_dir}: another process is training this run (it holds {path}); wait for it to end or stop it, "
+                "then run the same command again"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
