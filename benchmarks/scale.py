@@ -12,7 +12,8 @@ Measures, for the scheduler (``snooze.Scheduler`` over ``Source.from_ids`` with 
 - ``save_s`` and ``load_s`` (load = ``Scheduler.load`` with freshly built sources, fingerprints included).
 
 and the same for ``DictScheduler`` below: one Python dict entry per prompt, one Python step per
-encounter, JSON state. The baseline is measured at ``--dict-prompts`` (default 1M: a dict per prompt
+encounter, JSON state. ``--policy predictive`` measures ``policy="predictive"`` and, in the same run,
+the seed's rule beside it (``seed_*`` keys and ``predictive/seed`` ratios). The baseline is measured at ``--dict-prompts`` (default 1M: a dict per prompt
 at 10M needs several GB) and its per-prompt figures and save/load times are extrapolated linearly to
 ``--prompts`` (marked ``dict_extrapolated_from``). The last line is one JSON object.
 """
@@ -67,11 +68,26 @@ def _rewards(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def _config(mix: str = "quota", skip: str = "counter") -> snooze.SchedulerConfig:
+def _config(mix: str = "quota", skip: str = "counter", policy: str = "snooze") -> snooze.SchedulerConfig:
     return snooze.SchedulerConfig(
-        batch_size=256, gen_batch_size=1024, group_size=G, policy="snooze", snooze_factor=5, mix=mix, skip=skip,
+        batch_size=256, gen_batch_size=1024, group_size=G, policy=policy, snooze_factor=5, mix=mix, skip=skip,
         weights=dict(zip(NAMES, SHARES)), max_gen_rounds=4,
     )  # fmt: skip
+
+
+def _late_run_predictive(sched: Any, rng: np.random.Generator) -> None:
+    """``policy="predictive"``: 60% of prompts solved 3 times in a row and not due (predicted far below
+    the stream's rate), the rest seen once with signal; the stream's rate at 0.5."""
+    pol = sched.policy
+    pol.clock = 3 * pol.pass_size
+    pol.rate[:] = (50.0, 100.0)
+    pol.codes[:, :, 8] = (0.0, 100.0)  # E8 (eight or more too-easy groups): never signal
+    for t in sched.tables:
+        asleep = rng.random(t.n) < 0.6
+        t.columns["code"][:] = np.where(asleep, 8, 1 + 8).astype(np.uint8)  # E8, or S+ run of one
+        t.columns["looked"][:] = pol.clock  # just looked at: ages 0, periods of 4+ passes ahead
+        t.streak[:] = np.where(asleep, 3, 0).astype(np.uint8)
+    pol._update_low()
 
 
 def _late_run(tables: list[Any], rng: np.random.Generator) -> None:
@@ -112,10 +128,13 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     return float(np.median(per_step))
 
 
-def bench_snooze(n: int, steps: int, mix: str = "quota", skip: str = "counter") -> dict[str, float]:
+def bench_snooze(n: int, steps: int, mix: str = "quota", skip: str = "counter", policy: str = "snooze") -> dict[str, float]:
     rng = np.random.default_rng(0)
-    sched = snooze.Scheduler(_sources(n), _config(mix, skip), seed=0)
-    _late_run(sched.tables, rng)
+    sched = snooze.Scheduler(_sources(n), _config(mix, skip, policy), seed=0)
+    if policy == "predictive":
+        _late_run_predictive(sched, rng)
+    else:
+        _late_run(sched.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
     memory = sum(t.nbytes for t in sched.tables) + sum(s.permutation().nbytes for s in sched.streams)
@@ -246,17 +265,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=100, help="timed training steps (about 1,000 candidates each)")
     p.add_argument("--mix", choices=("quota", "stream"), default="quota", help="the scheduler's mixing mode")
     p.add_argument("--skip", choices=("counter", "history"), default="counter", help="the snooze skipping rule")
+    p.add_argument("--policy", choices=("snooze", "predictive"), default="snooze", help="predictive: measured beside the seed's rule")
     args = p.parse_args(argv)
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)
-    ours = bench_snooze(n, args.steps, args.mix, args.skip)
+    if args.policy == "predictive":  # side by side: warm both code paths (imports, first save) before timing either
+        bench_snooze(3000, 2, args.mix)
+        bench_snooze(3000, 2, args.mix, policy="predictive")
+    ours = bench_snooze(n, args.steps, args.mix, args.skip, args.policy)
+    seed = bench_snooze(n, args.steps, args.mix) if args.policy == "predictive" else None
     base = bench_dict(nd, args.steps)
     scale = n / nd
-    out: dict[str, Any] = {"prompts": n, "mix": args.mix, "skip": args.skip, **{k: round(v, 4) for k, v in ours.items()}}
+    out: dict[str, Any] = {"prompts": n, "mix": args.mix, "skip": args.skip, "policy": args.policy, **{k: round(v, 4) for k, v in ours.items()}}
     out.update({f"dict_{k}": round(v, 4) for k, v in base.items() if k not in ("save_s", "load_s")})
     out.update({"dict_save_s": round(base["save_s"] * scale, 3), "dict_load_s": round(base["load_s"] * scale, 3)})
     out["dict_extrapolated_from"] = nd
     for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
         out[f"ratio_{key}"] = round(out[f"dict_{key}"] / max(out[key], 1e-9), 1)
+    if seed is not None:
+        out.update({f"seed_{k}": round(v, 4) for k, v in seed.items()})
+        out.update({f"predictive_over_seed_{k}": round(ours[k] / max(seed[k], 1e-9), 3) for k in seed})
     out["targets_met"] = bool(
         out["bytes_per_prompt"] <= 16 and out["ms_per_1k_candidates"] <= 1.0 and out["save_s"] + out["load_s"] <= 2.0
     )
@@ -264,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{key:>26}: snooze {out[key]:>10.4g}   dict {out['dict_' + key]:>10.4g}   dict/snooze {out['ratio_' + key]:>8.1f}x"
         )
+    if seed is not None:
+        for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
+            print(f"{key:>26}: predictive {ours[key]:>10.4g}   seed's rule {seed[key]:>10.4g}   predictive/seed {out['predictive_over_seed_' + key]:>8.3f}")
     print(json.dumps(out))
     return 0
 

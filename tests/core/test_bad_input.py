@@ -73,9 +73,10 @@ def test_a_state_of_0_1_0_without_a_run_id_loads_and_gets_one() -> None:
 
 
 # -- case 3: step() completes or leaves the scheduler as it was -------------------------------------------
+@pytest.mark.parametrize("policy", ["snooze", "predictive"])
 @pytest.mark.parametrize("mix", ["stream", "quota"])
-def test_a_failed_round_of_step_is_withdrawn_and_a_retry_continues_the_step(mix: str) -> None:
-    ref, s = _sched(mix=mix, gen_batch_size=2), _sched(mix=mix, gen_batch_size=2)
+def test_a_failed_round_of_step_is_withdrawn_and_a_retry_continues_the_step(mix: str, policy: str) -> None:
+    ref, s = (_sched(mix=mix, gen_batch_size=2, policy=policy) for _ in range(2))
     rounds = {"n": 0}
 
     def fails_in_round_2(cands):
@@ -104,8 +105,9 @@ def test_a_failed_round_of_step_is_withdrawn_and_a_retry_continues_the_step(mix:
     assert snapshot(s)[0] == snapshot(ref)[0]
 
 
-def test_a_policy_that_raises_in_a_report_inside_step_leaves_memory_as_it_was() -> None:
-    s = _sched(policy="snooze")
+@pytest.mark.parametrize("policy", ["snooze", "predictive"])  # predictive: its own state (rates, clock) too
+def test_a_policy_that_raises_in_a_report_inside_step_leaves_memory_as_it_was(policy: str) -> None:
+    s = _sched(policy=policy)
     s.step(rewards_for)
     before = snapshot(s)
     real = s.policy.report

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from snooze.cli.main import main
+from snooze.core.config import SchedulerConfig
 from snooze.experiments.compare import FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
 
 SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds",
@@ -35,12 +36,13 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     assert len({summary[a]["base_test_accuracy"] for a in MAIN_ARMS}) == 1
     # grpo generates exactly one round per step; the filtering arms at least that
     assert summary["grpo"]["total_gen_groups"] == steps * PROFILES["quick"].batch_size
-    assert all(summary[a]["total_gen_groups"] >= summary["grpo"]["total_gen_groups"] for a in ("dynamic_sampling", "filter", "snooze"))
+    skipping = ("dynamic_sampling", "filter", "snooze", "snooze-f1", "snooze-f2", "predictive")
+    assert all(summary[a]["total_gen_groups"] >= summary["grpo"]["total_gen_groups"] for a in skipping)
     fig3 = [json.loads(x) for x in (out / "fig3-snooze-quota" / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert any(k.startswith("dataset/easy:") for k in fig3[0]) and any(k.startswith("dataset/hard:") for k in fig3[0])
     printed = capsys.readouterr().out
     assert "dynamic_sampling" in printed and (out / "summary.md").read_text().startswith("| arm")
-    assert sorted(p.name for p in out.glob("*.png")) == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png", "fig4_tradeoff.png"]
     _check_new_summary_keys(out, summary)
     # the same two runs one after another in this process: the same numbers as in worker processes
     again = tmp_path / "again"
@@ -93,13 +95,21 @@ def test_arm_configs_and_strata() -> None:
 
 def test_snooze_options_reach_only_the_snooze_arms() -> None:
     profile = PROFILES["quick"]
-    hard = {arm: _arm_config(arm, profile, 5, ["a", "b"], snooze_hard=True).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS}
-    assert hard == {arm: arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" for arm in MAIN_ARMS + FIG3_ARMS}
-    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in MAIN_ARMS + FIG3_ARMS)
-    backoff = {arm: _arm_config(arm, profile, 5, ["a", "b"], backoff=2.0).backoff for arm in MAIN_ARMS + FIG3_ARMS}
-    assert backoff == {arm: 2.0 if arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" else 1.0 for arm in backoff}
-    skip = {arm: _arm_config(arm, profile, 5, ["a", "b"], skip="history").skip for arm in MAIN_ARMS + FIG3_ARMS}
-    assert skip == {arm: "history" if arm.removeprefix("fig3-").removesuffix("-quota") == "snooze" else "counter" for arm in skip}
+    arms = MAIN_ARMS + FIG3_ARMS
+    snoozing = {arm for arm in arms if arm.removeprefix("fig3-").removesuffix("-quota").split("-f")[0] == "snooze"}
+    assert snoozing == {"snooze", "snooze-f1", "snooze-f2", "fig3-snooze", "fig3-snooze-quota"}
+    hard = {arm: _arm_config(arm, profile, 5, ["a", "b"], snooze_hard=True).snooze_hard for arm in arms}
+    assert hard == {arm: arm in snoozing for arm in arms}
+    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in arms)
+    backoff = {arm: _arm_config(arm, profile, 5, ["a", "b"], backoff=2.0).backoff for arm in arms}
+    assert backoff == {arm: 2.0 if arm in snoozing else 1.0 for arm in backoff}
+    skip = {arm: _arm_config(arm, profile, 5, ["a", "b"], skip="history").skip for arm in arms}
+    assert skip == {arm: "history" if arm in snoozing else "counter" for arm in skip}
+    factors = {arm: _arm_config(arm, profile, 3, ["a", "b"]).snooze_factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
+    assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --factor sets the snooze arm only
+    pred = _arm_config("predictive", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3, "predict_recheck": 4.0})
+    assert pred.policy == "predictive" and (pred.predict_margin, pred.predict_recheck) == (0.3, 4.0)
+    assert _arm_config("snooze", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3}).predict_margin == SchedulerConfig().predict_margin
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

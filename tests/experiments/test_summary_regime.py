@@ -47,6 +47,21 @@ def test_saving_share_and_the_table() -> None:
     assert "| 1.50x | 50% |" in row and "-0.030 [-0.040, -0.020]" in row
 
 
+def test_the_oracle_floor_counts_trained_groups_and_zero_signal_first_looks(tmp_path: Path) -> None:
+    from snooze.experiments.oracle import oracle_groups
+    from snooze.logs import read_reward_log
+
+    lines = [(0, "a", 1, [1, 1]), (0, "a", 2, [0, 1]), (1, "a", 1, [0, 1]), (1, "b", 3, [0, 0]), (2, "b", 3, [1, 0]), (2, "a", 4, [0.5, 0.5])]
+    path = tmp_path / "rewards.jsonl"
+    path.write_text("".join(f'{{"step": {t}, "dataset": "{d}", "id": {i}, "rewards": {r}}}\n' for t, d, i, r in lines))
+    # first looks: a/1 too easy, a/2 signal, b/3 too hard, a/4 flat: 3 without signal; later groups do not count
+    assert oracle_groups(read_reward_log(path), train_groups=10) == 13
+    dapo = summarise([_result(0, 300, 0, 0.3, 0.6), _result(1, 300, 0, 0.3, 0.7)], 10) | {"oracle_groups": stat([100, 100])}
+    arm = summarise([_result(0, 200, 50, 0.3, 0.58), _result(1, 200, 50, 0.3, 0.66)], 10)
+    rows = summary_table({"dynamic_sampling": dapo, "snooze": arm}, markdown=True, optimal_groups=50).splitlines()
+    assert "| 1.00x | - | 100 |" in rows[-2] and "| 1.50x | 40% | 50% |" in rows[-1]  # DAPO's row: the floor; the arm's: its share
+
+
 def test_time_to_ninety_percent_of_the_final_gain() -> None:
     steps = np.array([0, 25, 50, 75, 100])
     assert time_to_fraction(steps, np.array([0.4, 0.5, 0.6, 0.7, 0.8])) == pytest.approx(1.0)  # linear: 90% at the end

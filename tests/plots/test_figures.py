@@ -38,18 +38,20 @@ def test_all_three_figures_are_valid_pngs_with_the_arms_drawn(make_runs: Callabl
         img = mpimg.imread(p)
         assert img.shape[0] > 300 and img.shape[1] > 900
         assert img[..., :3].std() > 0.05  # not a blank canvas
-    fig1, fig2, fig3 = paths
+    fig1, fig2, fig3, fig4 = paths
     assert _pixels_near(fig1, ARM_COLORS["dynamic_sampling"]) > 500
     for arm in ("grpo", "dynamic_sampling", "filter", "snooze"):
         assert _pixels_near(fig2, ARM_COLORS[arm]) > 300, arm
     for color in STRATUM_COLORS.values():
         assert _pixels_near(fig3, color) > 500
+    for arm in ("grpo", "dynamic_sampling", "filter", "snooze"):  # figure 4: each main arm's points
+        assert _pixels_near(fig4, ARM_COLORS[arm]) > 100, arm
 
 
 def test_missing_arms_skip_their_figures(make_runs: Callable, tmp_path: Path) -> None:
     runs = make_runs(("snooze", "fig3-snooze-quota"), seeds=1, steps=20)
     paths = write_compare_figures(tmp_path / "figs", runs)
-    assert [p.name for p in paths] == ["fig2_efficiency.png", "fig3_mix.png"]
+    assert [p.name for p in paths] == ["fig2_efficiency.png", "fig3_mix.png", "fig4_tradeoff.png"]
     assert write_compare_figures(tmp_path / "none", {}) == []
     assert not list((tmp_path / "none").glob("*.png"))
 
@@ -62,7 +64,7 @@ def test_unreadable_and_absent_runs_are_left_out_with_a_warning(
     runs["filter"] = [tmp_path / "never-written"]
     with caplog.at_level(logging.WARNING, logger="snooze.plots"):
         paths = write_compare_figures(tmp_path / "figs", runs)
-    assert [p.name for p in paths] == ["fig1_dapo_waste.png", "fig2_efficiency.png"]
+    assert [p.name for p in paths] == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig4_tradeoff.png"]
     assert "never-written" in caplog.text and "metrics.jsonl, line 2" in caplog.text
 
 
@@ -183,3 +185,24 @@ def test_figure3_marks_where_an_arm_ran_out_of_data() -> None:
     plt.close(fig)
     assert "data used up at step 11" in labels[0] and not any("used up" in x for x in labels[1])
     assert lines[0] == STRATUM_COLORS["easy"]  # strata named easy:... get the stratum colours
+
+
+def test_figure4_puts_one_point_per_seed_and_states_the_trade_in_its_title() -> None:
+    import matplotlib.pyplot as plt
+
+    from snooze.plots import figure_tradeoff
+    from snooze.plots.tradeoff import final_point
+
+    def run(groups: int, acc: float) -> list[dict]:
+        return [{"step": 0, "eval/accuracy": 0.5}, {"step": 1, "total/gen_groups": groups, "total/train_groups": 100, "eval/accuracy": acc}]
+
+    runs = {"dynamic_sampling": [run(300, 0.80), run(340, 0.82)], "predictive": [run(100, 0.79), run(120, 0.80)], "fig3-snooze": [run(5, 0.1)]}
+    assert final_point(runs["predictive"][0], "eval/accuracy") == (100.0, 0.79)
+    assert final_point([{"step": 0, "eval/accuracy": 0.5}], "eval/accuracy") is None
+    fig = figure_tradeoff(runs)
+    ax = fig.axes[0]
+    offsets = [c.get_offsets() for c in ax.collections if len(c.get_offsets())]
+    seeds = sorted(tuple(map(tuple, o.tolist())) for o in offsets if len(o) == 2)
+    assert seeds == [((100.0, 0.79), (120.0, 0.80)), ((300.0, 0.80), (340.0, 0.82))]  # one point per seed; fig3 arms left out
+    assert "predictive skipping: 2.91x fewer groups than DAPO, -1.5 points" in ax.get_title()
+    plt.close(fig)

@@ -160,3 +160,15 @@ def test_resume_at_every_action_of_a_short_run(tmp_path: Path) -> None:
     actions = [t["action"] for t in _reference(D.config(), steps=10)[2]]
     _check(D.config(), {0, *actions}, tmp_path, via="memory", steps=10)
     _check(D.config(), {0, *actions[::3]}, tmp_path, steps=10)
+
+
+def test_predictive_resumes_exactly_at_every_action_of_a_short_run(tmp_path: Path) -> None:
+    """The predictive policy's run-level state (clock, rates, relaxations) and its columns survive a
+    save/load after every action, as the snooze counters do."""
+    cfg, steps = D.config(policy="predictive", predict_recheck=0.5, predict_margin=3.0), 24
+    sched = snooze.Scheduler(D.datasets(), cfg, seed=SEED)
+    D.drive(sched, steps, [])
+    assert sched.metrics()["total/skipped"] > 0  # the policy skips in this run (after the first pass)
+    actions = [t["action"] for t in _reference(cfg, steps=steps)[2]]
+    _check(cfg, {0, *actions}, tmp_path, via="memory", steps=steps)
+    _check(cfg, {0, *actions[::5]}, tmp_path, steps=steps)

@@ -18,6 +18,8 @@ from typing import Any
 import kill9_trainer as K
 import pytest
 
+from snooze.experiments.compare import DEFAULT_ARMS, PROFILES
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kill9_trainer.py"
 
 
@@ -37,10 +39,10 @@ def test_a_kill_at_each_point_of_the_commit_loses_and_replays_nothing(harness: t
     code, out, _ = harness
     assert out["kills"] == 1 + len(K.POINTS) and out["rerun_failed"] == 0
     assert all(out[f"kills_{p}"] >= 1 for p in (K.WARMUP, *K.POINTS)), out  # every aimed point was reached
-    assert out["arms_compared"] >= 7 * out["series"] and out["arms_missing"] == 0
+    assert out["arms_compared"] >= len(DEFAULT_ARMS) * out["series"] and out["arms_missing"] == 0
     assert out["arms_differing"] == 0 and out["summary_differs"] == 0
     assert out["lost"] == 0 and out["mismatched"] == 0 and out["orphan_logs"] == 0
-    assert out["metrics_lines"] == 7 * 8 * out["series"]  # 7 arms x 8 steps, every series
+    assert out["metrics_lines"] == len(DEFAULT_ARMS) * PROFILES["quick"].steps * out["series"]  # every arm, every step, every series
     assert code == 0
 
 

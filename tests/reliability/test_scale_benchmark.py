@@ -40,3 +40,16 @@ def test_scale_benchmark_prints_its_figures(mix, skip):
     assert low <= out["bytes_per_prompt"] <= 16
     assert out["dict_bytes_per_prompt"] > out["bytes_per_prompt"]
     assert out["ms_per_1k_candidates"] > 0 and out["dict_ms_per_1k_candidates"] > 0
+
+
+def test_scale_benchmark_measures_predictive_beside_the_seed_rule():
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--prompts", "20000", "--dict-prompts", "5000", "--steps", "3", "--policy", "predictive"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["policy"] == "predictive" and KEYS <= set(out)
+    assert 11.0 <= out["bytes_per_prompt"] <= 16  # the base 6 bytes + code (1) + looked (4), plus the header
+    assert out["seed_bytes_per_prompt"] < out["bytes_per_prompt"]
+    assert out["predictive_over_seed_bytes_per_prompt"] == pytest.approx(out["bytes_per_prompt"] / out["seed_bytes_per_prompt"], rel=1e-3)

@@ -8,20 +8,19 @@ import os
 import time
 from typing import Any
 
-HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze + figure-3 arms) from one base model and compare."
-
-_ALL_ARMS = ("grpo", "dynamic_sampling", "filter", "snooze", "fig3-filter", "fig3-snooze", "fig3-snooze-quota")
-
+HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/1/2, predictive + figure-3 arms) from one base model and compare."
 
 def _arms(text: str) -> list[str]:
+    from snooze.experiments.compare import ARMS
+
     out = [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in out if a not in _ALL_ARMS]
+    bad = [a for a in out if a not in ARMS]
     if not out or bad:
-        raise argparse.ArgumentTypeError(f"{text!r}: arms must be among {', '.join(_ALL_ARMS)}")
+        raise argparse.ArgumentTypeError(f"{text!r}: arms must be among {', '.join(ARMS)}")
     return out
 
 
-PROFILE_OPTIONS = ("seeds", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature")
+PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature")
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
 TRAIN_OPTIONS = ("device", "checkpoint_every")
@@ -29,6 +28,9 @@ TRAIN_OPTIONS = ("device", "checkpoint_every")
 
 SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 """Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
+
+PREDICTIVE_OPTIONS = ("predict_margin", "predict_hard_margin", "predict_recheck", "predict_backoff")
+"""Fields of :class:`~snooze.SchedulerConfig` set on the ``predictive`` arm."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
+    add_options(parser.add_argument_group("the predictive arm (SchedulerConfig fields)"), SchedulerConfig, PREDICTIVE_OPTIONS)
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
         "--jobs", type=int, default=None,
@@ -54,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=None,
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
     )  # fmt: skip
-    parser.add_argument("--arms", type=_arms, default=list(_ALL_ARMS), help="comma-separated arms (default: all)")
+    parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms (default: every arm)")
     parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
     parser.add_argument("--curriculum", type=input_file, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
 
@@ -74,20 +77,22 @@ def run(args: argparse.Namespace) -> int:
 
     from snooze.cli._options import build, override, values
     from snooze.core.config import SchedulerConfig
-    from snooze.experiments.compare import FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
+    from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
     from snooze.trainer.loop import TrainConfig
 
     _check(args)
     snooze_arms = values(args, SNOOZE_OPTIONS)
-    build(SchedulerConfig, snooze_arms)  # checked now, before anything is trained
+    predictive = values(args, PREDICTIVE_OPTIONS)
+    build(SchedulerConfig, {**snooze_arms, **predictive})  # checked now, before anything is trained
     train_options = values(args, TRAIN_OPTIONS)
     build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
     if args.tasks and not args.fig3_task:
         profile = with_overrides(profile, fig3_task=args.tasks.split(",")[0])
     seeds = args.seeds or profile.seeds
-    total = sum(profile.steps * (profile.fig3_seeds if a in FIG3_ARMS else seeds) for a in args.arms)
+    arms = args.arms or list(DEFAULT_ARMS)
+    total = sum(profile.steps * (profile.fig3_seeds if a in FIG3_ARMS else seeds) for a in arms)
     jobs = args.jobs or max(1, os.cpu_count() or 1)
     bars: list[Any] = []  # made at the first step: a comparison refused before it trains prints only its error
     state: dict[str, Any] = {"t0": time.perf_counter()}
@@ -98,14 +103,15 @@ def run(args: argparse.Namespace) -> int:
         bars[0].set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
         bars[0].update(1)
 
-    print(f"snooze compare: profile {args.profile}, arms {', '.join(args.arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)")
+    print(f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)")
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
         summary = run_compare(
-            args.out, profile, args.arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
+            args.out, profile, arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
             on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
-            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, checkpoint_every=train_options["checkpoint_every"],
+            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, predictive=predictive,
+            checkpoint_every=train_options["checkpoint_every"],
         )  # fmt: skip
     finally:
         for bar in bars:

@@ -132,7 +132,7 @@ def walk(
     while need > 0:
         active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
         if dry is not None:
-            active = [d for d in active if dry.left(d)]
+            active = [d for d in active if dry.left(d, policy)]
         if not active:
             break
         if len(active) == 1:  # one dataset: the mixed stream is its own stream
@@ -165,13 +165,16 @@ def walk(
 
 class _Dry:
     """Encounters in a row, per dataset, that met no awake prompt and moved no counter: past the
-    policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now."""
+    policy's patience (whole epochs of the dataset) its mask is taken to skip everything for now,
+    unless the policy relaxes it (:meth:`Policy.relax`)."""
 
     def __init__(self, tables: Sequence[PromptTable], patience: int) -> None:
         self.limit = [patience * t.n for t in tables]
         self.run = [0] * len(tables)
 
-    def left(self, d: int) -> bool:
+    def left(self, d: int, policy: Policy) -> bool:
+        if self.run[d] >= self.limit[d] and policy.relax(d):  # the policy skips less now: walk on
+            self.run[d] = 0
         return self.run[d] < self.limit[d]
 
     def spent(self, d: int, used: int, lively: int) -> None:

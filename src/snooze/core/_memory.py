@@ -42,7 +42,7 @@ class Column(NamedTuple):
     minimum: int | None = None
     """Smallest valid value (a state holding less is refused as corrupt); ``None``: any."""
     maximum: int | None = None
-    """Largest valid value, as ``minimum``."""
+    """Largest valid value (a state holding more is refused as corrupt); ``None``: any."""
 
 
 BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8, maximum=int(RETIRED | EASY_SNOOZED | EXCLUDED)),

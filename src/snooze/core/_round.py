@@ -3,8 +3,9 @@ round whose rollout or report failed (docs/concepts.md, "The step loop").
 
 A round changes little, and all of it is recorded as it happens: the streams' positions, the mix's
 encounter counts, the step's counts, the tickets issued, the snooze counters the draw walk counted
-down (their rows, kept by the walk), and, during the report, the prompt memory of the reported rows
-(saved before the policy writes them) and the batch buffers' columns. Undoing costs what the round did, never a copy of the state.
+down (their rows, kept by the walk), the policy's own run-level state (its ``state_dict()``: empty for
+the seed's policies, a few small arrays for ``predictive``), and, during the report, the prompt memory of
+the reported rows (saved before the policy writes them) and the batch buffers' columns. Undoing costs what the round did, never a copy of the state.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class RoundUndo:
         self.drawn = sched.mix.drawn.copy()
         self.counts = sched.counts.snapshot()  # a few small dicts and arrays: the step's counts and the totals
         self.tickets = (sched.pending.next_ticket, len(sched.pending))
+        self.policy = sched.policy.state_dict()  # JSON-safe copies; {} for policies without state of their own
         # a buffer's columns are replaced, never written in place, when groups join: keeping them is O(1)
         self.buffers = [(b, (b.ds, b.row, b.ticket, b.outcome, b.rewards)) for b in (sched.batch, sched.surplus, sched.zero)]
         self.counted_down: list[tuple[int, np.ndarray]] = []  # (dataset, rows) in walk order
@@ -50,6 +52,8 @@ class RoundUndo:
         for stream, (epoch, cursor) in zip(sched.streams, self.streams):
             stream.epoch, stream.cursor = epoch, cursor
         sched.mix.drawn[:] = self.drawn
+        if self.policy:
+            sched.policy.load_state_dict(self.policy)
         sched.counts.restore(self.counts)
         sched.pending.withdraw(*self.tickets)
         for buffer, (ds, row, ticket, outcome, rewards) in self.buffers:

@@ -50,7 +50,7 @@ def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
     field's choices (config validation and the CLI read it).
 
     >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
-    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze'))
+    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive'))
     >>> field_choices(SchedulerConfig, "batch_size") is None
     True
     """
@@ -84,7 +84,8 @@ class SchedulerConfig:
     policy: PolicyName = "snooze"
     """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
     refill, DAPO), ``filter`` (drop; retire too-easy prompts for good), ``snooze`` (drop; skip
-    too-easy prompts for their next ``snooze_factor`` encounters)."""
+    too-easy prompts for their next ``snooze_factor`` encounters), ``predictive`` (drop; skip an
+    encounter when the prompt's predicted chance of a signal group is below the stream's signal rate)."""
 
     snooze_factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
@@ -119,6 +120,25 @@ class SchedulerConfig:
 
     history_weight: float = 0.5
     """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
+
+    predict_margin: float = 0.5
+    """``policy="predictive"``: skip an encounter when the prompt's predicted chance of a signal group
+    is below this times the signal rate of the stream's recent draws (1.0: exactly when a replacement
+    draw is expected to give more signal; smaller skips less; 0.5 was chosen on dev seeds,
+    docs/reference-experiment.md)."""
+
+    predict_hard_margin: float | None = None
+    """``policy="predictive"``: the margin of prompts whose last groups were too hard (all wrong);
+    ``None``: ``predict_margin``; 0: never skip a prompt for being too hard."""
+
+    predict_recheck: float = 2.0
+    """``policy="predictive"``: passes after which a skipped prompt is looked at again (drawn in
+    [1/2, 3/2) of it at each group), so forgetting is seen and predictions stay measured. A pass is as
+    many groups of the prompt's dataset as it has prompts (what DAPO generates to look at each once)."""
+
+    predict_backoff: float = 2.0
+    """``policy="predictive"``: the re-look period grows by this factor per too-easy group in a row
+    after the first (1.0: a fixed period)."""
 
     signal_tol: float = 1e-6
     """A group carries signal when the population std of its rewards exceeds this fraction of the
@@ -173,6 +193,24 @@ class SchedulerConfig:
         _set(self, "reward_range", check_reward_range(self.reward_range))
         if self.weights is not None:
             _set(self, "weights", check_weights(self.weights))
+        self._check_predictive()
+
+    def _check_predictive(self) -> None:
+        """The ``predictive`` policy's fields."""
+        _set(self, "predict_backoff", as_real(self.predict_backoff, "predict_backoff", 1.0,
+                                              allowed="a finite number >= 1.0 (1.0 disables it)"))
+        m = as_real(self.predict_margin, "predict_margin", 0.0,
+                    allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        if m <= 0:
+            raise ConfigError(f"predict_margin={self.predict_margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        _set(self, "predict_margin", m)
+        if self.predict_hard_margin is not None:
+            _set(self, "predict_hard_margin", as_real(self.predict_hard_margin, "predict_hard_margin", 0.0,
+                 allowed="a finite number >= 0 (0: never skip too-hard prompts), or None"))
+        r = as_real(self.predict_recheck, "predict_recheck", 0.0, allowed="a finite number of passes > 0")
+        if r <= 0:
+            raise ConfigError(f"predict_recheck={self.predict_recheck!r}: must be a finite number of passes > 0")
+        _set(self, "predict_recheck", r)
 
     # -- derived values -----------------------------------------------------------------------
     @property

@@ -82,6 +82,7 @@ class Scheduler:
         """Every component in its starting state (``run_id``: the run's id, a new one by default)."""
         cfg, G = self.config, self.config.group_size
         policy = make_policy(cfg)
+        policy.bind(self.names, [len(s) for s in self.sources])
         return SimpleNamespace(
             streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs) for s in self.sources],
             policy=policy,
@@ -329,6 +330,7 @@ class Scheduler:
         carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
         self.batch, self.surplus, self.zero = GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size)
         self.counts.start_step(carried_in=carried.ds)
+        self.policy.end_step(self.step_index)
         if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
             fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
             self.batch.extend(carried, fits)

@@ -3,7 +3,8 @@
 Arms (each a :class:`snooze.SchedulerConfig` over the same data, started from the same cached
 warm-up, trained for the same number of steps by :func:`snooze.trainer.loop.train`):
 
-- ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze`` (factor ``--factor``) on the task mix;
+- ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze`` (factor ``--factor``, 5), ``snooze-f1`` and
+  ``snooze-f2`` (factors 1 and 2) on the task mix;
 - figure 3: an easy and a hard stratum (levels split in two) of one task at equal weight, under
   ``filter`` (``fig3-filter``), ``snooze`` (``fig3-snooze``) and ``snooze`` with ``mix="quota"``
   (``fig3-snooze-quota``).
@@ -34,14 +35,21 @@ from snooze.experiments.profiles import PROFILES, Profile, model_config, train_c
 from snooze.experiments.summary import summarise, summary_table
 
 __all__ = [
-    "Profile", "PROFILES", "MAIN_ARMS", "FIG3_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
+    "Profile", "PROFILES", "ARMS", "DEFAULT_ARMS", "MAIN_ARMS", "FIG3_ARMS", "FACTOR_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-MAIN_ARMS: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze")
+MAIN_ARMS: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze", "snooze-f1", "snooze-f2", "predictive")
 FIG3_ARMS: tuple[str, ...] = ("fig3-filter", "fig3-snooze", "fig3-snooze-quota")
-_COST = {"fig3-snooze-quota": 0, "fig3-snooze": 1, "dynamic_sampling": 2, "snooze": 3, "filter": 4, "fig3-filter": 5, "grpo": 6}
+ARMS: tuple[str, ...] = MAIN_ARMS + FIG3_ARMS
+"""Every arm ``snooze compare`` knows, in the order of its table."""
+DEFAULT_ARMS: tuple[str, ...] = ARMS
+"""The arms run when ``--arms`` is not given."""
+FACTOR_ARMS: dict[str, int] = {"snooze-f1": 1, "snooze-f2": 2}
+"""Snooze arms at a fixed factor (the ``snooze`` arm takes ``--factor``, 5 by default)."""
+_COST = {"fig3-snooze-quota": 0, "fig3-snooze": 1, "dynamic_sampling": 2, "snooze-f1": 3, "snooze-f2": 4, "snooze": 5, "filter": 6,
+         "predictive": 7, "fig3-filter": 8, "grpo": 9}  # fmt: skip
 """Order runs start in with several jobs: the ones that generate most first (a shorter makespan)."""
 
 
@@ -53,12 +61,16 @@ def _arm_config(
     snooze_hard: bool = False,
     backoff: float = 1.0,
     skip: str = "counter",
+    predictive: Mapping[str, Any] | None = None,
 ) -> SchedulerConfig:
+    factor = FACTOR_ARMS.get(arm, factor)
     base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor)
-    policy = arm.removeprefix("fig3-").removesuffix("-quota")
+    policy = "snooze" if arm in FACTOR_ARMS else arm.removeprefix("fig3-").removesuffix("-quota")
     cfg = base.replace(policy=policy)
     if policy == "snooze":
         cfg = cfg.replace(snooze_hard=snooze_hard, backoff=backoff, skip=skip)
+    if policy == "predictive" and predictive:
+        cfg = cfg.replace(**predictive)
     if arm.startswith("fig3-"):
         cfg = cfg.replace(weights={s: 1.0 for s in strata}, mix="quota" if arm.endswith("-quota") else "stream")
     return cfg
@@ -170,6 +182,7 @@ def run_compare(
     threads: int | None = None,
     skip: str = "counter",
     jobs: int = 1,
+    predictive: Mapping[str, Any] | None = None,
     checkpoint_every: int = 50,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
@@ -178,6 +191,7 @@ def run_compare(
     ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``).
     ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
     ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
+    ``predictive``: ``SchedulerConfig`` fields of the ``predictive`` arm (``predict_margin``, ...; default: the config's).
     ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
@@ -191,9 +205,9 @@ def run_compare(
     from snooze.experiments.runner import RunSpec, run_all
 
     t0 = time.perf_counter()
-    unknown = sorted(set(arms) - set(MAIN_ARMS) - set(FIG3_ARMS))
+    unknown = sorted(set(arms) - set(ARMS))
     if unknown:
-        raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(MAIN_ARMS + FIG3_ARMS)}")
+        raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(ARMS)}")
     threads = threads or 1
     pools, tests, banned = _data(profile, profile.tasks)
     if curriculum is not None:
@@ -208,8 +222,8 @@ def run_compare(
     specs = []
     for arm in sorted(arms, key=lambda a: _COST.get(a, 0)) if jobs > 1 else arms:
         fig3 = arm in FIG3_ARMS
-        sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip)
-        for seed in range(profile.fig3_seeds if fig3 else seeds):
+        sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive)
+        for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if fig3 else seeds)):
             cur = curriculum if not fig3 else None
             specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
@@ -218,6 +232,7 @@ def run_compare(
     summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0)
     meta = {
         "profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "skip": skip,
+        "predictive": dict(predictive or {}),
         "jobs": jobs, "threads": threads,
         "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "val_by_task": base.val_by_task, "task_steps": base.task_steps,
                    "key": base.key, "cached": base.cached, "seconds": base.seconds},
@@ -245,6 +260,8 @@ def _write_outputs(
         return sum(len(v) for v in (strata_pools if arm in FIG3_ARMS else pools).values())
 
     summary = {arm: summarise([read_result(d) for d in dirs], prompts(arm)) for arm, dirs in runs.items()}
+    if "dynamic_sampling" in summary:
+        summary["dynamic_sampling"]["oracle_groups"] = _oracle(runs["dynamic_sampling"], summary["dynamic_sampling"])
     optimal = profile.steps * profile.batch_size
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     (out / "summary.md").write_text(summary_table(summary, markdown=True, optimal_groups=optimal) + "\n")
@@ -255,6 +272,16 @@ def _write_outputs(
     (out / "regime.json").write_text(json.dumps(regime, indent=1))
     _figures(out, runs)
     return summary
+
+
+def _oracle(dirs: Sequence[Path], dapo: Mapping[str, Any]) -> dict[str, Any]:
+    """The oracle floor per DAPO seed (:mod:`snooze.experiments.oracle`): its groups trained on plus its zero-signal first looks."""
+    from snooze.experiments.oracle import oracle_groups
+    from snooze.experiments.summary import stat
+    from snooze.logs import REWARDS_FILE, read_reward_log
+
+    trained = dapo["train_groups"]["by_seed"]
+    return stat([oracle_groups(read_reward_log(d / REWARDS_FILE), int(t)) for d, t in zip(dirs, trained)])
 
 
 def _figures(out: Path, runs: Mapping[str, list[Path]]) -> list[Path]:

@@ -88,6 +88,11 @@ class Profile:
     fig3_seeds: int = 1
     """Seeds of the figure-3 arms (the first ``fig3_seeds`` of the main arms' seeds)."""
 
+    first_seed: int = 0
+    """The first seed: the runs use seeds ``first_seed`` .. ``first_seed + seeds - 1`` (figure 3: the
+    first ``fig3_seeds`` of them). Other seeds than the reported 0, 1, 2 are for developing a policy
+    without tuning it on the measurement."""
+
     fig3_split: int | None = None
     """Highest level of figure 3's easy stratum (the hard one takes the levels above); ``None``: the
     middle of ``fig3_task``'s level range."""
@@ -99,6 +104,8 @@ class Profile:
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
                 raise ConfigError(f"Profile.{name}={value!r}: must be an integer >= 1")
+        if isinstance(self.first_seed, bool) or not (isinstance(self.first_seed, int) and self.first_seed >= 0):
+            raise ConfigError(f"Profile.first_seed={self.first_seed!r}: must be an integer >= 0")
         if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
             raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")
         for name in ("lr", "temperature", "warmup_lr"):

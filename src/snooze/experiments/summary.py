@@ -90,7 +90,7 @@ def _range(s: Mapping[str, Any], fmt: str = "{:.3f}") -> str:
 def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal: float | None) -> list[str]:
     kind = headline(s)
     acc = s["accuracy"][kind]
-    ratio = gap = share = "-"
+    ratio = gap = share = oracle = "-"
     if ref is not None and not arm.startswith("fig3") and s["gen_groups"]["mean"]:
         ratio = f"{ref['gen_groups']['mean'] / s['gen_groups']['mean']:.2f}x"
         ref_final = ref["accuracy"][kind]["final"]["by_seed"]
@@ -98,14 +98,18 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
         gap = _range(stat(gaps), "{:+.3f}")
         if optimal is not None and arm != "dynamic_sampling":
             share = f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], optimal):.0%}"
+        if "oracle_groups" in ref:
+            floor = ref["oracle_groups"]["mean"]
+            oracle = f"{floor:.0f}" if arm == "dynamic_sampling" else f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], floor):.0%}"
     greedy = s["accuracy"]["greedy"]["final"]
-    return [arm, _range(s["gen_groups"], "{:.0f}"), ratio, share, f"{acc['base']['mean']:.3f}", _range(acc["final"]), gap,
+    return [arm, _range(s["gen_groups"], "{:.0f}"), ratio, share, oracle, f"{acc['base']['mean']:.3f}", _range(acc["final"]), gap,
             _range(greedy, "{:.3f}"), _range(s["generated_per_prompt"], "{:.1f}"), _range(s["encounters_per_prompt"], "{:.1f}"),
             str(s["steps"]), f"{s['wall_seconds']:.0f}"]  # fmt: skip
 
 
 def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None) -> str:
-    """One row per arm: generated groups (DAPO / arm, share of the optimal saving), headline accuracy
+    """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
+    saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
     base -> final and its gap to DAPO (paired by seed), greedy final, groups generated and stream
     encounters (rolled out or skipped) per prompt, steps, wall time.
 
@@ -115,7 +119,7 @@ def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = Fal
     ref = summary.get("dynamic_sampling")
     kind = headline(next(iter(summary.values()))) if summary else "greedy"
     acc_name = "acc" if kind == "greedy" else "acc@T"
-    head = ["arm", "gen groups", "DAPO/arm", "saving share", f"base {acc_name}", f"final {acc_name}", "gap vs DAPO",
+    head = ["arm", "gen groups", "DAPO/arm", "saving share", "oracle share", f"base {acc_name}", f"final {acc_name}", "gap vs DAPO",
             "final greedy", "groups/prompt", "encounters/prompt", "steps", "wall s"]  # fmt: skip
     rows = [_row(arm, s, ref, optimal_groups) for arm, s in summary.items()]
     if markdown:

@@ -1,4 +1,4 @@
-"""Every figure snooze draws: ``snooze compare``'s (the seed's figures 1-3) and the offline analyses'
+"""Every figure snooze draws: ``snooze compare``'s (the seed's figures 1-3 and the trade-off, figure 4) and the offline analyses'
 (``snooze replay``, ``snooze stratify``), with the metrics helpers behind them.
 
 numpy at import; matplotlib is imported by :func:`snooze.plots._mpl.pyplot` when a figure is drawn
@@ -17,6 +17,7 @@ from snooze.plots.metrics import (
 )
 from snooze.plots.mix import figure_mix
 from snooze.plots.offline import plot_pass_rates, plot_replay, plot_strata
+from snooze.plots.tradeoff import figure_tradeoff
 
 __all__ = [
     "FIGURE_FILES",
@@ -27,6 +28,7 @@ __all__ = [
     "figure_dapo_waste",
     "figure_efficiency",
     "figure_mix",
+    "figure_tradeoff",
     "load_runs",
     "moving_average",
     "series",

@@ -12,13 +12,14 @@ from snooze.logs import read_metrics
 from snooze.plots._mpl import pyplot
 from snooze.plots.efficiency import Records, figure_dapo_waste, figure_efficiency
 from snooze.plots.mix import figure_mix
+from snooze.plots.tradeoff import figure_tradeoff
 
 __all__ = ["FIGURE_FILES", "load_runs", "write_compare_figures"]
 
 logger = logging.getLogger(__name__)
 
-FIGURE_FILES = ("fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png")
-"""File names of figures 1-3 inside the output directory."""
+FIGURE_FILES = ("fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png", "fig4_tradeoff.png")
+"""File names of figures 1-4 inside the output directory."""
 
 _DPI = 130  # sharp on a laptop screen, ~100-200 kB per figure
 
@@ -49,11 +50,12 @@ def _builders(loaded: dict[str, list[Records]]) -> list[tuple[str, Callable[[], 
         ),
         (FIGURE_FILES[1], lambda: figure_efficiency(loaded)),
         (FIGURE_FILES[2], lambda: figure_mix(loaded)),
+        (FIGURE_FILES[3], lambda: figure_tradeoff(loaded)),
     ]
 
 
 def write_compare_figures(out_dir: Path, runs: Mapping[str, Sequence[Path]]) -> list[Path]:
-    """Draw figures 1-3 of ``snooze compare`` into ``out_dir`` and return the paths written.
+    """Draw figures 1-4 of ``snooze compare`` into ``out_dir`` and return the paths written.
 
     ``runs`` maps an arm name (``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``,
     ``fig3-filter``, ``fig3-snooze``, ``fig3-snooze-quota``) to its per-seed run directories,

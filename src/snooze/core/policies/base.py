@@ -28,7 +28,7 @@ ones are imported by :mod:`snooze.core.policies`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import numpy as np
@@ -169,6 +169,21 @@ class Policy(_Plugin):
     def report(self, memory: PromptMemory, report: Report) -> Changes | None:
         """Update the prompt memory for a report's groups; what changed (``None``: nothing)."""
         return None
+
+    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
+        """The scheduler's datasets and their prompt counts, in the order ``Report.group_ds`` indexes them
+        (called once, before any draw; a policy that keeps run-level state per dataset sizes it here).
+        Nothing by default."""
+
+    def relax(self, d: int) -> bool:
+        """A draw met nothing but prompts of dataset ``d`` skipped by the mask (or blocked) for
+        ``patience`` epochs in a row. ``True``: the policy now skips less, and the draw goes on; ``False``
+        (the default): the draw gives up on ``d`` for the round."""
+        return False
+
+    def end_step(self, steps: int) -> None:
+        """A training step was finished; ``steps``: how many are finished now (a clock that counts
+        training updates, which moves even when a step generated nothing). Nothing by default."""
 
 
 class SkipRule(_Plugin):

@@ -1,0 +1,318 @@
+"""``predictive``: skip an encounter when the prompt is predicted to be worth less than the draw that
+would replace it (docs/concepts.md, "Predictive skipping").
+
+The trade, explicitly. Rolling a prompt out costs one group. Skipping it costs nothing, and the
+stream then draws another prompt in its place, whose group carries signal with probability ``r_d``:
+the signal rate of the groups of the prompt's dataset generated lately (weighted over about its last
+256 groups). A skip pays when the skipped prompt's own chance ``q`` of a signal group is below
+``r_d``. So an encounter is skipped when ``q < predict_margin * r_d``: margin 1 is exactly that trade;
+below 1 skips only prompts that are clearly worse than a replacement, which keeps the batch closer to
+DAPO's (measured in docs/reference-experiment.md: at margin 1 held-out accuracy falls far below
+DAPO's). **Decision — the rate of the prompt's own dataset.** In quota mode the replacement is the
+next prompt of the same dataset; in the stream mix it is the next prompt of the mixed stream, which
+may be another dataset's. Comparing with the dataset's own rate keeps a dataset that is mostly
+mastered from being emptied for another one's sake, the starvation that makes ``filter`` collapse on
+a two-task mix.
+
+``q`` is predicted from the prompt's past groups on both sides, by calibration rather than by a
+model of pass rates. Each prompt keeps a one-byte *code*: the category of its last group (too easy
+``E``, signal with mean at least 1/2 ``S+``, signal below 1/2 ``S-``, too hard ``H``, flat ``F``) and
+how many groups in a row had it (1 to 8, and more; 41 codes with "unseen"). For every dataset and
+code the policy measures how often a group of a prompt with that code had signal (weighted over
+about the code's last 64 groups, shrunk by 4 pseudo-groups towards the code one group shorter in its
+run, and a run of one towards ``r_d``: a code with little evidence is taken for its neighbour, or for an
+average draw, which is never skipped). Measured on DAPO's reward logs of
+the reference experiment (other seeds than the reported ones), the run length is what predicts:
+after 1, 2, 4 and 8+ all-correct groups in a row a prompt had signal next time with probability
+0.16, 0.11, 0.06 and 0.03 on one task and 0.33, 0.22, 0.10 and 0.04 on the other; after one
+all-wrong group 0.3-0.4 (it is being learned), and after 8+ on a 300-prompt pool 0.008. A pass-rate
+model that took "all wrong" for as settled as "all correct" would skip the prompts about to give signal.
+
+Nothing is known of an unseen prompt: it is never skipped. A skipped prompt is looked at again once
+its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * predict_recheck`` *passes*,
+times ``predict_backoff ** (k - 1)`` after k too-easy groups in a row: forgetting (``snooze/regressed``)
+is caught and the codes' rates stay measured. Ages are counted on the run's *clock*, the groups
+generated so far (all datasets), and a pass is as many groups as the datasets have prompts (the
+generation DAPO would spend to look at every prompt once): a period does not run out when most of the
+pool is skipped and the stream races through it, as periods in encounters do; it means the same on a
+pool visited 100 times as on one visited 10 times, which a period in training steps does not; and it
+does not stall for a dataset that is mostly skipped, as a clock of each dataset's own groups does (both
+measured in docs/reference-experiment.md). The random numbers are a hash of ``(seed, dataset, row,
+clock at the last group)``: nothing to save, the same after a resume.
+
+A skip pays only while a replacement is left: when a draw walks a whole epoch of a dataset and every
+prompt is skipped, the policy relaxes (:meth:`Predictive.relax`) instead of ending the step short.
+
+State: two columns, 5 bytes a prompt beside the base columns (``code`` uint8; ``looked`` int32: the
+clock at the prompt's last group + 1, 0 for never: a run may generate up to 2**31 - 2 groups), the
+clock, and per dataset its rate, its codes' rates (2 + 82 numbers) and the relaxations of the step in
+progress, saved as ``meta.policy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
+from snooze.core._stateful import state_int
+from snooze.core._stream import DatasetStream
+from snooze.core.classify import SIGNAL, TOO_EASY, TOO_HARD
+from snooze.core.errors import StateError
+from snooze.core.policies.base import Changes, Policy, Report, register_policy
+from snooze.core.policies.history import encounter_uniform
+
+if TYPE_CHECKING:
+    from snooze.core.config import SchedulerConfig
+
+__all__ = ["Predictive", "CATEGORIES", "N_CODES", "category", "next_code", "decay", "RATE_HALFLIFE", "CODE_HALFLIFE", "PRIOR_GROUPS"]
+
+CATEGORIES = ("E", "S+", "S-", "H", "F")
+"""A group's outcome as a code sees it: too easy, signal with mean >= 1/2, signal below, too hard, flat."""
+_C = len(CATEGORIES)
+RUN_CAP = 8
+"""Run lengths counted in a code: 1, 2, ..., ``RUN_CAP`` (and more) groups of the same category in a row."""
+N_CODES = 1 + _C * RUN_CAP
+"""0: unseen; ``1 + RUN_CAP * c + (k - 1)``: the last ``k`` groups (``RUN_CAP``: at least that many) were of category ``c``."""
+
+RATE_HALFLIFE = 256
+"""Groups over which the stream's signal rate ``r`` halves its weight: about 8-16 steps of generation
+in the reference experiment, short enough to follow learning, long enough to be more than noise."""
+CODE_HALFLIFE = 64
+"""Groups of one code over which its measured signal rate halves its weight (codes that are skipped
+are measured only on their re-looks, so a longer window would lag far behind the model)."""
+PRIOR_GROUPS = 4.0
+"""Pseudo-groups at the stream's rate ``r`` added to every code's measurement: a code with few groups
+is predicted as an average draw, and an average draw is never skipped (``q < margin * r`` fails at margin <= 1)."""
+RELAX_LIMIT = 4
+"""Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
+the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
+_MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
+_MAX_DOUBLINGS = 16  # backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
+_DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
+
+
+def _decay_table(halflife: float) -> np.ndarray:
+    table = 0.5 ** (np.arange(_DECAY_SIZE + 1) / halflife)
+    table[-1] = 0.0
+    return table
+
+
+_DECAY = {RATE_HALFLIFE: _decay_table(RATE_HALFLIFE), CODE_HALFLIFE: _decay_table(CODE_HALFLIFE)}
+
+
+def decay(groups: np.ndarray, halflife: int) -> np.ndarray:
+    """The weight left to old groups after ``groups`` new ones, ``0.5 ** (groups / halflife)``, read from a
+    table (the same numbers on every machine and in the tests' reference model)."""
+    return _DECAY[halflife][np.minimum(groups, _DECAY_SIZE)]
+
+
+def category(outcomes: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """Each group's category (index into :data:`CATEGORIES`) from its outcome and mean (a fraction of the range). ``[N]``"""
+    cat = np.full(outcomes.shape, 4, dtype=np.int64)  # flat unless below
+    cat[outcomes == TOO_EASY] = 0
+    signal = outcomes == SIGNAL
+    cat[signal & (means >= 0.5)] = 1
+    cat[signal & (means < 0.5)] = 2
+    cat[outcomes == TOO_HARD] = 3
+    return cat
+
+
+def next_code(code: np.ndarray, cat: np.ndarray) -> np.ndarray:
+    """The code after a group of category ``cat``: the run of its category grows by one, or a new run starts."""
+    code = code.astype(np.int64)
+    last, run = (code - 1) // RUN_CAP, (code - 1) % RUN_CAP + 1  # category and run length of the code (unseen: -1, 0)
+    grown = np.where((code > 0) & (last == cat), np.minimum(run + 1, RUN_CAP), 1)
+    return (1 + RUN_CAP * cat + grown - 1).astype(np.uint8)
+
+
+@register_policy("predictive")
+class Predictive(Policy):
+    """Skip an encounter when the prompt's code predicts less signal than ``predict_margin`` times its dataset's rate."""
+
+    columns = (Column("code", np.uint8, maximum=N_CODES - 1), Column("looked", np.int32, minimum=0))
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__(config)
+        self.margin = float(config.predict_margin)
+        hard = config.predict_margin if config.predict_hard_margin is None else config.predict_hard_margin
+        self.by_code = np.where((np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin)  # [N_CODES] margin of each code
+        self.by_code[0] = 0.0  # an unseen prompt is never skipped
+        self.recheck = float(config.predict_recheck)
+        self.growth = np.array([config.predict_backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
+        self.bind([], [])
+
+    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
+        self.names = list(names)
+        self.index = {name: d for d, name in enumerate(self.names)}
+        D = len(self.names)
+        self.rate = np.zeros((D, 2))  # per dataset [signal, groups], weighted over its groups (RATE_HALFLIFE)
+        self.codes = np.zeros((D, 2, N_CODES))  # per dataset and code [signal, groups] (CODE_HALFLIFE)
+        self.relaxed = np.zeros(D, dtype=np.int64)  # per dataset: relaxations taken in this step (relax)
+        self.pass_size = max(int(sum(sizes)), 1)  # groups of a pass: every prompt of every dataset once
+        self.clock = 0  # groups generated (reported) so far, all datasets: the clock of ages
+        self._update_low()
+
+    # -- the prediction ----------------------------------------------------------------------------
+    def stream_rate(self) -> np.ndarray:
+        """``r`` per dataset ``[D]``: the signal rate of its groups generated lately (0 before any)."""
+        n = self.rate[:, 1]
+        return np.divide(self.rate[:, 0], n, out=np.zeros_like(n), where=n > 0)
+
+    def predicted(self) -> np.ndarray:
+        """``q`` per dataset and code ``[D, N_CODES]``: the code's measured signal rate in that dataset,
+        shrunk by :data:`PRIOR_GROUPS` towards the code one group shorter in its run (a run of one:
+        towards the dataset's ``r``), so a longer run than any measured yet starts from what was measured."""
+        D = len(self.names)
+        r = self.stream_rate()
+        sig = self.codes[:, 0, 1:].reshape(D, _C, RUN_CAP)  # [D, C, K] by category and run length
+        groups = self.codes[:, 1, 1:].reshape(D, _C, RUN_CAP)
+        q = np.empty((D, _C, RUN_CAP))
+        prior = np.repeat(r[:, None], _C, axis=1)  # [D, C]
+        for k in range(RUN_CAP):
+            prior = q[:, :, k] = (sig[:, :, k] + PRIOR_GROUPS * prior) / (groups[:, :, k] + PRIOR_GROUPS)
+        return np.concatenate([r[:, None], q.reshape(D, _C * RUN_CAP)], axis=1)
+
+    def margins(self) -> np.ndarray:
+        """The margin in force per dataset and code ``[D, N_CODES]``: ``predict_margin`` (codes of a run
+        of too-hard groups: ``predict_hard_margin``; unseen: 0), halved at each relaxation of this step,
+        0 (no code is low) after :data:`RELAX_LIMIT` of them."""
+        scale = np.where(self.relaxed < RELAX_LIMIT, 0.5**self.relaxed, 0.0)
+        return scale[:, None] * self.by_code[None, :]
+
+    def _update_low(self) -> None:
+        self.low = self.predicted() < self.margins() * self.stream_rate()[:, None]  # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
+
+    def periods(self, streak: np.ndarray) -> np.ndarray:
+        """The re-look period in passes before its random factor, from the too-easy streak ``[K]``."""
+        doublings = np.clip(streak.astype(np.int64) - 1, 0, _MAX_DOUBLINGS)
+        return self.recheck * self.growth[doublings]
+
+    def skip_mask(self, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+        skip = np.zeros(rows.shape[0], dtype=bool)
+        d = self.index[stream.name]
+        if self.relaxed[d] >= RELAX_LIMIT:
+            return skip
+        maybe = np.flatnonzero(awake & self.low[d][table.columns["code"][rows]])
+        if maybe.shape[0] == 0:
+            return skip
+        r = rows[maybe].astype(np.int64)
+        looked = table.columns["looked"][r].astype(np.int64)
+        salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(32))  # a fresh random period at every group
+        passes = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
+        skip[maybe] = self.clock - (looked - 1) < passes * self.pass_size  # age below the period: not due yet
+        return skip
+
+    # -- learning from a report --------------------------------------------------------------------
+    def report(self, memory: PromptMemory, report: Report) -> Changes:
+        """Each group moves its prompt's code on and is counted for the code it had; a prompt with
+        several groups in one report (an epoch edge) takes them in report order, and regresses at most once."""
+        cat = category(report.outcomes, report.means())
+        signal = (report.outcomes == SIGNAL).astype(np.float64)
+        ds, rows = report.group_ds.astype(np.int64), report.group_rows
+        if not report.repeated:
+            return Changes(ds, regressed=self._apply(memory.columns, ds, rows, cat, signal))
+        p = report.prompts()
+        occurrence = _occurrence(rows)
+        regressed = np.zeros(p.rows.shape[0], dtype=bool)
+        for k in range(int(occurrence.max()) + 1):  # the k-th group of each prompt: distinct rows again
+            sel = occurrence == k
+            hit = self._apply(memory.columns, ds[sel], rows[sel], cat[sel], signal[sel])
+            regressed |= np.isin(p.rows, rows[sel][hit])
+        return Changes(p.ds, regressed=regressed)
+
+    def _apply(self, cols: dict[str, np.ndarray], ds: np.ndarray, rows: np.ndarray, cat: np.ndarray, signal: np.ndarray) -> np.ndarray:
+        """One group each for distinct ``rows``; which of them regressed (last group too easy, this one not)."""
+        before = cols["code"][rows]
+        self._learn(ds, before, signal)
+        self.clock += int(ds.shape[0])
+        flags = cols["flags"][rows]
+        easy = cat == 0
+        regressed = ((flags & EASY_SNOOZED) != 0) & ~easy
+        cols["code"][rows] = next_code(before, cat)
+        cols["looked"][rows] = self.clock + 1
+        cols["streak"][rows] = np.where(easy, np.minimum(cols["streak"][rows].astype(np.int32) + 1, 255), 0)
+        cols["flags"][rows] = np.where(easy, flags | EASY_SNOOZED, flags & ~EASY_SNOOZED)
+        self._update_low()
+        return regressed
+
+    def _learn(self, ds: np.ndarray, before: np.ndarray, signal: np.ndarray) -> None:
+        """Fold groups into their dataset's ``r`` and into their codes' rates (the groups of one report weigh alike)."""
+        D = len(self.names)
+        n = np.bincount(ds, minlength=D)
+        self.rate *= decay(n, RATE_HALFLIFE)[:, None]
+        self.rate += np.stack([np.bincount(ds, weights=signal, minlength=D), n], axis=1)
+        at = ds * N_CODES + before.astype(np.int64)
+        k = np.bincount(at, minlength=D * N_CODES).reshape(D, N_CODES)
+        hits = np.bincount(at, weights=signal, minlength=D * N_CODES).reshape(D, N_CODES)
+        self.codes *= decay(k, CODE_HALFLIFE)[:, None, :]
+        self.codes += np.stack([hits, k], axis=1)
+
+    def relax(self, d: int) -> bool:
+        """A whole epoch of dataset ``d`` was skipped: no replacement draw is left this step, so a skip
+        now saves a group but leaves a batch slot empty. Halve the margin (the prompts predicted best
+        among the skipped come back first); after :data:`RELAX_LIMIT` relaxations skip nothing until the
+        step ends (the rest of the step draws as DAPO does)."""
+        if self.relaxed[d] >= RELAX_LIMIT:
+            return False
+        self.relaxed[d] += 1
+        self._update_low()
+        return True
+
+    def end_step(self, steps: int) -> None:
+        if self.relaxed.any():
+            self.relaxed[:] = 0
+            self._update_low()
+
+    # -- state -------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe: the clock, and per dataset (by name) its rate, codes' rates and the relaxations of this step."""
+        per = {
+            name: {"rate": self.rate[d].tolist(), "codes": self.codes[d].tolist(), "relaxed": int(self.relaxed[d])}
+            for d, name in enumerate(self.names)
+        }
+        return {"clock": self.clock, "datasets": per}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Checks all of it first. Datasets of this run that the state lacks (a migration to new data)
+        start unmeasured; the state's datasets must all be this run's."""
+        if not isinstance(state, Mapping) or set(state) != {"clock", "datasets"} or not isinstance(state["datasets"], Mapping):
+            raise StateError("the 'predictive' policy state must hold 'clock' and 'datasets'; the state is corrupt")
+        clock = state_int(state["clock"], "policy.clock", 0, _MAX_CLOCK)
+        unknown = sorted(set(state["datasets"]) - set(self.index))
+        if unknown:
+            raise StateError(f"the 'predictive' policy state names datasets {unknown} that this scheduler does not have")
+        rate, codes, relaxed = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed)
+        for name, part in state["datasets"].items():
+            if not isinstance(part, Mapping) or set(part) != {"rate", "codes", "relaxed"}:
+                raise StateError(f"policy.datasets[{name!r}] must hold 'rate', 'codes' and 'relaxed'; the state is corrupt")
+            d = self.index[name]
+            rate[d] = _counts(part["rate"], (2,), f"policy.datasets[{name!r}].rate")
+            codes[d] = _counts(part["codes"], (2, N_CODES), f"policy.datasets[{name!r}].codes")
+            relaxed[d] = state_int(part["relaxed"], f"policy.datasets[{name!r}].relaxed", 0, RELAX_LIMIT)
+        self.clock, self.rate, self.codes, self.relaxed = clock, rate, codes, relaxed
+        self._update_low()
+
+
+def _counts(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
+    """``[signal, groups]`` weights: finite, at least 0, signal at most groups."""
+    try:
+        arr = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise StateError(f"{what} is not a list of numbers; the state is corrupt") from None
+    if arr.shape != shape or not np.isfinite(arr).all() or (arr < 0).any() or (arr[0] > arr[1] * (1 + 1e-9) + 1e-12).any():
+        raise StateError(f"{what} must be {shape} finite weights >= 0 with signal <= groups; the state is corrupt")
+    return arr
+
+
+def _occurrence(rows: np.ndarray) -> np.ndarray:
+    """For each group, how many groups of the same prompt come before it in the report (0, 1, ...). ``[N]``"""
+    order = np.argsort(rows, kind="stable")
+    ordered = rows[order]
+    index = np.arange(rows.shape[0])
+    starts = np.maximum.accumulate(np.where(np.r_[True, ordered[1:] != ordered[:-1]], index, 0))
+    out = np.empty(rows.shape[0], dtype=np.int64)
+    out[order] = index - starts
+    return out

@@ -1,0 +1,96 @@
+"""Figure 4: what each arm paid in generation against what it ended at, one point per seed.
+
+The trade-off of a skipping policy at a glance: left is cheaper, up is better. DAPO's final accuracy
+is drawn as a band of +-1 point (the reference experiment's "same accuracy"), and DAPO's generation
+divided by 1.5 and by 3 as vertical lines (the targets the issue set), beside "one round per step"
+(every group generated trained on: the floor no policy can pass).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from snooze.plots._mpl import pyplot
+from snooze.plots.efficiency import Records, accuracy_key
+from snooze.plots.style import arm_color, arm_label
+
+__all__ = ["figure_tradeoff", "final_point", "TRADEOFF_ARMS"]
+
+logger = logging.getLogger(__name__)
+
+TRADEOFF_ARMS = ("dynamic_sampling", "grpo", "filter", "snooze-f1", "snooze-f2", "snooze", "predictive")
+"""Arms of figure 4, in legend order (the figure-3 arms train on other data and are left out)."""
+
+_MARKERS = {"dynamic_sampling": "s", "grpo": "v", "filter": "X", "snooze-f1": "<", "snooze-f2": ">", "snooze": "o", "predictive": "*"}
+_SAME = 0.01  # +-1 point of DAPO's accuracy: "the same final accuracy"
+
+
+def final_point(records: Records, key: str) -> tuple[float, float] | None:
+    """``(total generated groups, final accuracy)`` of one run: its last step's total and its last
+    evaluation (``None`` when it logged neither)."""
+    groups = [r["total/gen_groups"] for r in records if r.get("total/gen_groups") is not None]
+    accs = [r[key] for r in records if r.get(key) is not None]
+    if not groups or not accs:
+        return None
+    return float(groups[-1]), float(accs[-1])
+
+
+def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
+    """Figure 4: generated groups (x) against final held-out accuracy (y), every arm, seeds as points."""
+    arms = [a for a in TRADEOFF_ARMS if runs.get(a)] + sorted(a for a in runs if a not in TRADEOFF_ARMS and not a.startswith("fig3-"))
+    key = accuracy_key({a: runs[a] for a in arms})
+    points = {a: [p for p in (final_point(r, key) for r in runs[a]) if p is not None] for a in arms}
+    points = {a: np.array(p) for a, p in points.items() if p}
+    if not points:
+        logger.info("figure 4 skipped: no arm logged generated groups and a final evaluation")
+        return None
+    plt = pyplot()
+    from matplotlib.ticker import PercentFormatter
+
+    fig, ax = plt.subplots(figsize=(11.5, 6.2))
+    dapo = points.get("dynamic_sampling")
+    if dapo is not None:
+        _dapo_guides(ax, dapo, runs["dynamic_sampling"])
+    for arm, pts in points.items():
+        color, marker = arm_color(arm), _MARKERS.get(arm, "D")
+        ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
+        mean = pts.mean(axis=0)
+        ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+    what = "avg@k at the rollout temperature" if key.startswith("eval/sampled") else "greedy"
+    ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=f"final held-out accuracy ({what})")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    ax.set_title(_title(points), fontsize=12)
+    n = max(len(p) for p in points.values())
+    fig.text(0.99, 0.01, f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.", ha="right", va="bottom", fontsize=8, color="#555555")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    return fig
+
+
+def _dapo_guides(ax: Any, dapo: np.ndarray, records: list[Records]) -> None:
+    """DAPO's accuracy +-1 point, its generation / 1.5 and / 3, and one round per step."""
+    groups, acc = dapo[:, 0].mean(), dapo[:, 1].mean()
+    ax.axhspan(acc - _SAME, acc + _SAME, color=arm_color("dynamic_sampling"), alpha=0.08, linewidth=0, label="DAPO's accuracy +-1 point")
+    for div, style in ((1.5, ":"), (3.0, "--")):
+        ax.axvline(groups / div, color="#555555", linestyle=style, linewidth=1.0, label=f"DAPO / {div:g}")
+    trained = [r[-1].get("total/train_groups") for r in records if r]
+    trained = [t for t in trained if t is not None]
+    if trained:
+        ax.axvline(float(np.mean(trained)), color="black", linewidth=1.2, label="one round per step (all groups trained on)")
+
+
+def _title(points: dict[str, np.ndarray]) -> str:
+    """The finding: each arm's generation against DAPO's and its accuracy gap, from the means."""
+    if "dynamic_sampling" not in points:
+        return "Generated groups against final held-out accuracy"
+    g0, a0 = points["dynamic_sampling"].mean(axis=0)
+    best = [a for a in ("predictive", "snooze") if a in points]
+    parts = []
+    for arm in best:
+        g, a = points[arm].mean(axis=0)
+        parts.append(f"{arm_label(arm)}: {g0 / g:.2f}x fewer groups than DAPO, {100 * (a - a0):+.1f} points")
+    return "Generation against final accuracy\n" + ("\n".join(parts) if parts else "DAPO and the other arms")
