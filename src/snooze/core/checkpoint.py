@@ -150,6 +150,29 @@ def _prune(root: Path, keep: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
+def read_record(latest: Path, fmt: str, version: int, what: str, fix: str = "", max_bytes: int = _MAX_RECORD) -> dict[str, Any]:
+    """The commit record ``latest`` (a small JSON object) of format ``fmt`` and ``version``, or a
+    :class:`StateError` naming the file; ``what`` names the checkpoint kind in messages, ``fix`` (a
+    sentence) is appended to them. Used by the scheduler's checkpoints and the reference trainer's."""
+    tail = f". {fix}" if fix else ""
+    try:
+        with open(latest, "rb") as fh:
+            raw = fh.read(max_bytes + 1)  # a commit record is a few hundred bytes; never read a huge file whole
+        if len(raw) > max_bytes:
+            raise StateError(f"{latest}: over {max_bytes} bytes, so not a commit record; the checkpoint is corrupt{tail}")
+        record = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
+        raise StateError(f"{latest}: not a readable commit record ({exc}); the checkpoint is corrupt{tail}") from None
+    if not isinstance(record, dict) or record.get("format") != fmt:
+        raise StateError(f"{latest}: not a {what} record{tail}")
+    if record.get("version") != version:
+        raise StateError(
+            f"{latest}: {what.removeprefix('snooze ')} version {record.get('version')!r} is not supported (this snooze "
+            f"reads version {version}); resume it with the snooze release that wrote it"
+        )
+    return record
+
+
 def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
@@ -159,21 +182,7 @@ def _read_record(root: Path) -> dict[str, Any]:
             f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
             "leaves only temporary files, which are never loaded); pass the directory given to save()"
         )
-    try:
-        with open(latest, "rb") as fh:
-            raw = fh.read(_MAX_RECORD + 1)  # a commit record is ~200 bytes; never read a huge file whole
-        if len(raw) > _MAX_RECORD:
-            raise StateError(f"{latest}: over {_MAX_RECORD} bytes, so not a commit record; the checkpoint is corrupt")
-        record = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError) as exc:
-        raise StateError(f"{latest}: not a readable commit record ({exc}); the checkpoint is corrupt") from None
-    if not isinstance(record, dict) or record.get("format") != CHECKPOINT_FORMAT:
-        raise StateError(f"{latest}: not a snooze checkpoint record")
-    if record.get("version") != CHECKPOINT_VERSION:
-        raise StateError(
-            f"{latest}: checkpoint version {record.get('version')!r} is not supported (this snooze reads "
-            f"version {CHECKPOINT_VERSION})"
-        )
+    record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint")
     name = record.get("file")
     if not isinstance(name, str) or not _FILE_RE.match(name):
         raise StateError(

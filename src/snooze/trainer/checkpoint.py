@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from snooze.core.checkpoint import _fsync_dir, _write_atomic
+from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_record
 from snooze.core.errors import StateError
 
 __all__ = ["commit", "committed", "write_atomic", "TRAINER_FORMAT", "TRAINER_VERSION"]
@@ -121,21 +121,7 @@ _FIX = "Restore the run folder from a backup, or start the run over in a new fol
 
 
 def _read_record(latest: Path) -> dict[str, Any]:
-    try:
-        with open(latest, "rb") as fh:
-            raw = fh.read(_MAX_RECORD + 1)
-        if len(raw) > _MAX_RECORD:
-            raise StateError(f"{latest}: over {_MAX_RECORD} bytes, so not a commit record; the checkpoint is corrupt. {_FIX}")
-        record = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateError(f"{latest}: not a readable commit record ({exc}); the checkpoint is corrupt. {_FIX}") from None
-    if not isinstance(record, dict) or record.get("format") != TRAINER_FORMAT:
-        raise StateError(f"{latest}: not a snooze trainer checkpoint record. {_FIX}")
-    if record.get("version") != TRAINER_VERSION:
-        raise StateError(
-            f"{latest}: trainer checkpoint version {record.get('version')!r} is not supported (this snooze reads "
-            f"version {TRAINER_VERSION}); resume it with the snooze release that wrote it"
-        )
+    record = read_record(latest, TRAINER_FORMAT, TRAINER_VERSION, "snooze trainer checkpoint", _FIX, _MAX_RECORD)
     name, files = record.get("dir"), record.get("files")
     if not isinstance(name, str) or not _DIR_RE.match(name):
         raise StateError(f"{latest}: names the folder {name!r}, which is not a step folder of the checkpoint. {_FIX}")
