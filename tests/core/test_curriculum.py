@@ -122,7 +122,7 @@ def test_state_from_another_curriculum_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("make", "match"),
-    [(lambda p: p.mkdir(), "cannot read the curriculum file"), (lambda p: p.write_bytes(b"\xff\xfe{}"), "not a UTF-8 text file"),
+    [(lambda p: p.mkdir(), "cannot read the curriculum file"), (lambda p: p.write_bytes(b"\xff\xfe{}"), "not UTF-8 text"),
      (lambda p: None, "curriculum file not found")],  # fmt: skip
 )
 def test_a_curriculum_path_that_is_not_a_readable_file_is_a_config_error(tmp_path: Path, make, match: str) -> None:

@@ -200,7 +200,7 @@ class Curriculum:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
         except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not a UTF-8 text file; a curriculum is snooze stratify's curriculum.json") from None
+            raise ConfigError(f"{path}: not UTF-8 text; a curriculum is snooze stratify's curriculum.json") from None
         except OSError as exc:  # a folder, no permission, ...
             raise ConfigError(f"{path}: cannot read the curriculum file ({exc.strerror or exc})") from None
         return cls.from_dict(data, source=str(path))
