@@ -10,7 +10,7 @@ import pytest
 
 from snooze.cli.main import main
 from snooze.core.config import SchedulerConfig
-from snooze.experiments.compare import FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
+from snooze.experiments.compare import DEFAULT_ARMS, FACTOR_ARMS, FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
 
 SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds",
                 "seeds", "gen_groups", "encounters_per_prompt", "generated_per_prompt", "accuracy"}  # fmt: skip
@@ -20,9 +20,10 @@ TIME_KEYS = ("time/step_s", "time/elapsed_s")
 @pytest.mark.slow
 def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["compare", "--out", str(out), "--profile", "quick", "--jobs", "2", "--cache", str(tmp_path / "cache")]) == 0
+    assert main(["compare", "--out", str(out), "--profile", "quick", "--jobs", "2", "--cache", str(tmp_path / "cache"), "--arms", "all"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
+    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS)  # without --arms: all but the factor sweep
     steps = PROFILES["quick"].steps
     for arm, s in summary.items():
         assert SUMMARY_KEYS <= set(s) and s["steps"] == steps, arm
@@ -115,7 +116,7 @@ def test_snooze_options_reach_only_the_snooze_arms() -> None:
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["compare", "--out", str(tmp_path), "--arms", "dapo"])
-    assert "arms must be among" in capsys.readouterr().err
+    assert "arms must be 'all' or among" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,12 @@ HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/
 def _arms(text: str) -> list[str]:
     from snooze.experiments.compare import ARMS
 
+    if text.strip() == "all":
+        return list(ARMS)
     out = [a.strip() for a in text.split(",") if a.strip()]
     bad = [a for a in out if a not in ARMS]
     if not out or bad:
-        raise argparse.ArgumentTypeError(f"{text!r}: arms must be among {', '.join(ARMS)}")
+        raise argparse.ArgumentTypeError(f"{text!r}: arms must be 'all' or among {', '.join(ARMS)}")
     return out
 
 
@@ -57,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads", type=int, default=None,
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
     )  # fmt: skip
-    parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms (default: every arm)")
+    parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms, or all (default: every arm but snooze-f1 and snooze-f2, the factor sweep)")
     parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
     parser.add_argument("--curriculum", type=input_file, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
 
