@@ -48,7 +48,7 @@ FACTOR_ARMS: dict[str, int] = {"snooze-f1": 1, "snooze-f2": 2}
 """Snooze arms at a fixed factor (the ``snooze`` arm takes ``--factor``, 5 by default)."""
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in ARMS if a not in FACTOR_ARMS)
 """The arms run when ``--arms`` is not given: all but the factor sweep, so the default profile keeps its
-15-minute budget on 2 cores (``--arms all`` adds snooze at factors 1 and 2, about 4.5 minutes more)."""
+15-minute budget on 2 cores (``--arms all`` adds snooze at factors 1 and 2: about 5 minutes more)."""
 _COST = {"fig3-snooze-quota": 0, "fig3-snooze": 1, "dynamic_sampling": 2, "snooze-f1": 3, "snooze-f2": 4, "snooze": 5, "filter": 6,
          "predictive": 7, "fig3-filter": 8, "grpo": 9}  # fmt: skip
 """Order runs start in with several jobs: the ones that generate most first (a shorter makespan)."""
