@@ -127,7 +127,7 @@ def test_cli_step_sizes_of_0_are_a_one_line_error_not_a_hang(
     log = _write(tmp_path / "log.jsonl", LINES)
     assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--no-plot", option, "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{option[2:].replace('-', '_')}=0: must be an integer >= 1" in err
+    assert len(err.splitlines()) == 1 and f"{option[2:].replace('-', '_')}=0: must be an integer >= 1 (option {option})" in err
     assert not (tmp_path / "out").exists()
 
 @settings(max_examples=40, deadline=None)

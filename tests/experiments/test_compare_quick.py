@@ -10,7 +10,16 @@ import pytest
 
 from snooze.cli.main import main
 from snooze.core.config import SchedulerConfig
-from snooze.experiments.compare import DEFAULT_ARMS, FACTOR_ARMS, FIG3_ARMS, MAIN_ARMS, PROFILES, _arm_config, _data, _strata
+from snooze.experiments.compare import (
+    DEFAULT_ARMS,
+    FACTOR_ARMS,
+    FIG3_ARMS,
+    MAIN_ARMS,
+    PROFILES,
+    _arm_config,
+    _data,
+    _strata,
+)
 
 SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds",
                 "seeds", "gen_groups", "encounters_per_prompt", "generated_per_prompt", "accuracy"}  # fmt: skip

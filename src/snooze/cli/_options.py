@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -28,13 +29,13 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from snooze.core.config import field_choices
 from snooze.core.errors import ConfigError
 
-__all__ = ["add_options", "values", "build", "override", "field_help", "flag"]
+__all__ = ["add_options", "values", "build", "override", "naming_options", "field_help", "flag"]
 
 T = TypeVar("T")
 
@@ -151,18 +152,24 @@ def values(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
 
 def build(cls: type[T], options: Mapping[str, Any], **fixed: Any) -> T:
     """``cls(**fixed, **options)``; a :class:`ConfigError` names the command-line option it came from."""
-    try:
+    with naming_options(cls, options):
         return cls(**fixed, **options)
-    except ConfigError as exc:
-        raise _naming(exc, cls, options) from None
 
 
 def override(base: T, options: Mapping[str, Any]) -> T:
     """``base`` with the given fields replaced (and checked again); errors name the option, as :func:`build`."""
-    try:
+    with naming_options(type(base), options):
         return dataclasses.replace(base, **options)  # type: ignore[type-var]
+
+
+@contextlib.contextmanager
+def naming_options(cls: type, options: Mapping[str, Any]) -> Iterator[None]:
+    """Inside, a :class:`ConfigError` about one of ``cls``'s fields in ``options`` names its option (for
+    constructors other than ``cls(...)``, e.g. ``StepShape.infer``)."""
+    try:
+        yield
     except ConfigError as exc:
-        raise _naming(exc, type(base), options) from None
+        raise _naming(exc, cls, options) from None
 
 
 def _naming(exc: ConfigError, cls: type, options: Mapping[str, Any]) -> ConfigError:

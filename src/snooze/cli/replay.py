@@ -101,7 +101,7 @@ def _print_sim_note(results: dict[str, dict[str, Any]], shape: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from snooze.analysis import StepShape, policy_names, replay_policies
-    from snooze.cli._options import build, values
+    from snooze.cli._options import build, naming_options, values
     from snooze.core.config import SchedulerConfig
     from snooze.logs import read_reward_log
 
@@ -109,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = build(SchedulerConfig, options)  # checked before the log is read
     log = read_reward_log(args.log, group_size=args.group_size, reward_range=cfg.reward_range)
     cfg = cfg.replace(group_size=log.group_size)
-    shape = StepShape.infer(log, **values(args, SHAPE_OPTIONS))
+    shape_options = values(args, SHAPE_OPTIONS)
+    with naming_options(StepShape, shape_options):
+        shape = StepShape.infer(log, **shape_options)
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
