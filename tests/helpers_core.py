@@ -69,3 +69,18 @@ def snapshot(sched: snooze.Scheduler) -> tuple[str, str, dict]:
     from _driver import state_hash
 
     return state_hash(sched), sched.run_id, {n: float(w) for n, w in zip(sched.names, sched.weights)}
+
+
+def assert_report_refused(sched: snooze.Scheduler, cands: object, rewards: object, how: str) -> None:
+    """``sched.report(cands, rewards)`` is refused with the project's report or reward error, and the
+    scheduler's whole state is as it was (the state machines' invalid-report rules)."""
+    from _driver import state_hash
+
+    before = state_hash(sched)
+    try:
+        sched.report(cands, rewards)  # type: ignore[arg-type]
+    except (snooze.ReportError, snooze.RewardError):
+        pass
+    else:
+        raise AssertionError(f"invalid report ({how}) was accepted")
+    assert state_hash(sched) == before
