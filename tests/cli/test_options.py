@@ -15,12 +15,13 @@ import snooze
 from snooze.analysis.replay import StepShape
 from snooze.analysis.stratify import StratifyConfig
 from snooze.cli import baseline, compare, replay, stratify
-from snooze.cli._options import add_options, build, field_help, flag, values
+from snooze.cli._options import add_options, build, field_help, flag, override, values
 from snooze.cli.main import _build_parser, main
 from snooze.core.config import SchedulerConfig, field_choices
 from snooze.core.policies import POLICIES, Policy, register_policy
 from snooze.experiments.baseline import BaselineConfig
 from snooze.experiments.compare import Profile
+from snooze.experiments.profiles import PROFILES
 from snooze.trainer.loop import TrainConfig
 
 # (subcommand, config class, fields, the text that says where the default comes from when the option is left out)
@@ -123,3 +124,13 @@ def test_stratify_options_reach_the_config(tmp_path: Path) -> None:
     cfg = build(StratifyConfig, values(args, [f.name for f in dataclasses.fields(StratifyConfig)]))
     assert (cfg.too_hard, cfg.drop_too_easy, cfg.reward_range, cfg.postpone_too_hard) == (0.1, False, (-1.0, 1.0), True)
     assert np.isclose(cfg.easy, StratifyConfig().easy)
+
+
+def test_compare_lr_is_the_profiles_and_checked_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    compare.add_arguments(parser)
+    args = parser.parse_args(["--out", str(tmp_path / "a"), "--lr", "1e-5"])
+    assert override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS)).lr == 1e-5
+    assert main(["compare", "--out", str(tmp_path / "c"), "--lr", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be > 0 (option --lr)"
+    assert not (tmp_path / "c").exists()
