@@ -92,9 +92,9 @@ def pass_rates(model: TinyGPT, records: Sequence[Mapping[str, Any]], temperature
     return np.concatenate(out)
 
 
-@register_policy("pass_rate_oracle")
 class PassRateOracle(Policy):
-    """Skip an encounter when the prompt's exact chance of a signal group is below ``tau``."""
+    """Skip an encounter when the prompt's exact chance of a signal group is below ``tau`` (registered as
+    ``pass_rate_oracle`` by :func:`main` only: importing this module adds no policy)."""
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
@@ -142,6 +142,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--carry-surplus", action="store_true", help="the oracle arm keeps its surplus signal groups for the next step (SchedulerConfig.carry_surplus)")
     args = parser.parse_args()
+    register_policy("pass_rate_oracle")(PassRateOracle)
     torch.set_num_threads(args.threads)
     profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, pool_size=args.pool_size, fig3_task=args.tasks)
     pools, tests, banned = _data(profile, profile.tasks)
