@@ -16,6 +16,12 @@ costs about B / r groups::
 
     python benchmarks/history_ceiling.py /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
     python benchmarks/history_ceiling.py --needed --dapo-groups 21664 --steps 300
+    python benchmarks/history_ceiling.py --by-level default /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
+
+``--by-level PROFILE`` asks the same of evidence shared between prompts instead: each group's feature is
+the signal share of the groups of its task *level* (the built-in tasks' difficulty, rebuilt from the
+profile's pools) generated in the ``--window`` steps before, bucketed by tenths; every group counts,
+first looks too. It is what a rule that pooled fresh evidence over prompts of one difficulty could know.
 """
 
 from __future__ import annotations
@@ -93,6 +99,33 @@ def expected_rounds(r: float, batch: int, max_rounds: int) -> float:
     return rounds
 
 
+def level_encounters(path: Path, level_of: dict[str, int], window: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(recent signal share of the group's level, bucketed 0..9, or -1 with no recent group; signal)`` per group."""
+    log = read_reward_log(path)
+    signal = classify_groups(log.rewards, (0.0, 1.0)) == SIGNAL
+    key = np.array([hash((d, level_of[str(i)])) for d, i in zip(log.datasets, log.ids)])
+    feature = np.full(len(signal), -1)
+    steps = log.steps
+    for s in np.unique(steps):
+        now = np.flatnonzero(steps == s)
+        recent = (steps >= s - window) & (steps < s)
+        if not recent.any():
+            continue
+        for k in np.unique(key[now]):
+            m = recent & (key == k)
+            if m.any():
+                feature[now[key[now] == k]] = min(int(signal[m].mean() * 10), 9)
+    return feature, signal
+
+
+def _levels(profile_name: str) -> dict[str, int]:
+    from snooze.experiments.compare import _data
+    from snooze.experiments.profiles import PROFILES
+
+    pools, _, _ = _data(PROFILES[profile_name], PROFILES[profile_name].tasks)
+    return {str(r["id"]): int(r["level"]) for recs in pools.values() for r in recs}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("logs", type=Path, nargs="*", help="rewards.jsonl files (pooled)")
@@ -102,7 +135,21 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-rounds", type=int, default=8)
+    parser.add_argument("--by-level", metavar="PROFILE", default=None, help="evidence pooled by task level (the profile the logs come from)")
+    parser.add_argument("--window", type=int, default=3, help="with --by-level: steps of evidence before each group")
     args = parser.parse_args()
+    if args.by_level:
+        level_of = _levels(args.by_level)
+        parts = [level_encounters(p, level_of, args.window) for p in args.logs]
+        feature, sig = (np.concatenate([x[i] for x in parts]) for i in range(2))
+        table = [(int(f), 0, int((feature == f).sum()), float(sig[feature == f].mean())) for f in np.unique(feature)]
+        print(f"{len(sig):,} groups, signal share {sig.mean():.3f}; by the level's signal share over the {args.window} steps before:")
+        for f, _, n, rate in table:
+            print(f"  {'none' if f < 0 else f'{f / 10:.1f}-{(f + 1) / 10:.1f}'}: {n} groups, {rate:.3f} with signal")
+        print("ceiling: share of groups kept -> precision of the kept (best cells first)")
+        for share, precision in ceiling(table):
+            print(f"  {share:.3f} -> {precision:.3f}")
+        return
     if args.needed:
         print("signal chance r | groups, DAPO's rounds | DAPO/arm | groups, surplus carried | DAPO/arm")
         for r in (0.4, 0.5, 0.6, 0.665, 0.7, 0.8, 0.83, 0.9, 0.95, 0.957, 0.98):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from history_ceiling import ceiling, cells, encounters, expected_rounds
+from history_ceiling import ceiling, cells, encounters, expected_rounds, level_encounters
 from pass_rate_oracle import pass_rates
 
 from snooze.logs import RewardLogWriter
@@ -64,3 +64,14 @@ def test_history_table_counts_repeat_encounters(tmp_path: Path) -> None:
     curve = ceiling(table)
     assert curve[0] == (1 / 3, 1.0) and curve[-1] == (1.0, 1 / 3)
     assert all(a[1] >= b[1] for a, b in zip(curve, curve[1:]))  # best cells first
+
+
+def test_level_evidence_is_the_recent_signal_share_of_the_level(tmp_path: Path) -> None:
+    path = tmp_path / "rewards.jsonl"
+    with RewardLogWriter(path) as log:
+        log.write(0, ["d", "d", "d"], ["a", "b", "c"], [[1, 0], [1, 1], [0, 1]])  # level 1: a, b (1 of 2 signal); level 2: c
+        log.write(1, ["d", "d"], ["b", "c"], [[1, 1], [0, 0]])
+        log.write(9, ["d"], ["a"], [[0, 1]])  # nothing of level 1 in the 3 steps before
+    feature, sig = level_encounters(path, {"a": 1, "b": 1, "c": 2}, window=3)
+    assert feature.tolist() == [-1, -1, -1, 5, 9, -1]  # b at step 1: level 1 had 1 of 2 with signal; c: 1 of 1
+    assert sig.tolist() == [True, False, True, False, False, True]
