@@ -28,6 +28,7 @@ from snooze.trainer.loop import TrainConfig
 BACKED = [
     ("compare", Profile, compare.PROFILE_OPTIONS, "the profile's"),
     ("compare", SchedulerConfig, compare.SNOOZE_OPTIONS, None),
+    ("compare", SchedulerConfig, compare.ARM_OPTIONS, None),
     ("compare", TrainConfig, ("device",), None),
     ("replay", SchedulerConfig, replay.SCHEDULER_OPTIONS[:1], "the log's first line"),
     ("replay", SchedulerConfig, replay.SCHEDULER_OPTIONS[1:], None),

@@ -120,6 +120,9 @@ def test_snooze_options_reach_only_the_snooze_arms() -> None:
     pred = _arm_config("predictive", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3, "predict_recheck": 4.0})
     assert pred.policy == "predictive" and (pred.predict_margin, pred.predict_recheck) == (0.3, 4.0)
     assert _arm_config("snooze", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3}).predict_margin == SchedulerConfig().predict_margin
+    carried = {arm: _arm_config(arm, profile, 5, ["a", "b"], every_arm={"carry_surplus": True}).carry_surplus for arm in arms}
+    assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
+    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).carry_surplus for arm in arms)
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -31,6 +31,9 @@ TRAIN_OPTIONS = ("device", "checkpoint_every")
 SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 """Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
 
+ARM_OPTIONS = ("carry_surplus",)
+"""Fields of :class:`~snooze.SchedulerConfig` set on every arm."""
+
 PREDICTIVE_OPTIONS = ("predict_margin", "predict_hard_margin", "predict_recheck", "predict_backoff")
 """Fields of :class:`~snooze.SchedulerConfig` set on the ``predictive`` arm."""
 
@@ -48,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: longer; gpu: a larger model for --device cuda",
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
+    add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)
     add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
     add_options(parser.add_argument_group("the predictive arm (SchedulerConfig fields)"), SchedulerConfig, PREDICTIVE_OPTIONS)
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
@@ -86,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     _check(args)
     snooze_arms = values(args, SNOOZE_OPTIONS)
     predictive = values(args, PREDICTIVE_OPTIONS)
-    build(SchedulerConfig, {**snooze_arms, **predictive})  # checked now, before anything is trained
+    every_arm = values(args, ARM_OPTIONS)
+    build(SchedulerConfig, {**snooze_arms, **predictive, **every_arm})  # checked now, before anything is trained
     train_options = values(args, TRAIN_OPTIONS)
     build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
@@ -113,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             args.out, profile, arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
             on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
             threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, predictive=predictive,
+            every_arm=every_arm,
             checkpoint_every=train_options["checkpoint_every"],
         )  # fmt: skip
     finally:

@@ -63,9 +63,10 @@ def _arm_config(
     backoff: float = 1.0,
     skip: str = "counter",
     predictive: Mapping[str, Any] | None = None,
+    every_arm: Mapping[str, Any] | None = None,
 ) -> SchedulerConfig:
     factor = FACTOR_ARMS.get(arm, factor)
-    base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor)
+    base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor, **(every_arm or {}))
     policy = "snooze" if arm in FACTOR_ARMS else arm.removeprefix("fig3-").removesuffix("-quota")
     cfg = base.replace(policy=policy)
     if policy == "snooze":
@@ -185,6 +186,7 @@ def run_compare(
     jobs: int = 1,
     predictive: Mapping[str, Any] | None = None,
     checkpoint_every: int = 50,
+    every_arm: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
 
@@ -193,6 +195,7 @@ def run_compare(
     ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
     ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
     ``predictive``: ``SchedulerConfig`` fields of the ``predictive`` arm (``predict_margin``, ...; default: the config's).
+    ``every_arm``: ``SchedulerConfig`` fields set on every arm (``carry_surplus``; default: the config's).
     ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
@@ -223,7 +226,7 @@ def run_compare(
     specs = []
     for arm in sorted(arms, key=lambda a: _COST.get(a, 0)) if jobs > 1 else arms:
         fig3 = arm in FIG3_ARMS
-        sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive)
+        sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive, every_arm)
         for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if fig3 else seeds)):
             cur = curriculum if not fig3 else None
             specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
@@ -233,7 +236,7 @@ def run_compare(
     summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0)
     meta = {
         "profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "skip": skip,
-        "predictive": dict(predictive or {}),
+        "predictive": dict(predictive or {}), "every_arm": dict(every_arm or {}),
         "jobs": jobs, "threads": threads,
         "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "val_by_task": base.val_by_task, "task_steps": base.task_steps,
                    "key": base.key, "cached": base.cached, "seconds": base.seconds},
