@@ -26,7 +26,7 @@ PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_s
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
 TRAIN_OPTIONS = ("device", "checkpoint_every")
-"""Fields of :class:`~snooze.trainer.loop.TrainConfig` given to every run."""
+"""Fields of :class:`~snooze.trainer.config.TrainConfig` given to every run."""
 
 SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
 """Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
     from snooze.experiments.profiles import PROFILES, Profile
-    from snooze.trainer.loop import TrainConfig
+    from snooze.trainer.config import TrainConfig
 
     parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from snooze.core.config import SchedulerConfig
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
-    from snooze.trainer.loop import TrainConfig
+    from snooze.trainer.config import TrainConfig
 
     _check(args)
     snooze_arms = values(args, SNOOZE_OPTIONS)

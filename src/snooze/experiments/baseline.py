@@ -121,7 +121,7 @@ def _shape(weights: Path, sd: Any) -> dict[str, Any]:
 def _rewards(model: Any, records: Sequence[Mapping[str, Any]], cfg: BaselineConfig, gen: Any) -> list[list[float]]:
     import torch
 
-    from snooze.trainer.evaluate import MAX_NEW_TOKENS
+    from snooze.trainer.config import MAX_NEW_TOKENS
     from snooze.trainer.model import sample
     from snooze.trainer.tasks import verify
     from snooze.trainer.tokenizer import CharTokenizer

@@ -160,9 +160,8 @@ def warmup_config(profile: Profile) -> Any:
 
 
 def train_config(profile: Profile, seed: int, device: str = "cpu", checkpoint_every: int = 50) -> Any:
-    """The reference loop's :class:`~snooze.trainer.loop.TrainConfig` for one seed."""
-    from snooze.trainer.grpo import GRPOConfig
-    from snooze.trainer.loop import TrainConfig
+    """The reference loop's :class:`~snooze.trainer.config.TrainConfig` for one seed."""
+    from snooze.trainer.config import GRPOConfig, TrainConfig
 
     return TrainConfig(
         steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature, checkpoint_every=checkpoint_every,

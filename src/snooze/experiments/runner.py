@@ -41,7 +41,7 @@ class RunSpec:
     """Which datasets it trains on: ``main`` (the task mix) or ``fig3`` (the strata)."""
     sched: SchedulerConfig
     train: Any
-    """Its :class:`~snooze.trainer.loop.TrainConfig`."""
+    """Its :class:`~snooze.trainer.config.TrainConfig`."""
     curriculum: Path | None = None
     """A curriculum file (loaded afresh by the run: a curriculum is stateful)."""
 

@@ -7,8 +7,9 @@ The names below are imported on first use, so ``import snooze.trainer`` loads no
 from snooze._lazy import lazy
 
 _EXPORTS = {
-    **dict.fromkeys(["train", "TrainConfig", "RunResult", "read_result"], "snooze.trainer.loop"),
-    **dict.fromkeys(["GRPOConfig", "grpo_loss"], "snooze.trainer.grpo"),
+    **dict.fromkeys(["train", "RunResult", "read_result"], "snooze.trainer.loop"),
+    **dict.fromkeys(["TrainConfig", "GRPOConfig"], "snooze.trainer.config"),
+    **dict.fromkeys(["grpo_loss"], "snooze.trainer.grpo"),
     **dict.fromkeys(["ModelConfig", "TinyGPT"], "snooze.trainer.model"),
     **dict.fromkeys(["TaskSpec", "parse_tasks", "task_splits", "make_split", "verify"], "snooze.trainer.tasks"),
     **dict.fromkeys(["WarmupConfig", "WarmupResult", "warmup"], "snooze.trainer.warmup"),

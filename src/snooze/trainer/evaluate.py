@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
+from snooze.trainer.config import MAX_NEW_TOKENS
 from snooze.trainer.model import TinyGPT, greedy, sample
 from snooze.trainer.tasks import verify
 from snooze.trainer.tokenizer import CharTokenizer
 
 __all__ = ["accuracy_by_task", "sampled_accuracy_by_task", "MAX_NEW_TOKENS", "EVAL_SEED"]
 
-MAX_NEW_TOKENS = 10
 """Longest completion sampled: the longest built-in answer (7 reversed letters, a 4-digit sum) + EOS, with room."""
 
 EVAL_SEED = 1234

@@ -12,55 +12,11 @@ GRPO: https://arxiv.org/abs/2402.03300. DAPO (clip-higher, token-level loss): ht
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import torch
 
-from snooze.core.errors import ConfigError
+from snooze.trainer.config import GRPOConfig
 
 __all__ = ["GRPOConfig", "grpo_loss"]
-
-
-@dataclass(frozen=True)
-class GRPOConfig:
-    """The policy update's knobs."""
-
-    lr: float = 1e-4
-    """AdamW learning rate."""
-
-    weight_decay: float = 0.0
-    """AdamW weight decay."""
-
-    clip_low: float = 0.2
-    """Lower clip of the ratio: ``1 - clip_low``."""
-
-    clip_high: float = 0.28
-    """Upper clip of the ratio: ``1 + clip_high`` (DAPO's clip-higher keeps exploration alive)."""
-
-    kl_coef: float = 0.0
-    """Weight of the k3 KL penalty to the frozen base model; 0 turns it off (and skips the base forward)."""
-
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clip."""
-
-    updates_per_batch: int = 1
-    """Optimizer steps on each training batch; above 1 the ratio leaves 1 and the clip matters."""
-
-    def __post_init__(self) -> None:
-        for name in ("lr", "max_grad_norm"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"GRPOConfig.{name}={getattr(self, name)!r}: must be > 0")
-        for name in ("weight_decay", "clip_low", "clip_high", "kl_coef"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"GRPOConfig.{name}={getattr(self, name)!r}: must be >= 0")
-        if self.clip_low >= 1:
-            raise ConfigError(f"GRPOConfig.clip_low={self.clip_low}: must be below 1 (the ratio is positive)")
-        if not (isinstance(self.updates_per_batch, int) and self.updates_per_batch >= 1):
-            raise ConfigError(f"GRPOConfig.updates_per_batch={self.updates_per_batch!r}: must be an integer >= 1")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def grpo_loss(

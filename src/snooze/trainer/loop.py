@@ -39,13 +39,14 @@ import torch
 
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
-from snooze.core.errors import ConfigError, StateError
+from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
 from snooze.logs import METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter, read_metrics
 from snooze.trainer import checkpoint as ckpt
 from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
-from snooze.trainer.evaluate import MAX_NEW_TOKENS, accuracy_by_task, sampled_accuracy_by_task
+from snooze.trainer.config import TrainConfig
+from snooze.trainer.evaluate import accuracy_by_task, sampled_accuracy_by_task
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.rollout import Roller, collate
@@ -59,53 +60,6 @@ CONFIG_FILE = "config.json"
 """The run's configuration (scheduler, trainer, model, curriculum key): in the run folder and in each checkpoint."""
 CURRICULUM_STATE = "curriculum.json"
 """The curriculum's ``state_dict()`` inside the checkpoint folder (next to ``trainer.json``)."""
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """The reference loop's knobs (the scheduler's are in :class:`snooze.SchedulerConfig`)."""
-
-    steps: int = 200
-    """Training steps (scheduler steps, one optimizer update each)."""
-
-    eval_every: int = 25
-    """Steps between held-out evaluations (greedy, exact match; and sampled with ``eval_samples``)."""
-
-    eval_samples: int = 0
-    """Completions per held-out prompt for the sampled accuracy (avg@k at the rollout ``temperature``,
-    logged as ``eval/sampled_accuracy``); 0 evaluates greedily only."""
-
-    checkpoint_every: int = 50
-    """Steps between checkpoints; 0: only at the start and at the end. A killed run resumes from its
-    last checkpoint (rerun the same command); a run may be resumed with another value."""
-
-    temperature: float = 1.0
-    """Sampling temperature of the rollouts."""
-
-    max_new_tokens: int = MAX_NEW_TOKENS
-    """Longest completion sampled."""
-
-    seed: int = 0
-    """Seeds the scheduler's streams and the sampling generator."""
-
-    device: str = "cpu"
-    """``cpu`` or ``cuda``."""
-
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    """The policy update."""
-
-    def __post_init__(self) -> None:
-        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
-            raise ConfigError(f"TrainConfig.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy evaluation only)")
-        for name in ("steps", "eval_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
-        if not (isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0):
-            raise ConfigError(f"TrainConfig.checkpoint_every={self.checkpoint_every!r}: must be an integer >= 0")
-        if self.temperature <= 0:
-            raise ConfigError(f"TrainConfig.temperature={self.temperature!r}: must be > 0 (rollouts are sampled)")
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"TrainConfig.device={self.device!r}: must be 'cpu' or 'cuda'")
 
 
 @dataclass
