@@ -108,3 +108,22 @@ def test_the_sampled_evaluation_is_repeatable_and_leaves_the_training_generator_
     assert 0.0 < a[SPEC.name] < 1.0
     together = sampled_accuracy_by_task(model, {"other": setup["test"][SPEC.name][:50], **setup["test"]}, 4, 1.0)
     assert together[SPEC.name] == a[SPEC.name]  # a set's score does not depend on the sets evaluated before it
+
+
+def test_tensorboard_shows_each_step_once_after_a_crash_between_checkpoints(setup: dict[str, Any], tmp_path: Path) -> None:
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="dynamic_sampling")
+    cfg = TrainConfig(steps=6, eval_every=3, checkpoint_every=2, grpo=GRPOConfig(lr=1e-3))
+    args = (setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict)
+
+    def crash(line: dict[str, Any]) -> None:
+        if line["step"] == 3:  # steps 2 and 3 are logged; the last checkpoint is at step 2
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path, *args, on_step=crash)
+    train(tmp_path, *args)  # resumes at step 2 and logs steps 2-5 again
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    steps = [e.step for e in acc.Scalars("train/loss")]
+    assert steps == list(range(6))

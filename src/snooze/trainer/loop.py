@@ -182,12 +182,15 @@ def _accuracy_keys(prefix: str, acc: Mapping[str, float]) -> dict[str, float]:
     return out
 
 
-def _tensorboard(run_dir: Path) -> Any:
+def _tensorboard(run_dir: Path, step: int) -> Any:
+    """A TensorBoard writer for ``run_dir/tb`` (``None`` without tensorboard). ``purge_step``: a resumed run
+    marks the events of steps from ``step`` on as orphaned (a killed run may have written them after its
+    last checkpoint), so TensorBoard shows each step once, as the cut-back metrics log does."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         return None
-    return SummaryWriter(str(run_dir / "tb"))
+    return SummaryWriter(str(run_dir / "tb"), purge_step=step if step > 0 else None)
 
 
 def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig) -> dict[str, Any]:
@@ -305,7 +308,7 @@ def train(
     config = json.loads(json.dumps(config, default=str))
     with run_lock(run_dir):
         run = _start(run_dir, _Run(datasets, sched_cfg, cfg, model_cfg, base, curriculum), config, datasets, resume)
-        tb = _tensorboard(run_dir)
+        tb = _tensorboard(run_dir, run.step)
         try:
             _loop(run, run_dir, test_sets, sched_cfg, cfg, config, stop_after, on_step, tb)
         finally:
