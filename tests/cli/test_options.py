@@ -135,3 +135,10 @@ def test_compare_lr_is_the_profiles_and_checked_before_anything_is_written(tmp_p
     assert main(["compare", "--out", str(tmp_path / "c"), "--lr", "0"]) == 2
     assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be > 0 (option --lr)"
     assert not (tmp_path / "c").exists()
+
+
+def test_a_range_option_says_how_to_write_a_negative_low_end(tmp_path: Path) -> None:
+    assert "--reward-range=-1,1" in _actions("replay")["reward_range"].help
+    log = tmp_path / "rewards.jsonl"
+    log.write_text('{"step": 0, "dataset": "d", "id": "a", "rewards": [-1, 1]}\n')
+    assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--reward-range=-1,1"]) == 0  # the form it names works

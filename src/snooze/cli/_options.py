@@ -123,6 +123,8 @@ def _argument(cls: type, name: str, unset: str | None) -> tuple[list[str], dict[
     text = field_help(cls, name)
     if tp is bool and unset is None and default:
         text = f"Turn off: {text[0].lower()}{text[1:]}"
+    if typing.get_origin(tp) is tuple:  # argparse takes "-1,1" for an option: the "=" form passes it
+        text += f" A negative LOW needs the = form: {flag(name)}=-1,1."
     kw["help"] = (text + (f" (default: {shown})" if shown else "")).replace("%", "%%")
     return flags, kw
 
