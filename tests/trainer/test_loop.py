@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,10 @@ def test_tensorboard_shows_each_step_once_after_a_crash_between_checkpoints(setu
 
     with pytest.raises(KeyboardInterrupt):
         train(tmp_path, *args, on_step=crash)
+    # TensorBoard reads event files in name order, and a name holds the second it was made, then a counter
+    # of writers in the process: a resume within the same second as the crash, in the same process (only
+    # in a test), could sort "...9" after "...10". A real resume is a later process in a later second.
+    time.sleep(1.1)
     train(tmp_path, *args)  # resumes at step 2 and logs steps 2-5 again
     acc = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
     acc.Reload()
