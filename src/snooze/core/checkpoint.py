@@ -173,6 +173,26 @@ def read_record(latest: Path, fmt: str, version: int, what: str, fix: str = "", 
     return record
 
 
+def read_committed(file: Path, record: dict[str, Any], what: str, fix: str) -> bytes:
+    """The bytes of ``file``, checked against its commit ``record`` (``bytes``, ``sha256``), or a
+    :class:`StateError` naming the file: a symbolic link, a wrong size (checked before reading: a wrong
+    file may be huge) or a wrong checksum. ``what`` names the file's kind in messages (``"state file
+    inside <dir>"``), ``fix`` (a sentence) says what to do. Used by both checkpoints."""
+    if file.is_symlink():
+        raise StateError(f"{file}: is a symbolic link; a committed {what} must be a plain file. {fix}")
+    mismatch = "the file was truncated or altered after it was committed"
+    try:
+        size = file.stat().st_size
+        if size != record.get("bytes"):
+            raise StateError(f"{file}: checksum mismatch ({size} bytes, expected {record.get('bytes')}); {mismatch}. {fix}")
+        data = file.read_bytes()
+    except OSError as exc:
+        raise StateError(f"{file}: committed {what} cannot be read ({exc.strerror}). {fix}") from None
+    if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
+        raise StateError(f"{file}: checksum mismatch ({len(data)} bytes, expected {record.get('bytes')}); {mismatch}. {fix}")
+    return data
+
+
 def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
@@ -202,23 +222,7 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
         file = root / record["file"]
         if file.exists() or _read_record(root)["file"] == record["file"]:
             break
-    if file.is_symlink():
-        raise StateError(f"{file}: is a symbolic link; a committed state file must be a plain file inside {root}")
-    try:
-        size = file.stat().st_size
-        if size != record.get("bytes"):  # checked before reading: a wrong file may be huge
-            raise StateError(
-                f"{file}: checksum mismatch ({size} bytes, expected {record.get('bytes')}); the file was truncated "
-                "or altered after it was committed. Restore it from a backup or start a new run explicitly."
-            )
-        data = file.read_bytes()
-    except OSError as exc:
-        raise StateError(f"{file}: committed state file cannot be read ({exc.strerror})") from None
-    if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
-        raise StateError(
-            f"{file}: checksum mismatch ({len(data)} bytes, expected {record.get('bytes')}); the file was truncated "
-            "or altered after it was committed. Restore it from a backup or start a new run explicitly."
-        )
+    data = read_committed(file, record, f"state file inside {root}", "Restore it from a backup or start a new run explicitly.")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_record
+from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_committed, read_record
 from snooze.core.errors import StateError
 
 __all__ = ["commit", "committed", "write_atomic", "TRAINER_FORMAT", "TRAINER_VERSION"]
@@ -113,7 +113,7 @@ def committed(root: Path) -> Path | None:
     if folder.is_symlink() or not folder.is_dir():
         raise StateError(f"{folder}: the folder {latest} commits is missing; the checkpoint is damaged. {_FIX}")
     for rel, want in record["files"].items():
-        _verify(folder, rel, want)
+        read_committed(folder / rel, want, "checkpoint file", _FIX)
     return folder
 
 
@@ -133,18 +133,3 @@ def _read_record(latest: Path) -> dict[str, Any]:
 def _plain(rel: Any) -> bool:
     """A relative path inside the step folder: no absolute path, no ``..``, no empty part."""
     return isinstance(rel, str) and not rel.startswith("/") and all(p not in ("", ".", "..") for p in rel.split("/"))
-
-
-def _verify(folder: Path, rel: str, want: dict[str, Any]) -> None:
-    path = folder / rel
-    try:
-        if path.is_symlink():
-            raise StateError(f"{path}: is a symbolic link; a checkpoint file must be a plain file. {_FIX}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StateError(f"{path}: committed checkpoint file cannot be read ({exc.strerror}). {_FIX}") from None
-    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-        raise StateError(
-            f"{path}: checksum mismatch ({len(data)} bytes, expected {want.get('bytes')}); the file was truncated or "
-            f"altered after it was committed. {_FIX}"
-        )
