@@ -38,22 +38,24 @@ AGE_EDGES = (0, 5, 15, 35, 10**9)
 """Steps since the prompt's previous group: [0, 5), [5, 15), [15, 35), [35, ...)."""
 
 
+def previous_group(index: np.ndarray) -> np.ndarray:
+    """For each group (log order), the position of the same prompt's group before it; -1 for a first look."""
+    order = np.argsort(index, kind="stable")  # each prompt's groups together, in log order
+    prev = np.full(index.shape[0], -1)
+    same = index[order][1:] == index[order][:-1]
+    prev[order[1:][same]] = order[:-1][same]
+    return prev
+
+
 def encounters(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(previous correct count, steps since it, signal)`` for every group whose prompt had an earlier one."""
     log = read_reward_log(path)
     index, _ = log.prompt_index()
     correct = np.rint(log.rewards.sum(axis=1)).astype(int)
     signal = classify_groups(log.rewards, (0.0, 1.0)) == SIGNAL
-    last_count: dict[int, int] = {}
-    last_step: dict[int, int] = {}
-    prev, age, sig = [], [], []
-    for n, (p, step) in enumerate(zip(index.tolist(), log.steps.tolist())):
-        if p in last_count:
-            prev.append(last_count[p])
-            age.append(step - last_step[p])
-            sig.append(signal[n])
-        last_count[p], last_step[p] = int(correct[n]), int(step)
-    return np.array(prev), np.array(age), np.array(sig, dtype=bool)
+    prev = previous_group(index)
+    seen = np.flatnonzero(prev >= 0)
+    return correct[prev[seen]], log.steps[seen] - log.steps[prev[seen]], signal[seen]
 
 
 def cells(prev: np.ndarray, age: np.ndarray, sig: np.ndarray, group_size: int) -> list[tuple[int, int, int, float]]:
