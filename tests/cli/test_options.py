@@ -127,11 +127,12 @@ def test_stratify_options_reach_the_config(tmp_path: Path) -> None:
     assert np.isclose(cfg.easy, StratifyConfig().easy)
 
 
-def test_compare_lr_is_the_profiles_and_checked_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_lr_and_rounds_are_the_profiles_and_checked_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     compare.add_arguments(parser)
-    args = parser.parse_args(["--out", str(tmp_path / "a"), "--lr", "1e-5"])
-    assert override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS)).lr == 1e-5
+    args = parser.parse_args(["--out", str(tmp_path / "a"), "--lr", "1e-5", "--max-gen-rounds", "64"])
+    profile = override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS))
+    assert (profile.lr, profile.max_gen_rounds) == (1e-5, 64)
     assert main(["compare", "--out", str(tmp_path / "c"), "--lr", "0"]) == 2
     assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be > 0 (option --lr)"
     assert not (tmp_path / "c").exists()

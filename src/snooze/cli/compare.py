@@ -22,7 +22,7 @@ def _arms(text: str) -> list[str]:
     return out
 
 
-PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature", "lr")
+PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature", "lr", "max_gen_rounds")
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
 TRAIN_OPTIONS = ("device", "checkpoint_every")
