@@ -1,6 +1,7 @@
-"""The two bounds of issue 12's analysis compute what they claim (benchmarks/pass_rate_oracle.py,
-benchmarks/history_ceiling.py): the exact pass rate is what sampling gives, the expected rounds are
-what simulated steps take, and the history table counts a log's repeat encounters."""
+"""The bounds of issue 12's analysis compute what they claim (benchmarks/pass_rate_oracle.py,
+benchmarks/history_ceiling.py, benchmarks/screening_bound.py): the exact pass rate is what sampling
+gives, the expected rounds are what simulated steps take, the history table counts a log's repeat
+encounters, and a screen replayed on logged groups costs what its closed form says."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import torch
 from history_ceiling import ceiling, cells, encounters, expected_rounds, level_encounters
 from pass_rate_oracle import pass_rates
+from screening_bound import groups_per_signal, screened
 
 from snooze.logs import RewardLogWriter
 from snooze.trainer.model import ModelConfig, TinyGPT, greedy, sample
@@ -75,3 +77,15 @@ def test_level_evidence_is_the_recent_signal_share_of_the_level(tmp_path: Path) 
     feature, sig = level_encounters(path, {"a": 1, "b": 1, "c": 2}, window=3)
     assert feature.tolist() == [-1, -1, -1, 5, 9, -1]  # b at step 1: level 1 had 1 of 2 with signal; c: 1 of 1
     assert sig.tolist() == [True, False, True, False, False, True]
+
+
+def test_a_screen_replays_logged_groups_by_hand_and_in_expectation() -> None:
+    R = np.array([[1, 1, 1, 1], [1, 0, 1, 1], [1, 1, 0, 1], [0, 0, 0, 0]], dtype=float)
+    assert screened(R, 2) == (2 + 4 + 2 + 2, 1)  # the third group's signal is missed by its screen
+    assert screened(R, 4) == (16, 2) and groups_per_signal(R, 4) == 2.0
+    p, G, k = 0.9, 8, 3
+    rewards = (np.random.default_rng(0).random((40_000, G)) < p).astype(float)
+    rollouts, found = screened(rewards, k)
+    s_k = 1 - p**k - (1 - p) ** k  # the screen disagrees
+    assert abs(found / 40_000 - s_k) < 0.01
+    assert abs(rollouts / 40_000 - (k + (G - k) * s_k)) < 0.05
