@@ -14,11 +14,11 @@ from snooze.experiments.summary import saving_share, stat, summarise, summary_ta
 from snooze.trainer.loop import RunResult
 
 
-def _result(seed: int, gen: float, skipped: float, base: float, final: float) -> RunResult:
+def _result(seed: int, gen: float, skipped: float, base: float, final: float, late: float = math.nan) -> RunResult:
     return RunResult(
         Path(f"s{seed}"), 10, base, final, {"a": final}, {"total/gen_groups": gen, "total/skipped": skipped, "total/rollouts": 8 * gen},
         1.0, base_by_task={"a": base}, sampled_base=base - 0.1, sampled_final=final - 0.05,
-        sampled_base_by_task={"a": base - 0.1}, sampled_final_by_task={"a": final - 0.05},
+        sampled_base_by_task={"a": base - 0.1}, sampled_final_by_task={"a": final - 0.05}, late_accuracy=late + 0.05, sampled_late=late,
     )  # fmt: skip
 
 
@@ -45,6 +45,17 @@ def test_saving_share_and_the_table() -> None:
     row = table.splitlines()[-1]
     # 1.5x fewer, half of the optimal saving, gap paired by seed: -0.02 and -0.04
     assert "| 1.50x | 50% |" in row and "-0.030 [-0.040, -0.020]" in row
+
+
+def test_the_late_accuracy_and_its_gap_are_paired_by_seed_beside_the_final_ones() -> None:
+    dapo = summarise([_result(0, 300, 0, 0.3, 0.6, late=0.60), _result(1, 300, 0, 0.3, 0.7, late=0.64)], 10)
+    arm = summarise([_result(0, 200, 50, 0.3, 0.61, late=0.55), _result(1, 200, 50, 0.3, 0.52, late=0.63)], 10)
+    assert arm["accuracy"]["sampled"]["late"]["by_seed"] == [0.55, 0.63] and arm["accuracy"]["greedy"]["late"]["mean"] == pytest.approx(0.64)
+    head, _, _, row = summary_table({"dynamic_sampling": dapo, "snooze": arm}, markdown=True).splitlines()
+    cells = dict(zip(head.split(" | "), row.split(" | ")))
+    # final: +0.01 and -0.18 (sampled: 0.05 below each final, on both sides); late: -0.05 and -0.01
+    assert cells["gap vs DAPO"] == "-0.085 [-0.180, +0.010]" and cells["late acc@T"] == "0.590 [0.550, 0.630]"
+    assert cells["late gap"] == "-0.030 [-0.050, -0.010]"
 
 
 def test_the_oracle_floor_counts_trained_groups_and_zero_signal_first_looks(tmp_path: Path) -> None:

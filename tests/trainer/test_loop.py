@@ -95,6 +95,20 @@ def test_a_short_dapo_run_raises_accuracy_at_the_rollout_temperature(setup: dict
     assert lines[0]["eval/sampled_accuracy"] == result.sampled_base == lines[0][f"eval/sampled_accuracy/{SPEC.name}"]
 
 
+def test_a_result_holds_the_mean_of_the_last_evaluations_after_the_base(tmp_path: Path) -> None:
+    from snooze.trainer.loop import LATE_EVALS
+
+    accs = [0.2, 0.5, 0.6, 0.8, 0.4]  # the base at step 0, then four evaluations; the last is a dip
+    lines = [{"step": 0, "eval/accuracy": accs[0], "eval/sampled_accuracy": accs[0] / 2, "time/elapsed_s": 0.0}]
+    lines += [{"step": 10 * k, "eval/accuracy": a, "eval/sampled_accuracy": a / 2, "time/elapsed_s": 1.0} for k, a in enumerate(accs[1:], 1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = read_result(tmp_path)
+    assert LATE_EVALS == 3 and result.final_accuracy == 0.4 and result.base_accuracy == 0.2
+    assert result.late_accuracy == pytest.approx((0.6 + 0.8 + 0.4) / 3) and result.sampled_late == pytest.approx(0.3)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:2]))  # one evaluation after the base
+    assert read_result(tmp_path).late_accuracy == 0.5
+
+
 def test_the_sampled_evaluation_is_repeatable_and_leaves_the_training_generator_alone(setup: dict[str, Any]) -> None:
     from snooze.trainer.evaluate import sampled_accuracy_by_task
     from snooze.trainer.model import TinyGPT

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
         "--profile", choices=tuple(PROFILES), default="default",
-        help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: longer; gpu: a larger model for --device cuda",
+        help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: the default with 5 seeds (24 min on 2 cores); gpu: a larger model for --device cuda",
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)

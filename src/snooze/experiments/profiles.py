@@ -128,7 +128,8 @@ PROFILES: dict[str, Profile] = {
                        lr=3e-4, n_layer=2, d_model=64, warmup_target=0.3, temperature=0.4, eval_samples=8, warmup_per_task=True,
                        warmup_eval_every=25, fig3_split=6),
 }
-# The default's regime with more seeds (5 main, 3 for figure 3): tighter min-max bands; not run yet (about 20 minutes on 2 cores).
+# The default's regime with more seeds (5 main, 3 for figure 3): 24 minutes on 2 cores; seeds 0-2 reproduce the default's
+# runs (docs/reference-experiment.md, "Five seeds, and the last three evaluations").
 PROFILES["full"] = replace(PROFILES["default"], seeds=5, fig3_seeds=3)
 # A larger model for --device cuda. Not run yet (no GPU was available): its regime has not been checked against
 # the criteria of docs/reference-experiment.md, so its base accuracies and learning curves must be checked first.

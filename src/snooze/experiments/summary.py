@@ -7,6 +7,8 @@ Accuracy comes two ways (docs/reference-experiment.md): ``greedy`` (one greedy c
 and ``sampled`` (avg@k at the rollout temperature, when the profile evaluates it). The *headline*
 accuracy, the one figure 2 and the table's "acc" column show, is ``sampled`` when present: it is what
 GRPO optimises, and greedy accuracy can stay flat while RL keeps changing the sampled distribution.
+Each has a *final* value (the last evaluation) and a *late* one (the mean of the last
+:data:`~snooze.trainer.loop.LATE_EVALS` evaluations), which one dip at the end does not move as much.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ def stat(values: Sequence[float]) -> dict[str, Any]:
     return {"mean": sum(xs) / len(xs), "min": min(xs), "max": max(xs), "by_seed": [float(x) for x in values]}
 
 
-def _acc_block(base: Sequence[float], final: Sequence[float], base_tasks: Sequence[Mapping[str, float]], final_tasks: Sequence[Mapping[str, float]]) -> dict[str, Any]:
+def _acc_block(
+    base: Sequence[float], final: Sequence[float], late: Sequence[float], base_tasks: Sequence[Mapping[str, float]], final_tasks: Sequence[Mapping[str, float]]
+) -> dict[str, Any]:  # fmt: skip
     tasks = sorted({t for d in (*base_tasks, *final_tasks) for t in d})
     return {
         "base": stat(base),
         "final": stat(final),
+        "late": stat(late),
         "gain": stat([f - b for b, f in zip(base, final)]),
         "by_task": {t: {"base": stat([d.get(t, math.nan) for d in base_tasks]), "final": stat([d.get(t, math.nan) for d in final_tasks])} for t in tasks},
     }
@@ -42,7 +47,7 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         return [r.totals.get(key, math.nan) for r in results]
 
     gen, skipped = totals("total/gen_groups"), totals("total/skipped")
-    greedy = _acc_block([r.base_accuracy for r in results], [r.final_accuracy for r in results],
+    greedy = _acc_block([r.base_accuracy for r in results], [r.final_accuracy for r in results], [r.late_accuracy for r in results],
                         [r.base_by_task for r in results], [r.final_by_task for r in results])  # fmt: skip
     out: dict[str, Any] = {
         # the first keys are those of earlier versions (greedy accuracy, means over seeds)
@@ -65,7 +70,7 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         "accuracy": {"greedy": greedy},
     }
     if any(not math.isnan(r.sampled_final) for r in results):
-        out["accuracy"]["sampled"] = _acc_block([r.sampled_base for r in results], [r.sampled_final for r in results],
+        out["accuracy"]["sampled"] = _acc_block([r.sampled_base for r in results], [r.sampled_final for r in results], [r.sampled_late for r in results],
                                                 [r.sampled_base_by_task for r in results], [r.sampled_final_by_task for r in results])  # fmt: skip
     return out
 
@@ -90,12 +95,10 @@ def _range(s: Mapping[str, Any], fmt: str = "{:.3f}") -> str:
 def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal: float | None) -> list[str]:
     kind = headline(s)
     acc = s["accuracy"][kind]
-    ratio = gap = share = oracle = "-"
+    ratio = gap = late_gap = share = oracle = "-"
     if ref is not None and not arm.startswith("fig3") and s["gen_groups"]["mean"]:
         ratio = f"{ref['gen_groups']['mean'] / s['gen_groups']['mean']:.2f}x"
-        ref_final = ref["accuracy"][kind]["final"]["by_seed"]
-        gaps = [a - r for a, r in zip(acc["final"]["by_seed"], ref_final)]  # paired by seed
-        gap = _range(stat(gaps), "{:+.3f}")
+        gap, late_gap = (_paired_gap(acc[when], ref["accuracy"][kind][when]) for when in ("final", "late"))
         if optimal is not None and arm != "dynamic_sampling":
             share = f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], optimal):.0%}"
         if "oracle_groups" in ref:
@@ -103,14 +106,19 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
             oracle = f"{floor:.0f}" if arm == "dynamic_sampling" else f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], floor):.0%}"
     greedy = s["accuracy"]["greedy"]["final"]
     return [arm, _range(s["gen_groups"], "{:.0f}"), ratio, share, oracle, f"{acc['base']['mean']:.3f}", _range(acc["final"]), gap,
-            _range(greedy, "{:.3f}"), _range(s["generated_per_prompt"], "{:.1f}"), _range(s["encounters_per_prompt"], "{:.1f}"),
+            _range(acc["late"]), late_gap, _range(greedy, "{:.3f}"), _range(s["generated_per_prompt"], "{:.1f}"), _range(s["encounters_per_prompt"], "{:.1f}"),
             str(s["steps"]), f"{s['wall_seconds']:.0f}"]  # fmt: skip
+
+
+def _paired_gap(arm: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
+    """The arm's accuracy minus the reference's, paired by seed: ``mean [min, max]``."""
+    return _range(stat([a - r for a, r in zip(arm["by_seed"], ref["by_seed"])]), "{:+.3f}")
 
 
 def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None) -> str:
     """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
     saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
-    base -> final and its gap to DAPO (paired by seed), greedy final, groups generated and stream
+    base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final, groups generated and stream
     encounters (rolled out or skipped) per prompt, steps, wall time.
 
     ``mean [min, max]`` over seeds. ``optimal_groups``: one round per step for the whole run (steps x
@@ -120,7 +128,7 @@ def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = Fal
     kind = headline(next(iter(summary.values()))) if summary else "greedy"
     acc_name = "acc" if kind == "greedy" else "acc@T"
     head = ["arm", "gen groups", "DAPO/arm", "saving share", "oracle share", f"base {acc_name}", f"final {acc_name}", "gap vs DAPO",
-            "final greedy", "groups/prompt", "encounters/prompt", "steps", "wall s"]  # fmt: skip
+            f"late {acc_name}", "late gap", "final greedy", "groups/prompt", "encounters/prompt", "steps", "wall s"]  # fmt: skip
     rows = [_row(arm, s, ref, optimal_groups) for arm, s in summary.items()]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -55,6 +55,11 @@ __all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "
 
 logger = logging.getLogger(__name__)
 
+LATE_EVALS = 3
+"""Evaluations averaged for a run's *late* accuracy: its last ones, the base model's excluded. A steadier
+end point than the last evaluation alone, which one dip moves by 10 points and more on a run that had
+been level for 50 steps (docs/reference-experiment.md, "Five seeds, and the last three evaluations")."""
+
 _CKPT = "checkpoint"
 CONFIG_FILE = "config.json"
 """The run's configuration (scheduler, trainer, model, curriculum key): in the run folder and in each checkpoint."""
@@ -81,6 +86,10 @@ class RunResult:
     """avg@k at the rollout temperature after the last update."""
     sampled_base_by_task: dict[str, float] = field(default_factory=dict)
     sampled_final_by_task: dict[str, float] = field(default_factory=dict)
+    late_accuracy: float = math.nan
+    """Greedy accuracy averaged over the last :data:`LATE_EVALS` evaluations after the base's."""
+    sampled_late: float = math.nan
+    """avg@k at the rollout temperature averaged over the same evaluations."""
 
 
 class _Run:
@@ -318,7 +327,8 @@ def train(
 
 
 def read_result(run_dir: str | Path) -> RunResult:
-    """A run's result from its ``metrics.jsonl``: base (step 0) and last evaluation, last totals."""
+    """A run's result from its ``metrics.jsonl``: base (step 0), last evaluation and the mean of the last
+    :data:`LATE_EVALS` after the base's, last totals."""
     run_dir = Path(run_dir)
     lines = read_metrics(run_dir)
     evals = [x for x in lines if x.get("eval/accuracy") is not None]
@@ -326,17 +336,24 @@ def read_result(run_dir: str | Path) -> RunResult:
         raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")
     last, final, first = lines[-1], evals[-1], evals[0] if evals[0]["step"] == 0 else {}
     totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
+    late = [x for x in evals if x is not first][-LATE_EVALS:] or [final]  # a run evaluated only at its start: that one
     return RunResult(
         run_dir, int(last["step"]) + 1, _get(first, "eval/accuracy"), float(final["eval/accuracy"]), _by_task(final, "eval/accuracy"),
         totals, float(last["time/elapsed_s"]), base_by_task=_by_task(first, "eval/accuracy"),
         sampled_base=_get(first, "eval/sampled_accuracy"), sampled_final=_get(final, "eval/sampled_accuracy"),
         sampled_base_by_task=_by_task(first, "eval/sampled_accuracy"), sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
+        late_accuracy=_mean(late, "eval/accuracy"), sampled_late=_mean(late, "eval/sampled_accuracy"),
     )  # fmt: skip
 
 
 def _get(line: Mapping[str, Any], key: str) -> float:
     value = line.get(key)
     return math.nan if value is None else float(value)
+
+
+def _mean(lines: Sequence[Mapping[str, Any]], key: str) -> float:
+    """The mean of ``key`` over the lines (NaN when one of them lacks it)."""
+    return sum(_get(x, key) for x in lines) / len(lines)
 
 
 def _by_task(line: Mapping[str, Any], prefix: str) -> dict[str, float]:
