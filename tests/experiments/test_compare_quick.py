@@ -79,7 +79,8 @@ def _check_new_summary_keys(out: Path, summary: dict[str, Any]) -> None:
             assert enc["mean"] == pytest.approx(s["generated_per_prompt"]["mean"])
         for kind in ("greedy", "sampled"):
             acc = s["accuracy"][kind]
-            assert set(acc) == {"base", "final", "gain", "by_task"} and acc["by_task"]
+            assert set(acc) == {"base", "final", "late", "gain", "by_task"} and acc["by_task"]
+            assert 0 <= acc["late"]["min"] <= acc["late"]["max"] <= 1 and len(acc["late"]["by_seed"]) == s["seeds"]
             for task in acc["by_task"].values():
                 assert {"mean", "min", "max", "by_seed"} <= set(task["base"]) and 0 <= task["final"]["mean"] <= 1
         assert s["accuracy"]["greedy"]["final"]["mean"] == s["final_test_accuracy"]
