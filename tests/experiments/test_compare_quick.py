@@ -62,6 +62,17 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
         a, b = ([{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(d / arm / "seed0" / "metrics.jsonl")] for d in (out, again))
         assert a == b, arm
     assert json.loads((out / "run_meta.json").read_text())["jobs"] == 2 and json.loads((again / "run_meta.json").read_text())["jobs"] == 1
+    assert json.loads((again / "run_meta.json").read_text())["resumed_runs"] == 0 and isinstance(_wall(again), float)
+    # rerun on the finished folder: nothing is trained again, and the regime's wall time is not this invocation's
+    assert main(["compare", "--out", str(again), "--profile", "quick", "--arms", arms, "--jobs", "1", "--cache", str(tmp_path / "cache")]) == 0
+    assert json.loads((again / "run_meta.json").read_text())["resumed_runs"] == 2
+    assert _wall(again) == "not measured: 2 run(s) resumed from an earlier invocation"
+    assert [{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(again / "snooze" / "seed0" / "metrics.jsonl")] == [
+        {k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(out / "snooze" / "seed0" / "metrics.jsonl")]
+
+
+def _wall(out: Path) -> Any:
+    return next(c["value"] for c in json.loads((out / "regime.json").read_text())["checks"] if c["criterion"].startswith("6. wall time"))
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -33,6 +33,7 @@ from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
 from snooze.experiments.profiles import PROFILES, Profile, model_config, train_config, warmup_config, with_overrides
 from snooze.experiments.summary import summarise, summary_table
+from snooze.logs import METRICS_FILE
 
 __all__ = [
     "Profile", "PROFILES", "ARMS", "DEFAULT_ARMS", "MAIN_ARMS", "FIG3_ARMS", "FACTOR_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
@@ -231,9 +232,10 @@ def run_compare(
             cur = curriculum if not fig3 else None
             specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
+    resumed = sum((s.run_dir / METRICS_FILE).exists() for s in specs)  # runs this invocation does not train from the start
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)
     runs = {arm: [s.run_dir for s in specs if s.arm == arm] for arm in arms}
-    summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0)
+    summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0, resumed)
     meta = {
         "profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "skip": skip,
         "predictive": dict(predictive or {}), "every_arm": dict(every_arm or {}),
@@ -242,6 +244,7 @@ def run_compare(
                    "key": base.key, "cached": base.cached, "seconds": base.seconds},
         "base_accuracy": base_acc,
         "wall_seconds": time.perf_counter() - t0,
+        "resumed_runs": resumed,
     }  # fmt: skip
     if curriculum is not None:
         meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(Path(curriculum).read_bytes()).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
@@ -253,9 +256,11 @@ def run_compare(
 
 def _write_outputs(
     out: Path, profile: Profile, runs: Mapping[str, list[Path]], pools: Mapping[str, Any], strata_pools: Mapping[str, Any],
-    base_acc: Mapping[str, Mapping[str, float]], wall: float,
+    base_acc: Mapping[str, Mapping[str, float]], wall: float, resumed: int = 0,
 ) -> dict[str, dict[str, Any]]:
-    """``summary.json``, ``summary.md``, ``regime.json`` and the figures, from the run folders."""
+    """``summary.json``, ``summary.md``, ``regime.json`` and the figures, from the run folders. ``wall``:
+    this invocation's seconds; ``resumed``: runs that had logs when it started (then ``wall`` is not the
+    comparison's wall time, and ``regime.json`` says so instead of reporting it)."""
     from snooze.experiments.regime import regime_checks
     from snooze.logs import read_metrics
     from snooze.trainer.loop import read_result
@@ -272,7 +277,7 @@ def _write_outputs(
     kind = "sampled" if "sampled" in base_acc else "greedy"
     strata = {k: v for k, v in base_acc[kind].items() if k in strata_pools}
     records = {arm: [read_metrics(d) for d in runs[arm]] for arm in ("dynamic_sampling", "grpo") if arm in runs}
-    regime = regime_checks(records, {a: summary[a] for a in records}, strata, wall)
+    regime = regime_checks(records, {a: summary[a] for a in records}, strata, wall, resumed_runs=resumed)
     (out / "regime.json").write_text(json.dumps(regime, indent=1))
     _figures(out, runs)
     return summary
