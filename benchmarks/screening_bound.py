@@ -19,6 +19,7 @@ logged run's, so what the screen drops does not change which prompts come up lat
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +42,9 @@ def screened(rewards: np.ndarray, k: int) -> tuple[int, int]:
 
 
 def groups_per_signal(rewards: np.ndarray, k: int) -> float:
-    """Generation per signal group found, in groups of ``G`` rollouts."""
+    """Generation per signal group found, in groups of ``G`` rollouts (infinite when none is found)."""
     rollouts, found = screened(rewards, k)
-    return rollouts / rewards.shape[1] / max(found, 1)
+    return rollouts / rewards.shape[1] / found if found else math.inf
 
 
 def main() -> None:
@@ -59,8 +60,8 @@ def main() -> None:
         ks = [int(k) for k in args.screens.split(",")]
     except ValueError:
         parser.error(f"--screens {args.screens!r}: must be comma-separated whole numbers")
-    if not all(1 <= k < G for k in ks):
-        parser.error(f"--screens {args.screens!r}: each screen size must be in 1..{G - 1} (the logs' groups have {G} rollouts)")
+    if not all(2 <= k < G for k in ks):
+        parser.error(f"--screens {args.screens!r}: each screen size must be in 2..{G - 1} (one rollout never disagrees; the logs' groups have {G})")
     print(f"baseline: {base:.2f} groups generated per signal group ({len(args.baseline)} logs)")
     print("log | no screen | " + " | ".join(f"screen of {k}" for k in ks) + "   (baseline's groups per signal group / this one's)")
     for path in args.logs:
