@@ -1,7 +1,8 @@
 """The bounds of issue 12's analysis compute what they claim (benchmarks/pass_rate_oracle.py,
-benchmarks/history_ceiling.py, benchmarks/screening_bound.py): the exact pass rate is what sampling
-gives, the expected rounds are what simulated steps take, the history table counts a log's repeat
-encounters, and a screen replayed on logged groups costs what its closed form says."""
+benchmarks/history_ceiling.py, benchmarks/screening_bound.py, benchmarks/probe_ceiling.py): the exact
+pass rate is what sampling gives, the expected rounds are what simulated steps take, the history table
+counts a log's repeat encounters, a screen replayed on logged groups costs what its closed form says,
+and the probe's features and scores are what they claim."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 from history_ceiling import ceiling, cells, encounters, expected_rounds, level_encounters
 from pass_rate_oracle import pass_rates
+from probe_ceiling import auc, kept_share, predictors, prompt_features
 from screening_bound import groups_per_signal, screened
 
 from snooze.logs import RewardLogWriter
@@ -89,3 +91,44 @@ def test_a_screen_replays_logged_groups_by_hand_and_in_expectation() -> None:
     s_k = 1 - p**k - (1 - p) ** k  # the screen disagrees
     assert abs(found / 40_000 - s_k) < 0.01
     assert abs(rollouts / 40_000 - (k + (G - k) * s_k)) < 0.05
+
+
+def test_prompt_features_do_not_depend_on_the_batch() -> None:
+    torch.manual_seed(0)
+    tok = CharTokenizer()
+    model = TinyGPT(ModelConfig(vocab_size=tok.vocab_size, n_layer=1, d_model=32, n_head=2)).train()
+    alone = prompt_features(model, [{"prompt": ">ab="}], 0.4)
+    padded = prompt_features(model, [{"prompt": ">hdfagbc="}, {"prompt": ">ab="}], 0.4)  # left padding for ">ab="
+    assert alone.shape == (1, 2 * 32 + 1) and padded.shape == (2, 65)
+    np.testing.assert_allclose(padded[1], alone[0], atol=1e-5)
+    assert not np.allclose(padded[0], padded[1])
+    assert model.training  # put back as it was
+
+
+def test_kept_share_and_auc_by_hand() -> None:
+    score = np.array([0.9, 0.1, 0.5, 0.7, 0.2, 0.8])
+    label = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    step = np.array([0, 0, 0, 1, 1, 1])
+    assert kept_share(score, label, step, 1 / 3) == 0.5  # step 0 keeps 0.9 (signal), step 1 keeps 0.8 (none)
+    assert kept_share(score, label, step, 2 / 3) == 0.5  # {0.9, 0.5} and {0.8, 0.7}
+    assert auc(score, label) == 6 / 9  # of the 9 (signal, no signal) pairs, 6 are ranked the right way
+
+
+def test_predictors_find_signal_where_it_is() -> None:
+    """A synthetic log whose first feature says which groups have signal and whose history says nothing:
+    the probe ranks nearly perfectly, history at chance, and the oracle reads the pass rate given."""
+    rng = np.random.default_rng(0)
+    steps, per_step, group = 40, 40, 8
+    n = steps * per_step
+    signal = rng.random(n) < 0.3
+    correct = np.where(signal, rng.integers(1, group, n), np.where(rng.random(n) < 0.5, 0, group))
+    features = rng.normal(size=(n, 3)).astype(np.float32)
+    features[:, 0] += 3.0 * signal
+    p = np.where(signal, 0.5, np.where(correct == 0, 0.001, 0.999))
+    log = {"step": np.repeat(np.arange(steps), per_step), "ds": rng.integers(0, 2, n), "row": rng.integers(0, 200, n), "correct": correct, "p": p, "features": features}
+    scores, sig, step = predictors(log, group, window=10, lam=1.0, from_step=10)
+    assert sig.shape == (n - 10 * per_step,) and (step >= 10).all()
+    assert auc(scores["probe"], sig) > 0.95 and auc(scores["probe+history"], sig) > 0.95
+    assert abs(auc(scores["history"], sig) - 0.5) < 0.06
+    assert auc(scores["oracle"], sig) > 0.99
+    assert kept_share(scores["probe"], sig, step, 0.25) > 0.85 > 0.4 > kept_share(scores["history"], sig, step, 0.25)  # signal share 0.3
