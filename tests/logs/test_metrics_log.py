@@ -54,3 +54,15 @@ def test_writer_appends_flushed_lines_with_non_finite_numbers_as_null(tmp_path: 
         log.write({"step": 1, "train/loss": math.inf})
     assert read_metrics(path.parent) == [{"step": 0, "train/loss": None, "efficiency": 0.5}, {"step": 1, "train/loss": None}]
     assert truncate_log(path, 1) == 1 and read_metrics(path) == [{"step": 0, "train/loss": None, "efficiency": 0.5}]
+
+
+def test_late_evaluations_leave_out_the_base_and_keep_the_last_ones() -> None:
+    from snooze.logs import LATE_EVALS, late_evaluations
+
+    evals = [{"step": s, "eval/accuracy": a} for s, a in [(0, 0.1), (10, 0.5), (20, 0.6), (30, 0.7), (40, 0.2)]]
+    assert LATE_EVALS == 3
+    assert [x["step"] for x in late_evaluations(evals)] == [20, 30, 40]
+    assert [x["step"] for x in late_evaluations(evals[:2])] == [10]  # one evaluation after the base
+    assert [x["step"] for x in late_evaluations(evals[:1])] == [0]  # only the base: that one
+    assert [x["step"] for x in late_evaluations(evals[1:], n=2)] == [30, 40]  # no base logged: nothing left out
+    assert late_evaluations([]) == []

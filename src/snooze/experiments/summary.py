@@ -8,7 +8,7 @@ and ``sampled`` (avg@k at the rollout temperature, when the profile evaluates it
 accuracy, the one figure 2 and the table's "acc" column show, is ``sampled`` when present: it is what
 GRPO optimises, and greedy accuracy can stay flat while RL keeps changing the sampled distribution.
 Each has a *final* value (the last evaluation) and a *late* one (the mean of the last
-:data:`~snooze.trainer.loop.LATE_EVALS` evaluations), which one dip at the end does not move as much.
+:data:`~snooze.logs.LATE_EVALS` evaluations), which one dip at the end does not move as much.
 """
 
 from __future__ import annotations

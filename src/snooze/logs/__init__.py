@@ -7,7 +7,7 @@ reward log) and the figures and run summaries (reading the metrics log). Formats
 """
 
 from snooze.logs._jsonl import read_lines, truncate_log
-from snooze.logs._metrics_log import METRICS_FILE, MetricsLogWriter, read_metrics
+from snooze.logs._metrics_log import LATE_EVALS, METRICS_FILE, MetricsLogWriter, late_evaluations, read_metrics
 from snooze.logs._reward_log import (
     REQUIRED_FIELDS,
     REWARDS_FILE,
@@ -27,6 +27,8 @@ __all__ = [
     "METRICS_FILE",
     "MetricsLogWriter",
     "read_metrics",
+    "late_evaluations",
+    "LATE_EVALS",
     "read_lines",
     "truncate_log",
 ]

@@ -2,7 +2,8 @@
 
 The reference trainer writes it with :class:`MetricsLogWriter` (every key of the step's
 ``batch.metrics`` plus the trainer's own); the figures and the run summary read it with
-:func:`read_metrics`. Non-finite numbers (a NaN loss of an empty batch) are written as ``null``.
+:func:`read_metrics`, and take a run's *late* evaluations with :func:`late_evaluations`. Non-finite
+numbers (a NaN loss of an empty batch) are written as ``null``.
 """
 
 from __future__ import annotations
@@ -10,17 +11,31 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from snooze.core.errors import DataError
 from snooze.logs._jsonl import LineWriter, read_lines
 
-__all__ = ["METRICS_FILE", "MetricsLogWriter", "read_metrics"]
+__all__ = ["METRICS_FILE", "MetricsLogWriter", "read_metrics", "LATE_EVALS", "late_evaluations"]
 
 METRICS_FILE = "metrics.jsonl"
 """The per-step metrics file inside a run directory."""
+
+LATE_EVALS = 3
+"""Evaluations averaged for a run's *late* accuracy: its last ones, the base model's excluded. A steadier
+end point than the last evaluation alone, which one dip can move by nearly 10 points (0.869 to 0.774 over
+the last 25 steps of one reference run; docs/reference-experiment.md, "Five seeds, and the last three
+evaluations")."""
+
+
+def late_evaluations(evals: Sequence[Mapping[str, Any]], n: int = LATE_EVALS) -> list[Mapping[str, Any]]:
+    """The last ``n`` of a run's evaluated lines (``evals``, in step order), leaving out the base
+    model's (an evaluation at step 0, before any update); a run evaluated only at its start gives that
+    one, and no evaluations give none."""
+    trained = [x for x in evals if x.get("step") != 0] if evals and evals[0].get("step") == 0 else list(evals)
+    return trained[-n:] or list(evals[-1:])
 
 
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

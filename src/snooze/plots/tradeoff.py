@@ -1,9 +1,11 @@
 """Figure 4: what each arm paid in generation against what it ended at, one point per seed.
 
-The trade-off of a skipping policy at a glance: left is cheaper, up is better. DAPO's final accuracy
-is drawn as a band of +-1 point (the reference experiment's "same accuracy"), and DAPO's generation
-divided by 1.5 and by 3 as vertical lines (the targets the issue set), beside "one round per step"
-(every group generated trained on: the floor no policy can pass).
+The trade-off of a skipping policy at a glance: left is cheaper, up is better. Two panels share the
+axes: the final accuracy (the last evaluation, as issue 12 asks) and the late one (the mean of the last
+:data:`~snooze.logs.LATE_EVALS` evaluations after the base's, which one dip at the end moves less; the
+summary table has both). DAPO's accuracy is drawn as a band of +-1 point (the reference experiment's
+"same accuracy"), and DAPO's generation divided by 1.5 and by 3 as vertical lines (the targets the
+issue set), beside "one round per step" (every group generated trained on: the floor no policy can pass).
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from snooze.logs import LATE_EVALS, late_evaluations
 from snooze.plots._mpl import pyplot
 from snooze.plots.efficiency import Records, accuracy_key
 from snooze.plots.style import arm_color, arm_label
 
-__all__ = ["figure_tradeoff", "final_point", "TRADEOFF_ARMS"]
+__all__ = ["figure_tradeoff", "final_point", "late_point", "TRADEOFF_ARMS"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,34 +41,53 @@ def final_point(records: Records, key: str) -> tuple[float, float] | None:
     return float(groups[-1]), float(accs[-1])
 
 
+def late_point(records: Records, key: str) -> tuple[float, float] | None:
+    """``(total generated groups, late accuracy)`` of one run: its last step's total and the mean of
+    ``key`` over its late evaluations (:func:`~snooze.logs.late_evaluations`; ``None`` as for
+    :func:`final_point`)."""
+    groups = [r["total/gen_groups"] for r in records if r.get("total/gen_groups") is not None]
+    evals = [r for r in records if r.get(key) is not None]
+    if not groups or not evals:
+        return None
+    return float(groups[-1]), float(np.mean([r[key] for r in late_evaluations(evals)]))
+
+
+_PANELS = (("final", final_point, "final held-out accuracy"), ("late", late_point, f"late held-out accuracy (last {LATE_EVALS} evaluations)"))
+
+
 def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
-    """Figure 4: generated groups (x) against final held-out accuracy (y), every arm, seeds as points."""
+    """Figure 4: generated groups (x) against held-out accuracy (y), final (left) and late (right),
+    every arm, seeds as points."""
     arms = [a for a in TRADEOFF_ARMS if runs.get(a)] + sorted(a for a in runs if a not in TRADEOFF_ARMS and not a.startswith("fig3-"))
     key = accuracy_key({a: runs[a] for a in arms})
-    points = {a: [p for p in (final_point(r, key) for r in runs[a]) if p is not None] for a in arms}
-    points = {a: np.array(p) for a, p in points.items() if p}
-    if not points:
+    panels = []
+    for when, point, ylabel in _PANELS:
+        pts = {a: [p for p in (point(r, key) for r in runs[a]) if p is not None] for a in arms}
+        panels.append((when, ylabel, {a: np.array(p) for a, p in pts.items() if p}))
+    if not panels[0][2]:
         logger.info("figure 4 skipped: no arm logged generated groups and a final evaluation")
         return None
     plt = pyplot()
     from matplotlib.ticker import PercentFormatter
 
-    fig, ax = plt.subplots(figsize=(11.5, 6.2))
-    dapo = points.get("dynamic_sampling")
-    if dapo is not None:
-        _dapo_guides(ax, dapo, runs["dynamic_sampling"])
-    for arm, pts in points.items():
-        color, marker = arm_color(arm), _MARKERS.get(arm, "D")
-        ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
-        mean = pts.mean(axis=0)
-        ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
-    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+    fig, axes = plt.subplots(1, 2, figsize=(17, 6.4), sharex=True, sharey=True)
     what = "avg@k at the rollout temperature" if key.startswith("eval/sampled") else "greedy"
-    ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=f"final held-out accuracy ({what})")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
-    ax.set_title(_title(points), fontsize=12)
-    n = max(len(p) for p in points.values())
+    for ax, (when, ylabel, points) in zip(axes, panels):
+        dapo = points.get("dynamic_sampling")
+        if dapo is not None:
+            _dapo_guides(ax, dapo, runs["dynamic_sampling"])
+        for arm, pts in points.items():
+            color, marker = arm_color(arm), _MARKERS.get(arm, "D")
+            ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
+            mean = pts.mean(axis=0)
+            ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+        ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=f"{ylabel}, {what}")
+        ax.yaxis.set_tick_params(labelleft=True)
+        ax.grid(alpha=0.3)
+        ax.set_title(_title(points, when), fontsize=11)
+    axes[1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    n = max(len(p) for p in panels[0][2].values())
     fig.text(0.99, 0.01, f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.", ha="right", va="bottom", fontsize=8, color="#555555")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
@@ -83,14 +105,15 @@ def _dapo_guides(ax: Any, dapo: np.ndarray, records: list[Records]) -> None:
         ax.axvline(float(np.mean(trained)), color="black", linewidth=1.2, label="one round per step (all groups trained on)")
 
 
-def _title(points: dict[str, np.ndarray]) -> str:
-    """The finding: each arm's generation against DAPO's and its accuracy gap, from the means."""
+def _title(points: dict[str, np.ndarray], when: str = "final") -> str:
+    """The finding: each arm's generation against DAPO's and its accuracy gap (``when``: final or
+    late), from the means."""
     if "dynamic_sampling" not in points:
-        return "Generated groups against final held-out accuracy"
+        return f"Generated groups against {when} held-out accuracy"
     g0, a0 = points["dynamic_sampling"].mean(axis=0)
     best = [a for a in ("predictive", "snooze") if a in points]
     parts = []
     for arm in best:
         g, a = points[arm].mean(axis=0)
         parts.append(f"{arm_label(arm)}: {g0 / g:.2f}x fewer groups than DAPO, {100 * (a - a0):+.1f} points")
-    return "Generation against final accuracy\n" + ("\n".join(parts) if parts else "DAPO and the other arms")
+    return f"Generation against {when} accuracy\n" + ("\n".join(parts) if parts else "DAPO and the other arms")

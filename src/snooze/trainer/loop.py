@@ -42,7 +42,15 @@ from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
 from snooze.core.types import Batch
-from snooze.logs import METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter, read_metrics
+from snooze.logs import (
+    LATE_EVALS,
+    METRICS_FILE,
+    REWARDS_FILE,
+    MetricsLogWriter,
+    RewardLogWriter,
+    late_evaluations,
+    read_metrics,
+)
 from snooze.trainer import checkpoint as ckpt
 from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
 from snooze.trainer.config import TrainConfig
@@ -54,12 +62,6 @@ from snooze.trainer.rollout import Roller, collate
 __all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "REWARDS_FILE", "CURRICULUM_STATE", "LATE_EVALS"]
 
 logger = logging.getLogger(__name__)
-
-LATE_EVALS = 3
-"""Evaluations averaged for a run's *late* accuracy: its last ones, the base model's excluded. A steadier
-end point than the last evaluation alone, which one dip can move by nearly 10 points (0.869 to 0.774 over
-the last 25 steps of one reference run; docs/reference-experiment.md, "Five seeds, and the last three
-evaluations")."""
 
 _CKPT = "checkpoint"
 CONFIG_FILE = "config.json"
@@ -329,7 +331,7 @@ def train(
 
 def read_result(run_dir: str | Path) -> RunResult:
     """A run's result from its ``metrics.jsonl``: base (step 0), last evaluation and the mean of the last
-    :data:`LATE_EVALS` after the base's, last totals."""
+    :data:`~snooze.logs.LATE_EVALS` after the base's (:func:`~snooze.logs.late_evaluations`), last totals."""
     run_dir = Path(run_dir)
     lines = read_metrics(run_dir)
     evals = [x for x in lines if x.get("eval/accuracy") is not None]
@@ -337,7 +339,7 @@ def read_result(run_dir: str | Path) -> RunResult:
         raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")
     last, final, first = lines[-1], evals[-1], evals[0] if evals[0]["step"] == 0 else {}
     totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
-    late = [x for x in evals if x is not first][-LATE_EVALS:] or [final]  # a run evaluated only at its start: that one
+    late = late_evaluations(evals)
     return RunResult(
         run_dir, int(last["step"]) + 1, _get(first, "eval/accuracy"), float(final["eval/accuracy"]), _by_task(final, "eval/accuracy"),
         totals, float(last["time/elapsed_s"]), base_by_task=_by_task(first, "eval/accuracy"),
