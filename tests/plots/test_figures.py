@@ -205,7 +205,7 @@ def test_figure4_puts_one_point_per_seed_and_states_the_trade_in_its_title() -> 
     seeds = sorted(tuple(map(tuple, o.tolist())) for o in offsets if len(o) == 2)
     assert seeds == [((100.0, 0.79), (120.0, 0.80)), ((300.0, 0.80), (340.0, 0.82))]  # one point per seed; fig3 arms left out
     assert "predictive skipping: 2.91x fewer groups than DAPO, -1.5 points" in ax.get_title()
-    assert len(fig.axes) == 2 and "late accuracy" in fig.axes[1].get_title()  # one evaluation after the base: late = final here
+    assert len(fig.axes) == 4 and "late accuracy" in fig.axes[1].get_title()  # one evaluation after the base: late = final here
     assert "predictive skipping: 2.91x fewer groups than DAPO, -1.5 points" in fig.axes[1].get_title()
     plt.close(fig)
 
@@ -227,9 +227,13 @@ def test_figure4_late_panel_averages_the_last_evaluations_after_the_base() -> No
     assert late_point(run(80, [0.4]), "eval/accuracy") == (80.0, 0.4)
     assert late_point([{"step": 0, "eval/accuracy": 0.1}], "eval/accuracy") is None  # no generated groups
     fig = figure_tradeoff({"dynamic_sampling": [run(300, [0.7, 0.8, 0.8, 0.8])], "snooze": [dips]})
-    final, late = fig.axes
+    final, late, final_zoom, late_zoom = fig.axes  # top row: every arm; bottom row: zoomed on DAPO's accuracy
+    assert final_zoom.get_ylim() == pytest.approx((0.74, 0.83)) and late_zoom.get_ylim() == pytest.approx((0.74, 0.83))
     final_pts = sorted(tuple(o[0]) for c in final.collections for o in [c.get_offsets()] if len(o) == 1)
     late_pts = sorted(tuple(o[0]) for c in late.collections for o in [c.get_offsets()] if len(o) == 1)
     assert (100.0, 0.3) in final_pts and (100.0, pytest.approx(0.7)) in late_pts
     assert "-50.0 points" in final.get_title() and "-10.0 points" in late.get_title()
+    plt.close(fig)
+    fig = figure_tradeoff({"snooze": [dips]})  # no DAPO: nothing to zoom on, one row
+    assert len(fig.axes) == 2
     plt.close(fig)

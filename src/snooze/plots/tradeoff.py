@@ -1,9 +1,10 @@
 """Figure 4: what each arm paid in generation against what it ended at, one point per seed.
 
-The trade-off of a skipping policy at a glance: left is cheaper, up is better. Two panels share the
-axes: the final accuracy (the last evaluation, as issue 12 asks) and the late one (the mean of the last
+The trade-off of a skipping policy at a glance: left is cheaper, up is better. Two columns: the final
+accuracy (the last evaluation, as issue 12 asks) and the late one (the mean of the last
 :data:`~snooze.logs.LATE_EVALS` evaluations after the base's, which one dip at the end moves less; the
-summary table has both). DAPO's accuracy is drawn as a band of +-1 point (the reference experiment's
+summary table has both). The top row shows every arm; the bottom row zooms on DAPO's accuracy, where
+differences of a point or two between the skipping arms are otherwise too small to see. DAPO's accuracy is drawn as a band of +-1 point (the reference experiment's
 "same accuracy"), and DAPO's generation divided by 1.5 and by 3 as vertical lines (the targets the
 issue set), beside "one round per step" (every group generated trained on: the floor no policy can pass).
 """
@@ -52,12 +53,14 @@ def late_point(records: Records, key: str) -> tuple[float, float] | None:
     return float(groups[-1]), float(np.mean([r[key] for r in late_evaluations(evals)]))
 
 
-_PANELS = (("final", final_point, "final held-out accuracy"), ("late", late_point, f"late held-out accuracy (last {LATE_EVALS} evaluations)"))
+_PANELS = (("final", final_point, "the last evaluation"), ("late", late_point, f"the mean of the last {LATE_EVALS} evaluations"))
+"""Figure 4's columns: ``(when, point of a run, what the accuracy is)``."""
 
 
 def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
     """Figure 4: generated groups (x) against held-out accuracy (y), final (left) and late (right),
-    every arm, seeds as points."""
+    every arm, seeds as points; with DAPO present, a second row zooms on DAPO's accuracy, where the
+    skipping arms are."""
     arms = [a for a in TRADEOFF_ARMS if runs.get(a)] + sorted(a for a in runs if a not in TRADEOFF_ARMS and not a.startswith("fig3-"))
     key = accuracy_key({a: runs[a] for a in arms})
     panels = []
@@ -68,29 +71,50 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
         logger.info("figure 4 skipped: no arm logged generated groups and a final evaluation")
         return None
     plt = pyplot()
-    from matplotlib.ticker import PercentFormatter
-
-    fig, axes = plt.subplots(1, 2, figsize=(17, 6.4), sharex=True, sharey=True)
-    what = "avg@k at the rollout temperature" if key.startswith("eval/sampled") else "greedy"
-    for ax, (when, ylabel, points) in zip(axes, panels):
-        dapo = points.get("dynamic_sampling")
-        if dapo is not None:
-            _dapo_guides(ax, dapo, runs["dynamic_sampling"])
-        for arm, pts in points.items():
-            color, marker = arm_color(arm), _MARKERS.get(arm, "D")
-            ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
-            mean = pts.mean(axis=0)
-            ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
-        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
-        ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=f"{ylabel}, {what}")
-        ax.yaxis.set_tick_params(labelleft=True)
-        ax.grid(alpha=0.3)
-        ax.set_title(_title(points, when), fontsize=11)
-    axes[1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
+    zoom = "dynamic_sampling" in panels[0][2]
+    fig, axes = plt.subplots(2 if zoom else 1, 2, figsize=(17, 11.5 if zoom else 6.4), sharex=True, squeeze=False)
+    what = "avg@k" if key.startswith("eval/sampled") else "greedy"
+    for col, (when, meaning, points) in enumerate(panels):
+        _draw(axes[0][col], points, runs, f"{when} held-out accuracy ({what})")
+        axes[0][col].set_title(f"{_title(points, when)}\n({when}: {meaning})", fontsize=11)
+        if zoom:
+            lo, hi = _zoom(points["dynamic_sampling"])
+            _draw(axes[1][col], points, runs, f"{when} held-out accuracy ({what})")
+            axes[1][col].set_ylim(lo, hi)
+            axes[1][col].set_title(f"the same, zoomed on DAPO's {when} accuracy ({_ZOOM_BELOW * 100:.0f} points below to {_ZOOM_ABOVE * 100:.0f} above)", fontsize=10)
+    for ax in axes[:-1].flat:
+        ax.set_xlabel("")
+    axes[0][1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
     n = max(len(p) for p in panels[0][2].values())
     fig.text(0.99, 0.01, f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.", ha="right", va="bottom", fontsize=8, color="#555555")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
+
+
+_ZOOM_BELOW, _ZOOM_ABOVE = 0.06, 0.03  # the zoomed row: DAPO's mean accuracy -6 to +3 points
+
+
+def _zoom(dapo: np.ndarray) -> tuple[float, float]:
+    acc = float(dapo[:, 1].mean())
+    return acc - _ZOOM_BELOW, acc + _ZOOM_ABOVE
+
+
+def _draw(ax: Any, points: dict[str, np.ndarray], runs: dict[str, list[Records]], ylabel: str) -> None:
+    """One panel: DAPO's guides, then each arm's seeds (small) and mean (large)."""
+    from matplotlib.ticker import PercentFormatter
+
+    dapo = points.get("dynamic_sampling")
+    if dapo is not None:
+        _dapo_guides(ax, dapo, runs["dynamic_sampling"])
+    for arm, pts in points.items():
+        color, marker = arm_color(arm), _MARKERS.get(arm, "D")
+        ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
+        mean = pts.mean(axis=0)
+        ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+    ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=ylabel)
+    ax.xaxis.set_tick_params(labelbottom=True)
+    ax.grid(alpha=0.3)
 
 
 def _dapo_guides(ax: Any, dapo: np.ndarray, records: list[Records]) -> None:
