@@ -90,7 +90,7 @@ class _LoggingDapo(Policy):
     """DAPO (the base policy's defaults) that logs each group with its prompt's features and pass rate
     under the model that generated it (registered by :func:`main` only)."""
 
-    log: dict[str, list[Any]] = {k: [] for k in LOG_FIELDS}
+    log: dict[str, list[np.ndarray]] = {k: [] for k in LOG_FIELDS}  # per field, one array per report
     temperature: float = 0.4
 
     def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
@@ -104,12 +104,16 @@ class _LoggingDapo(Policy):
             assert model is not None, "the roller was not built"
             self.pool_features = [(prompt_features(model, pools[n], self.temperature), oracle_bench.pass_rates(model, pools[n], self.temperature)) for n in self.names]
             self.now = self.step
+        ds = np.asarray(report.group_ds, dtype=np.int64)
+        local = np.asarray(report.group_rows, dtype=np.int64) - self.offsets[ds]
+        feats = np.empty((ds.shape[0], self.pool_features[0][0].shape[1]), dtype=np.float32)
+        p = np.empty(ds.shape[0])
+        for d in np.unique(ds):  # one gather per dataset
+            at = ds == d
+            feats[at], p[at] = self.pool_features[d][0][local[at]], self.pool_features[d][1][local[at]]
         correct = np.rint(report.rewards.sum(axis=1)).astype(np.int64)
-        for ds, row, c in zip(report.group_ds, report.group_rows, correct):
-            local = int(row - self.offsets[ds])
-            feats, p = self.pool_features[int(ds)]
-            for key, value in zip(LOG_FIELDS, (self.step, int(ds), local, int(c), float(p[local]), feats[local].astype(np.float32))):
-                self.log[key].append(value)
+        for key, value in zip(LOG_FIELDS, (np.full(ds.shape[0], self.step), ds, local, correct, p, feats)):
+            self.log[key].append(value)
         return None
 
     def end_step(self, steps: int) -> None:
@@ -202,7 +206,7 @@ def main() -> None:
             for v in _LoggingDapo.log.values():
                 v.clear()
             loop.train(run_dir, pools, tests, SchedulerConfig(policy="dynamic_sampling_logged", **shape), train_config(profile, seed), model_cfg, base.state_dict)
-            log = {k: np.asarray(v) for k, v in _LoggingDapo.log.items()}
+            log = {k: np.concatenate(v) for k, v in _LoggingDapo.log.items()}  # one array per report, joined
             np.savez_compressed(log_path, **log)
         log = load_log(log_path)
         dapo_groups.append(log["step"].shape[0])

@@ -33,12 +33,9 @@ def screened(rewards: np.ndarray, k: int) -> tuple[int, int]:
     G = rewards.shape[1]
     if not 1 <= k <= G:
         raise ValueError(f"k={k}: must be in 1..{G}")
-    spread = rewards.max(axis=1) != rewards.min(axis=1)
-    if k == G:
-        return int(rewards.size), int(spread.sum())
     screen = rewards[:, :k]
     kept = screen.max(axis=1) != screen.min(axis=1)  # disagreed: the rest is generated, the group has signal
-    return int(np.where(kept, G, k).sum()), int(kept.sum())
+    return int(np.where(kept, G, k).sum()), int(kept.sum())  # k = G: every group in full, its signal groups
 
 
 def groups_per_signal(rewards: np.ndarray, k: int) -> float:

@@ -32,25 +32,27 @@ _MARKERS = {"dynamic_sampling": "s", "grpo": "v", "filter": "X", "snooze-f1": "<
 _SAME = 0.01  # +-1 point of DAPO's accuracy: "the same final accuracy"
 
 
+def _groups_and_evals(records: Records, key: str) -> tuple[float, Records] | None:
+    """One run's last ``total/gen_groups`` and its lines that evaluated ``key`` (``None`` when it
+    logged neither)."""
+    groups = [r["total/gen_groups"] for r in records if r.get("total/gen_groups") is not None]
+    evals = [r for r in records if r.get(key) is not None]
+    return (float(groups[-1]), evals) if groups and evals else None
+
+
 def final_point(records: Records, key: str) -> tuple[float, float] | None:
     """``(total generated groups, final accuracy)`` of one run: its last step's total and its last
     evaluation (``None`` when it logged neither)."""
-    groups = [r["total/gen_groups"] for r in records if r.get("total/gen_groups") is not None]
-    accs = [r[key] for r in records if r.get(key) is not None]
-    if not groups or not accs:
-        return None
-    return float(groups[-1]), float(accs[-1])
+    got = _groups_and_evals(records, key)
+    return None if got is None else (got[0], float(got[1][-1][key]))
 
 
 def late_point(records: Records, key: str) -> tuple[float, float] | None:
     """``(total generated groups, late accuracy)`` of one run: its last step's total and the mean of
     ``key`` over its late evaluations (:func:`~snooze.logs.late_evaluations`; ``None`` as for
     :func:`final_point`)."""
-    groups = [r["total/gen_groups"] for r in records if r.get("total/gen_groups") is not None]
-    evals = [r for r in records if r.get(key) is not None]
-    if not groups or not evals:
-        return None
-    return float(groups[-1]), float(np.mean([r[key] for r in late_evaluations(evals)]))
+    got = _groups_and_evals(records, key)
+    return None if got is None else (got[0], float(np.mean([r[key] for r in late_evaluations(got[1])])))
 
 
 _PANELS = (("final", final_point, "the last evaluation"), ("late", late_point, f"the mean of the last {LATE_EVALS} evaluations"))
