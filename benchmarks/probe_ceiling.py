@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +130,17 @@ def ridge(x: np.ndarray, y: np.ndarray, lam: float) -> Any:
     return lambda xn: np.hstack([(xn - mu) / sd, np.ones((xn.shape[0], 1))]) @ w
 
 
+def rolling_ridge(x: np.ndarray, y: np.ndarray, step: np.ndarray, window: int, lam: float, from_step: int) -> np.ndarray:
+    """Each row's prediction of ``y`` by a ridge fit on the rows of the ``window`` steps before its own
+    (steps ``>= from_step``; NaN before, or where that window is empty)."""
+    out = np.full(step.shape[0], np.nan)
+    for t in range(from_step, int(step.max()) + 1):
+        train, test = (step >= t - window) & (step < t), step == t
+        if test.any() and train.any():
+            out[test] = ridge(x[train], y[train], lam)(x[test])
+    return out
+
+
 def auc(score: np.ndarray, label: np.ndarray) -> float:
     """The chance that a random positive outranks a random negative (ties broken by position)."""
     rank = np.empty(score.shape[0])
@@ -148,82 +159,103 @@ def kept_share(score: np.ndarray, label: np.ndarray, step: np.ndarray, keep: flo
     return float(np.concatenate(kept).mean())
 
 
-def predictors(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Each predictor's score for the groups of steps ``>= from_step``, with their signal and step."""
-    step, ds, row, correct = (np.asarray(log[k]) for k in ("step", "ds", "row", "correct"))
-    signal = ((correct > 0) & (correct < group_size)).astype(float)
+def history_columns(log: Mapping[str, np.ndarray], group_size: int) -> np.ndarray:
+    """One-hot of each group's prompt's previous correct count, or "never seen" (the first column)."""
+    ds, row, correct = (np.asarray(log[k]) for k in ("ds", "row", "correct"))
     prev = previous_group(ds.astype(np.int64) * (int(row.max()) + 1) + row)
     prev_correct = np.where(prev >= 0, correct[np.maximum(prev, 0)], -1)
-    history = (prev_correct[:, None] == np.arange(-1, group_size + 1)[None]).astype(float)
+    return (prev_correct[:, None] == np.arange(-1, group_size + 1)[None]).astype(float)
+
+
+def predictors(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Each predictor's score for the groups of steps ``>= from_step``, with their signal and step."""
+    step, ds, correct = (np.asarray(log[k]) for k in ("step", "ds", "correct"))
+    signal = ((correct > 0) & (correct < group_size)).astype(float)
+    history = history_columns(log, group_size)
     task = (ds[:, None] == np.unique(ds)[None]).astype(float)
     inputs = {"history": np.hstack([history, task]), "probe": np.hstack([log["features"], task]), "probe+history": np.hstack([log["features"], history, task])}
     p = np.asarray(log["p"])
-    scores = {"oracle": 1.0 - p**group_size - (1.0 - p) ** group_size} | {k: np.full(step.shape[0], np.nan) for k in inputs}
-    for t in range(from_step, int(step.max()) + 1):
-        train, test = (step >= t - window) & (step < t), step == t
-        if test.any() and train.any():
-            for name, x in inputs.items():
-                scores[name][test] = ridge(x[train], signal[train], lam)(x[test])
+    scores = {"oracle": 1.0 - p**group_size - (1.0 - p) ** group_size}
+    for name, x in inputs.items():
+        scores[name] = rolling_ridge(x, signal, step, window, lam, from_step)
     on = step >= from_step
     return {k: v[on] for k, v in scores.items()}, signal[on], step[on]
 
 
-def load_log(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as f:
-        return {k: f[k] for k in LOG_FIELDS}
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def common_args(parser: argparse.ArgumentParser, out: str) -> None:
+    """The options this benchmark shares with ``critic_ceiling.py``."""
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    parser.add_argument("--out", type=Path, default=Path("runs/probe"))
+    parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--window", type=int, default=30, help="steps of groups each fit reads")
     parser.add_argument("--lam", type=float, default=10.0, help="ridge penalty")
     parser.add_argument("--from-step", type=int, default=60, help="first step predicted (the earlier ones fill the window)")
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1, as snooze compare: the runs are then its dynamic_sampling runs)")
-    args = parser.parse_args()
+
+
+def run(
+    args: argparse.Namespace,
+    policy: type[_LoggingDapo],
+    name: str,
+    log_name: str,
+    fields: Sequence[str],
+    score: Callable[[Mapping[str, np.ndarray], Any], tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]],
+    before_run: Callable[[int, Any, Any], None] | None = None,
+) -> None:
+    """Train DAPO with the logging ``policy`` (registered as ``name``) for each seed whose log is missing (``before_run(seed,
+    model_cfg, base)`` first), then print each predictor's AUC and kept signal shares per seed and as
+    means. ``score(log, profile)`` gives ``(scores by predictor, signal, step)``."""
     torch.set_num_threads(args.threads)
     profile = PROFILES[args.profile]
-    register_policy("dynamic_sampling_logged")(_LoggingDapo)
+    register_policy(name)(policy)
     pools, tests, banned = _data(profile, profile.tasks)
     oracle_bench.ORACLE.pools = pools
-    _LoggingDapo.temperature = profile.temperature
+    policy.temperature = profile.temperature
     loop.Roller = oracle_bench._CapturingRoller  # type: ignore[misc]  # the benchmark's hook: it sees the model being trained
     shape = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
     model_cfg = base = None
     results: dict[str, list[list[float]]] = {}
     dapo_groups = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
-        run_dir, log_path = args.out / f"seed{seed}", args.out / f"seed{seed}" / "probe_log.npz"
+        run_dir, log_path = args.out / f"seed{seed}", args.out / f"seed{seed}" / log_name
         if not log_path.exists():
             if run_dir.exists():
-                sys.exit(f"{run_dir} exists without probe_log.npz (an interrupted run): remove it and run again")
+                sys.exit(f"{run_dir} exists without {log_name} (an interrupted run): remove it and run again")
             if base is None:
                 model_cfg, base = profile_base(profile, cache_dir=args.cache, banned=banned)
-            for v in _LoggingDapo.log.values():
+            if before_run is not None:
+                before_run(seed, model_cfg, base)
+            for v in policy.log.values():
                 v.clear()
-            loop.train(run_dir, pools, tests, SchedulerConfig(policy="dynamic_sampling_logged", **shape), train_config(profile, seed), model_cfg, base.state_dict)
-            log = {k: np.concatenate(v) for k, v in _LoggingDapo.log.items()}  # one array per report, joined
-            np.savez_compressed(log_path, **log)
-        log = load_log(log_path)
+            loop.train(run_dir, pools, tests, SchedulerConfig(policy=name, **shape), train_config(profile, seed), model_cfg, base.state_dict)
+            np.savez_compressed(log_path, **{k: np.concatenate(v) for k, v in policy.log.items()})  # one array per report, joined
+        with np.load(log_path, allow_pickle=False) as f:
+            log = {k: f[k] for k in fields}
         dapo_groups.append(log["step"].shape[0])
-        scores, signal, step = predictors(log, profile.group_size, args.window, args.lam, args.from_step)
+        scores, signal, step = score(log, profile)
         print(f"seed {seed}: {log['step'].shape[0]} groups; steps {args.from_step}+: {signal.shape[0]} groups, signal share {signal.mean():.3f}")
-        for name, s in scores.items():
+        width = max(len(k) for k in scores)
+        for key, s in scores.items():
             row = [auc(s, signal)] + [kept_share(s, signal, step, k) for k in KEEP]
-            results.setdefault(name, []).append(row)
-            print(f"  {name:14s} AUC {row[0]:.3f} | " + " | ".join(f"keep {k:.0%}: signal {v:.3f}" for k, v in zip(KEEP, row[1:])))
+            results.setdefault(key, []).append(row)
+            print(f"  {key:{width}s} AUC {row[0]:.3f} | " + " | ".join(f"keep {k:.0%}: signal {v:.3f}" for k, v in zip(KEEP, row[1:])), flush=True)
     need = profile.steps * profile.batch_size
     print(f"\nmean over {args.seeds} seeds (steps {args.from_step}+; DAPO generated {np.mean(dapo_groups):.0f} groups a run); "
           f"the share kept costs a run ~{need} / r groups with the surplus carried:")  # fmt: skip
     print("| predictor | AUC | " + " | ".join(f"signal share, best {k:.0%}" for k in KEEP) + f" | DAPO / ({need:,} / r) at 25% |")
     print("|---|---|" + "---|" * len(KEEP) + "---|")
-    for name, rows in results.items():
+    for key, rows in results.items():
         m = np.mean(rows, axis=0)
-        print(f"| {name} | {m[0]:.3f} | " + " | ".join(f"{v:.3f}" for v in m[1:]) + f" | {np.mean(dapo_groups) * m[1] / need:.2f}x |")
+        print(f"| {key} | {m[0]:.3f} | " + " | ".join(f"{v:.3f}" for v in m[1:]) + f" | {np.mean(dapo_groups) * m[1] / need:.2f}x |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common_args(parser, "runs/probe")
+    args = parser.parse_args()
+    run(args, _LoggingDapo, "dynamic_sampling_logged", "probe_log.npz", LOG_FIELDS, lambda log, profile: predictors(log, profile.group_size, args.window, args.lam, args.from_step))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from history_ceiling import ceiling, cells, encounters, expected_rounds, level_encounters
 from pass_rate_oracle import pass_rates
-from probe_ceiling import auc, kept_share, predictors, prompt_features
+from probe_ceiling import auc, kept_share, predictors, prompt_features, rolling_ridge
 from screening_bound import groups_per_signal, screened
 
 from snooze.logs import RewardLogWriter
@@ -132,3 +132,14 @@ def test_predictors_find_signal_where_it_is() -> None:
     assert abs(auc(scores["history"], sig) - 0.5) < 0.06
     assert auc(scores["oracle"], sig) > 0.99
     assert kept_share(scores["probe"], sig, step, 0.25) > 0.85 > 0.4 > kept_share(scores["history"], sig, step, 0.25)  # signal share 0.3
+
+
+def test_rolling_ridge_reads_only_the_window_before() -> None:
+    """With nothing to regress on, each step's prediction is the mean of the window's targets: the
+    mean of the steps before it, never its own."""
+    step = np.repeat(np.arange(12), 3)
+    y = step.astype(float)
+    out = rolling_ridge(np.zeros((step.shape[0], 1)), y, step, window=4, lam=1.0, from_step=2)
+    assert np.isnan(out[step < 2]).all()
+    for t in range(2, 12):
+        np.testing.assert_allclose(out[step == t], np.mean(np.arange(max(0, t - 4), t)), atol=1e-9)
