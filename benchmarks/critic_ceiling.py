@@ -10,8 +10,8 @@ group (AUC 0.78 against 0.76, the exact pass rate 0.94). Two things it leaves ou
 - a *critic*, as PPO trains one: a second network, initialised from the policy's starting weights
   (the warm-up model) with a linear value head on the final layer's output at the last prompt token,
   trained alongside the policy on every generated group (the binomial log-likelihood of its correct
-  count: a value target of the pass rate), ``--critic-epochs`` passes over each step's groups after
-  the step, and read before the next one (``critic``; with the history: ``critic+history``). Its
+  count: a value target of the pass rate), ``--critic-epochs`` Adam steps after each step, on that
+  step's groups or on as many drawn from the last ``--critic-replay`` steps', and read before the next one (``critic``; with the history: ``critic+history``). Its
   features are learned for the job, which a probe's are not. It costs a forward and backward pass
   over the prompts of each step's groups, and a prefill of the prompts it ranks.
 
@@ -22,11 +22,13 @@ prompt's pass rate before the step, one column per ``--critic-lr``. Then it prin
 ``probe_ceiling.py`` with these rows added::
 
     python benchmarks/critic_ceiling.py --seeds 3 --out runs/critic
+    python benchmarks/critic_ceiling.py --seeds 3 --out runs/critic-replay --critic-replay 30
     python benchmarks/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 3e-3   # the choice
+    python benchmarks/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 --critic-replay 30
 
-The critic's learning rate (3e-4, of 1e-4 to 3e-3 trained side by side; 4 epochs, fixed first) was
-chosen on dev seed 10 before the reported seeds were run; the value probe keeps the probe's penalty
-(docs/reference-experiment.md, "Bound 3").
+The critic's learning rate (3e-4, of 1e-4 to 3e-3 trained side by side; 4 Adam steps a step, fixed
+first) and the replay were chosen on dev seed 10 before the reported seeds were run; the value probe
+keeps the probe's penalty (docs/reference-experiment.md, "Bound 3").
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -100,6 +103,20 @@ class Critic(nn.Module):
         return np.concatenate([torch.sigmoid(self.logits(prompts[lo : lo + chunk])).double().numpy() for lo in range(0, len(prompts), chunk)])
 
 
+def critic_batches(
+    past: deque[tuple[list[str], np.ndarray]], prompts: list[str], correct: np.ndarray, epochs: int, replay: int, rng: np.random.Generator
+) -> list[tuple[list[str], np.ndarray]]:
+    """The ``epochs`` batches a critic steps on after a step whose groups are ``prompts`` and ``correct``
+    (appended to ``past``, a deque of the last ``replay`` steps' groups): with ``replay`` 0 that step's
+    groups every time, else as many groups drawn without repeats from the steps in ``past``."""
+    past.append((prompts, correct))
+    if not replay:
+        return [(prompts, correct)] * epochs
+    every, counts = [p for ps, _ in past for p in ps], np.concatenate([c for _, c in past])
+    picks = [rng.choice(counts.shape[0], size=min(len(prompts), counts.shape[0]), replace=False) for _ in range(epochs)]
+    return [([every[i] for i in pick.tolist()], counts[pick]) for pick in picks]
+
+
 class _CriticDapo(probe._LoggingDapo):
     """``probe_ceiling``'s logging DAPO with critics: at a step's first report each critic is fitted
     on the previous step's groups, then reads every prompt of the pools (registered by :func:`main`)."""
@@ -108,11 +125,15 @@ class _CriticDapo(probe._LoggingDapo):
     critics: list[Critic] = []
     epochs: int = 4
     group_size: int = 8
+    replay: int = 0
+    """0: each Adam step takes the last step's groups; ``k``: as many groups drawn from the last ``k`` steps'."""
 
     def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
         super().bind(names, sizes)
         self.seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # this step's (ds, local row, correct)
         self.critic_p: list[np.ndarray] = []
+        self.past: deque[tuple[list[str], np.ndarray]] = deque(maxlen=max(1, self.replay))
+        self.rng = np.random.default_rng(0)  # the replay's draws: its own, the policy's are untouched
 
     def report(self, memory: Any, report: Any) -> None:
         if self.now != self.step:
@@ -120,8 +141,10 @@ class _CriticDapo(probe._LoggingDapo):
             if self.seen:
                 ds, local, correct = (np.concatenate(c) for c in zip(*self.seen))
                 prompts = [pools[self.names[d]][r]["prompt"] for d, r in zip(ds.tolist(), local.tolist())]
+                batches = critic_batches(self.past, prompts, correct, self.epochs, self.replay, self.rng)
                 for c in self.critics:
-                    c.fit(prompts, correct, self.group_size, self.epochs)
+                    for batch_prompts, batch_correct in batches:
+                        c.fit(batch_prompts, batch_correct, self.group_size, epochs=1)
                 self.seen = []
             self.critic_p = [np.stack([c.pass_rates([r["prompt"] for r in pools[n]]) for c in self.critics], axis=1) for n in self.names]
         super().report(memory, report)
@@ -157,9 +180,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     probe.common_args(parser, "runs/critic")
     parser.add_argument("--critic-lr", type=float, nargs="+", default=[3e-4], help="one critic per learning rate, trained side by side")
-    parser.add_argument("--critic-epochs", type=int, default=4, help="Adam steps on each step's groups")
+    parser.add_argument("--critic-epochs", type=int, default=4, help="Adam steps after each step")
+    parser.add_argument("--critic-replay", type=int, default=0, help="0: each Adam step takes the last step's groups; k: as many drawn from the last k steps'")
     args = parser.parse_args()
-    _CriticDapo.epochs, _CriticDapo.group_size = args.critic_epochs, PROFILES[args.profile].group_size
+    _CriticDapo.epochs, _CriticDapo.group_size, _CriticDapo.replay = args.critic_epochs, PROFILES[args.profile].group_size, args.critic_replay
 
     def build_critics(seed: int, model_cfg: Any, base: Any) -> None:
         start = TinyGPT(model_cfg)

@@ -4,9 +4,11 @@ the value probe's and critics' scores read from the log."""
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import torch
-from critic_ceiling import Critic, scores, signal_chance
+from critic_ceiling import Critic, critic_batches, scores, signal_chance
 from probe_ceiling import auc
 
 from snooze.trainer.model import ModelConfig, TinyGPT
@@ -72,3 +74,20 @@ def test_scores_read_the_critic_and_the_value_probe() -> None:
     assert abs(auc(out["probe"], sig) - 0.5) < 0.08
     assert set(out) >= {"critic (lr 0.0001)", "critic (lr 0.0001)+history", "critic (lr 0.001)+history"}
     assert all(v.shape == sig.shape and not np.isnan(v).any() for v in out.values())
+
+
+def _batches_after(replay: int, steps: int) -> list[list[tuple[list[str], np.ndarray]]]:
+    past: deque[tuple[list[str], np.ndarray]] = deque(maxlen=max(1, replay))
+    rng = np.random.default_rng(0)
+    return [critic_batches(past, [f"s{t}p{i}" for i in range(4)], np.full(4, t), 3, replay, rng) for t in range(steps)]
+
+
+def test_critic_batches_are_the_last_step_or_a_draw_from_the_last_k() -> None:
+    last = _batches_after(0, 5)[-1]
+    assert len(last) == 3 and all(p == [f"s4p{i}" for i in range(4)] and (c == 4).all() for p, c in last)
+    drawn = _batches_after(2, 5)[-1]
+    assert len(drawn) == 3
+    for prompts, counts in drawn:
+        assert len(prompts) == 4 == len(set(prompts))  # as many as the step had, without repeats
+        assert set(counts.tolist()) <= {3, 4} and all(p.startswith(f"s{c}") for p, c in zip(prompts, counts.tolist()))
+    assert {c for _, counts in drawn for c in counts.tolist()} == {3, 4}  # both of the last two steps are drawn from
