@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import pass_rate_oracle as oracle_bench  # noqa: E402
 import probe_ceiling as probe  # noqa: E402
 
+from snooze.analysis import signal_prob  # noqa: E402
 from snooze.experiments.profiles import PROFILES  # noqa: E402
 from snooze.trainer.model import TinyGPT, _shift  # noqa: E402
 from snooze.trainer.tokenizer import CharTokenizer  # noqa: E402
@@ -58,9 +59,8 @@ LOG_FIELDS = (*probe.LOG_FIELDS, "critic_p")
 
 
 def signal_chance(p: np.ndarray, group_size: int) -> np.ndarray:
-    """The chance that a group of ``group_size`` rollouts at pass rate ``p`` has signal."""
-    p = np.clip(p, 0.0, 1.0)
-    return 1.0 - p**group_size - (1.0 - p) ** group_size
+    """:func:`snooze.analysis.signal_prob` of an estimated pass rate, which a ridge fit may put outside [0, 1]."""
+    return signal_prob(np.clip(p, 0.0, 1.0), group_size)
 
 
 class Critic(nn.Module):
@@ -146,7 +146,8 @@ class _CriticDapo(probe._LoggingDapo):
                     for batch_prompts, batch_correct in batches:
                         c.fit(batch_prompts, batch_correct, self.group_size, epochs=1)
                 self.seen = []
-            self.critic_p = [np.stack([c.pass_rates([r["prompt"] for r in pools[n]]) for c in self.critics], axis=1) for n in self.names]
+            texts = [[r["prompt"] for r in pools[n]] for n in self.names]
+            self.critic_p = [np.stack([c.pass_rates(t) for c in self.critics], axis=1) for t in texts]
         super().report(memory, report)
         ds = np.asarray(report.group_ds, dtype=np.int64)
         local = np.asarray(report.group_rows, dtype=np.int64) - self.offsets[ds]

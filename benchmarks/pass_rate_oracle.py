@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from snooze.analysis import signal_prob
 from snooze.core._memory import PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
@@ -64,7 +65,7 @@ class _Oracle:
         if name not in self.q:
             assert self.model is not None, "the roller was not built"
             p = pass_rates(self.model, self.pools[name], self.temperature)
-            self.q[name] = 1.0 - p**self.group_size - (1.0 - p) ** self.group_size
+            self.q[name] = signal_prob(p, self.group_size)
         return self.q[name]
 
 

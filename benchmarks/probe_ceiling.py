@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmar
 import pass_rate_oracle as oracle_bench  # noqa: E402
 from history_ceiling import previous_group  # noqa: E402
 
+from snooze.analysis import signal_prob  # noqa: E402
 from snooze.core.config import SchedulerConfig  # noqa: E402
 from snooze.core.policies.base import Policy, register_policy  # noqa: E402
 from snooze.experiments.compare import _data, profile_base  # noqa: E402
@@ -175,7 +176,7 @@ def predictors(log: Mapping[str, np.ndarray], group_size: int, window: int, lam:
     task = (ds[:, None] == np.unique(ds)[None]).astype(float)
     inputs = {"history": np.hstack([history, task]), "probe": np.hstack([log["features"], task]), "probe+history": np.hstack([log["features"], history, task])}
     p = np.asarray(log["p"])
-    scores = {"oracle": 1.0 - p**group_size - (1.0 - p) ** group_size}
+    scores = {"oracle": signal_prob(p, group_size)}
     for name, x in inputs.items():
         scores[name] = rolling_ridge(x, signal, step, window, lam, from_step)
     on = step >= from_step
@@ -204,9 +205,10 @@ def run(
     score: Callable[[Mapping[str, np.ndarray], Any], tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]],
     before_run: Callable[[int, Any, Any], None] | None = None,
 ) -> None:
-    """Train DAPO with the logging ``policy`` (registered as ``name``) for each seed whose log is missing (``before_run(seed,
-    model_cfg, base)`` first), then print each predictor's AUC and kept signal shares per seed and as
-    means. ``score(log, profile)`` gives ``(scores by predictor, signal, step)``."""
+    """Train DAPO with the logging ``policy`` (registered as ``name``) for each seed whose log is
+    missing (``before_run(seed, model_cfg, base)`` first), then print each predictor's AUC and kept
+    signal shares per seed and as means. ``score(log, profile)`` gives ``(scores by predictor, signal,
+    step)``."""
     torch.set_num_threads(args.threads)
     profile = PROFILES[args.profile]
     register_policy(name)(policy)
