@@ -60,6 +60,21 @@ def test_bad_first_line_names_file_line_and_field(tmp_path: Path, text: str, fie
         assert field in str(err.value)
 
 
+def test_bad_values_read_as_the_docs_print_them(tmp_path: Path) -> None:
+    """The message shows a reward as JSON wrote it (docs/reward-log.md: ``nan is not finite``), and a step
+    too large for the int64 column is a DataError, not an OverflowError from numpy."""
+    path = tmp_path / "bad.jsonl"
+    for rewards, shown in (("[1, NaN]", "rollout 1: nan is not finite"), ("[1, 2]", "rollout 1: 2.0 is outside")):
+        path.write_text(f'{{"step": 0, "dataset": "d", "id": 1, "rewards": {rewards}}}\n')
+        with pytest.raises(DataError, match=shown):
+            read_reward_log(path)
+    path.write_text(f'{{"step": {2**63}, "dataset": "d", "id": 1, "rewards": [1, 0]}}\n')
+    with pytest.raises(DataError, match=r"line 1, field 'step': 9223372036854775808 is not an integer in"):
+        read_reward_log(path)
+    path.write_text(f'{{"step": {2**63 - 1}, "dataset": "d", "id": 1, "rewards": [1, 0]}}\n')
+    assert read_reward_log(path).steps.tolist() == [2**63 - 1]
+
+
 def test_ragged_group_and_backward_step_name_their_line(tmp_path: Path) -> None:
     good = json.dumps({"step": 2, "dataset": "d", "id": 1, "rewards": [1, 0]})
     ragged = tmp_path / "ragged.jsonl"

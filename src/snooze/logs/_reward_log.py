@@ -32,6 +32,8 @@ REWARDS_FILE = "rewards.jsonl"
 
 REQUIRED_FIELDS: tuple[str, ...] = ("step", "dataset", "id", "rewards")
 
+_MAX_STEP = 2**63 - 1  # steps are read into int64
+
 
 @dataclass(frozen=True)
 class RewardLog:
@@ -80,8 +82,8 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
         if field not in obj:
             raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
     step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise fail(path, line, "step", f"{step!r} is not an integer >= 0")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= _MAX_STEP:
+        raise fail(path, line, "step", f"{step!r} is not an integer in [0, 2**63 - 1]")
     if not isinstance(dataset, str) or not dataset:
         raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
@@ -145,7 +147,7 @@ def read_reward_log(
     if bad.any():
         g, r = (int(i) for i in np.argwhere(bad)[0])
         kind = "not finite" if not math.isfinite(arr[g, r]) else f"outside the reward range [{low}, {high}]"
-        raise fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {arr[g, r]!r} is {kind} (set --reward-range?)")
+        raise fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {float(arr[g, r])!r} is {kind} (set --reward-range?)")
     return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr)
 
 
