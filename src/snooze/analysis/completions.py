@@ -26,6 +26,7 @@ __all__ = ["Completions", "read_completions", "COLUMNS"]
 
 COLUMNS: tuple[str, ...] = ("dataset", "id", "model", "rewards", "n", "n_correct")
 DEFAULT_MODEL = "baseline"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # the ids a Scheduler takes (snooze.core.source)
 
 
 @dataclass
@@ -127,6 +128,7 @@ def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[flo
 def _add_row(
     out: Completions,
     seen: dict[tuple[Any, ...], tuple[str, int]],
+    id_kinds: dict[str, tuple[type, str, int]],
     path: str,
     row: int,
     obj: Any,
@@ -145,6 +147,14 @@ def _add_row(
         raise _fail(path, row, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
+    if isinstance(pid, int) and not _INT64_MIN <= pid <= _INT64_MAX:
+        raise _fail(path, row, "id", f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids")
+    kind = id_kinds.setdefault(dataset, (type(pid), path, row))
+    if kind[0] is not type(pid):
+        raise _fail(
+            path, row, "id", f"{pid!r} is a {type(pid).__name__}, but dataset {dataset!r} has {kind[0].__name__} ids "
+            f"({kind[1]}, row {kind[2]}); a dataset's ids are all integers or all strings, as the Scheduler's are"
+        )
     if not isinstance(model, str) or not model or "/" in model:
         raise _fail(path, row, "model", f"{model!r} must be a non-empty string without '/'")
     n, k = _counts(path, row, obj, reward_range)
@@ -179,6 +189,7 @@ def read_completions(
     """
     out = Completions()
     seen: dict[tuple[Any, ...], tuple[str, int]] = {}
+    id_kinds: dict[str, tuple[type, str, int]] = {}  # each dataset's id type, and where it was first seen
     for p in paths:
         path = str(p)
         if Path(path).is_dir():
@@ -187,7 +198,7 @@ def read_completions(
             raise DataError(f"{path}: baseline completions file not found")
         rows = _iter_parquet(path) if path.endswith((".parquet", ".pq")) else _iter_jsonl(path)
         for row, obj in rows:
-            _add_row(out, seen, path, row, obj, reward_range)
+            _add_row(out, seen, id_kinds, path, row, obj, reward_range)
     if not out.n:
         raise DataError(f"{', '.join(map(str, paths))}: no rows of baseline completions")
     for model in models or ():
