@@ -147,6 +147,26 @@ def test_missing_checkpoint_never_restarts_silently(tmp_path: Path) -> None:
     _expect_state_error(tmp_path / "empty", "LATEST")
 
 
+@pytest.mark.parametrize("layout", ["trainer run", "trainer checkpoint", "trainer step", "trl", "unrelated"])
+def test_a_training_checkpoint_names_the_scheduler_folder_inside_it(tmp_path: Path, layout: str) -> None:
+    """Scheduler.load on a training checkpoint (the reference trainer's run folder, its checkpoint/ with the
+    trainer's own LATEST, a step folder; TRL's checkpoint-N/ with snooze/) says where the scheduler's state is."""
+    sched = snooze.Scheduler(D.datasets(), D.config(), seed=SEED)
+    run = tmp_path / "run"
+    step = run / "checkpoint" / "step-00000006-0123abcd"
+    inner = {"trl": run / "snooze", "unrelated": run / "elsewhere"}.get(layout, step / "scheduler")
+    sched.save(inner)
+    (run / "checkpoint").mkdir(exist_ok=True)
+    (run / "checkpoint" / "LATEST").write_text(json.dumps({"format": "snooze.trainer", "version": 1, "dir": step.name}))
+    root = {"trainer checkpoint": run / "checkpoint", "trainer step": step}.get(layout, run)
+    err = _expect_state_error(root, "LATEST")
+    if layout == "unrelated":
+        assert "training checkpoint" not in str(err) and "pass the directory given to save()" in str(err)
+    else:
+        assert f"the scheduler's state is in {inner}, pass that" in str(err)
+        assert _load(inner).step_index == sched.step_index
+
+
 def test_stale_temporaries_are_never_a_checkpoint(tmp_path: Path) -> None:
     """A save killed before its commit leaves ``.tmp-*`` files (or a stray state file): not loadable."""
     root = tmp_path / "ckpt"

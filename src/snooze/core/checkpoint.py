@@ -193,16 +193,44 @@ def read_committed(file: Path, record: dict[str, Any], what: str, fix: str) -> b
     return data
 
 
+_INNER = ("scheduler", "snooze")  # the scheduler's folder in a reference-trainer step folder; in a TRL or verl checkpoint
+
+
+def _committed_dir(record: Path) -> str | None:
+    """The folder a training checkpoint's commit record names (the reference trainer's ``{"dir": ...}``)."""
+    try:
+        with open(record, "rb") as fh:
+            name = json.loads(fh.read(_MAX_RECORD).decode("utf-8")).get("dir")  # bounded, as every read of a record
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and name and Path(name).name == name else None
+
+
+def _inner_hint(root: Path) -> str:
+    """Where the scheduler's state is, when ``root`` is a training run or checkpoint that holds one (the
+    reference trainer's run folder, its ``checkpoint/`` or a step folder; TRL's ``checkpoint-N/``; verl's
+    ``global_step_N/``): a sentence naming that folder, or ``""``."""
+    folders = []
+    for ckpt in (root, root / "checkpoint"):
+        committed = _committed_dir(ckpt / "LATEST")
+        folders += [ckpt / committed] if committed else []
+    for inner in (folder / name for folder in (*folders, root) for name in _INNER):
+        if (inner / "LATEST").is_file():
+            return f"; {root} is a training checkpoint: the scheduler's state is in {inner}, pass that"
+    return ""
+
+
 def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
         raise StateError(f"{root}: no checkpoint directory here (nothing was saved, or the path is wrong)")
+    hint = _inner_hint(root)
     if not latest.is_file():
         raise StateError(
             f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
-            "leaves only temporary files, which are never loaded); pass the directory given to save()"
+            "leaves only temporary files, which are never loaded)" + (hint or "; pass the directory given to save()")
         )
-    record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint")
+    record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint", hint.removeprefix("; "))
     name = record.get("file")
     if not isinstance(name, str) or not _FILE_RE.match(name):
         raise StateError(
