@@ -39,7 +39,7 @@ CASES = [
     ("stratify {latin1} --out {new}", "{latin1}: not UTF-8 text"),
     ("stratify {log} --out {file}", "argument --out: {file}: is a file"),
     ("baseline --model {model} --out {new}/c.jsonl", "{model}: not a loadable state dict"),
-    ("baseline --model {dir} --out {new}/c.jsonl", "{dir}: no checkpoint (expected a .pt state dict or a folder with model.pt)"),
+    ("baseline --model {dir} --out {new}/c.jsonl", "{dir}: no checkpoint (expected a .pt state dict, a folder with model.pt, or a reference-trainer run folder)"),
     ("baseline --warmup --out {dir}", "argument --out: {dir}: is a folder; pass the path of a file to write"),
     ("baseline --warmup --out {new}/c.jsonl --cache {file}", "argument --cache: {file}: is a file"),
     ("compare --profile quick --out {file}", "argument --out: {file}: is a file; pass a folder"),

@@ -57,3 +57,31 @@ def test_baseline_then_stratify(tmp_path: Path) -> None:
 
 def test_baseline_needs_a_model(tmp_path: Path) -> None:
     assert main(["baseline", "--out", str(tmp_path / "x.jsonl")]) == 2
+
+
+def test_a_trainer_run_folder_loads_its_committed_model_with_its_own_shape(tmp_path: Path) -> None:
+    """``--model late=runs/x/snooze/seed0`` (a run folder, its checkpoint/ or a step folder) loads the committed
+    model.pt, with the head count of the step folder's config.json (the weights alone cannot tell it)."""
+    from snooze.core.errors import DataError
+    from snooze.experiments.baseline import load_checkpoint
+    from snooze.trainer.checkpoint import commit
+
+    cfg = ModelConfig(n_layer=1, n_head=2, d_model=16)  # not ModelConfig's default head count (4)
+    torch.manual_seed(0)
+    model = TinyGPT(cfg)
+
+    def write(folder: Path) -> None:
+        torch.save(model.state_dict(), folder / "model.pt")
+        (folder / "config.json").write_text(json.dumps({"model": cfg.to_dict()}))
+
+    run = tmp_path / "run"
+    step = commit(run / "checkpoint", 3, write)
+    ids, pos = torch.tensor([[1, 2, 3, 4]]), torch.arange(4)[None]
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    want = model.eval()(ids, mask, pos)[0]
+    for given in (run, run / "checkpoint", step, step / "model.pt"):
+        loaded = load_checkpoint(given)
+        assert loaded.cfg.n_head == 2, given
+        assert torch.equal(loaded(ids, mask, pos)[0], want), given
+    with pytest.raises(DataError, match="a reference-trainer run folder"):
+        load_checkpoint(tmp_path)

@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="[NAME=]PATH",
-        help="checkpoint (.pt state dict or folder with model.pt); repeat for several models",
+        help="checkpoint: a .pt state dict, a folder with model.pt, or a run folder of snooze compare or train() (its last checkpoint); repeat for several models",
     )
     parser.add_argument(
         "--warmup",

@@ -70,19 +70,18 @@ def task_pool(specs: Sequence[Any], cfg: BaselineConfig) -> dict[str, list[dict[
 
 
 def load_checkpoint(path: str | os.PathLike[str]) -> Any:
-    """A :class:`TinyGPT` from a ``.pt`` state dict, or a folder with ``model.pt`` (and ``meta.json``).
+    """A :class:`TinyGPT` from a ``.pt`` state dict, a folder with ``model.pt`` (and ``meta.json`` or
+    ``config.json``), or a reference-trainer run folder (its last committed checkpoint).
 
-    The model's shape comes from ``meta.json``'s ``"model"`` (as the warm-up cache writes it), else
-    from the weights' shapes with ``ModelConfig``'s default head count.
+    The model's shape comes from ``meta.json``'s ``"model"`` (as the warm-up cache writes it) or
+    ``config.json``'s (as a trainer checkpoint does), else from the weights' shapes with
+    ``ModelConfig``'s default head count.
     """
     import torch
 
     from snooze.trainer.model import ModelConfig, TinyGPT
 
-    p = Path(path)
-    weights = p / "model.pt" if p.is_dir() else p
-    if not weights.is_file():
-        raise DataError(f"{path}: no checkpoint (expected a .pt state dict or a folder with model.pt)")
+    weights = _weights_file(Path(path))
     try:
         sd = torch.load(weights, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a bad file; translate at the boundary
@@ -98,16 +97,33 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Any:
     return model.eval()
 
 
+def _weights_file(p: Path) -> Path:
+    """The ``model.pt`` of ``p``: the file itself, a folder holding it, or the committed step folder of a
+    reference-trainer run folder or of its ``checkpoint/`` (verified against its commit record)."""
+    from snooze.trainer.checkpoint import committed
+
+    if p.is_file() or (p / "model.pt").is_file():
+        return p if p.is_file() else p / "model.pt"
+    for root in (p / "checkpoint", p):
+        folder = committed(root) if (root / "LATEST").is_file() else None
+        if folder is not None and (folder / "model.pt").is_file():
+            return folder / "model.pt"
+    raise DataError(
+        f"{p}: no checkpoint (expected a .pt state dict, a folder with model.pt, or a reference-trainer run folder)"
+    )
+
+
 def _shape(weights: Path, sd: Any) -> dict[str, Any]:
-    """The model shape of a checkpoint: ``meta.json``'s ``"model"`` next to it, else read off the weights."""
-    meta_path = weights.parent / "meta.json"
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
-    shape = meta.get("model") if isinstance(meta, dict) else None
-    if isinstance(shape, dict):
-        return shape
+    """The model shape of a checkpoint: the ``"model"`` of ``meta.json`` next to it (the warm-up cache's) or of
+    ``config.json`` (a reference-trainer step folder's), else read off the weights (default head count)."""
+    for meta_path in (weights.parent / "meta.json", weights.parent / "config.json"):
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
+        shape = meta.get("model") if isinstance(meta, dict) else None
+        if isinstance(shape, dict):
+            return shape
     try:
         vocab, d_model = sd["tok.weight"].shape
         n_layer = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
