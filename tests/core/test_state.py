@@ -93,7 +93,10 @@ def test_policy_state_is_written_only_by_a_policy_that_keeps_some() -> None:
         again.load_state_dict(state)
         assert again.policy.reports == sched.policy.reports
         builtin = snooze.Scheduler(make.datasets(), sched.config.replace(policy="snooze"), seed=1)
-        with pytest.raises(snooze.StateError, match="keeps no state of its own"):
+        with pytest.raises(snooze.StateMismatchError, match="'test_counting' keeps run-level state that only it can read"):
             builtin.load_state_dict(state)
+        same = {**state, "meta": {**state["meta"], "config": builtin.config.to_dict()}}  # a snooze state holding one
+        with pytest.raises(snooze.StateError, match="keeps no state of its own"):
+            builtin.load_state_dict(same)
     finally:
         POLICIES._classes.pop("test_counting")

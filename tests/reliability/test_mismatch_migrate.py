@@ -111,3 +111,37 @@ def test_matching_state_with_migrate_is_an_exact_restore() -> None:
     new = snooze.Scheduler(D.datasets(), D.config(), seed=SEED)
     new.load_state_dict(sched.state_dict(), migrate=True)
     assert D.state_hash(new) == D.state_hash(sched)
+
+
+def _predictive(seed: int = SEED) -> snooze.Scheduler:
+    sched = snooze.Scheduler(D.datasets(), D.config(policy="predictive"), seed=seed)
+    D.drive(sched, 8, [])
+    assert sched.policy.clock > 0
+    return sched
+
+
+@pytest.mark.parametrize("what", ["seed", "data"])
+def test_migrate_carries_the_predictive_policy_state(what: str) -> None:
+    """A predictive run migrates like any other (its run-level state was refused as 'corrupt')."""
+    sched = _predictive()
+    data, seed = (D.datasets((37, 60, 91)), SEED) if what == "data" else (D.datasets(), SEED + 1)
+    new = snooze.Scheduler(data, D.config(policy="predictive"), seed=seed)
+    new.load_state_dict(sched.state_dict(), migrate=True, previous_datasets=D.datasets())
+    assert new.policy.clock == sched.policy.clock and np.array_equal(new.policy.rate, sched.policy.rate)
+    D.drive(new, 2, [])
+
+
+@pytest.mark.parametrize(("saved", "now"), [("snooze", "predictive"), ("predictive", "snooze")])
+def test_a_change_to_or_from_predictive_is_refused_unless_migrate(saved: str, now: str) -> None:
+    """Its run-level state is read only by the policy that wrote it: the refusal names both policies (it said
+    'the state is corrupt'), changes nothing, and migrate=True carries the prompts' memory over."""
+    sched = _predictive() if saved == "predictive" else _trained()
+    fresh = snooze.Scheduler(D.datasets(), D.config(policy=now), seed=SEED)
+    before = D.state_hash(fresh)
+    with pytest.raises(snooze.StateMismatchError, match=f"policy '{saved}' \\(saved\\) != '{now}' \\(now\\).*migrate=True"):
+        fresh.load_state_dict(sched.state_dict())
+    assert D.state_hash(fresh) == before
+    fresh.load_state_dict(sched.state_dict(), migrate=True)
+    assert _memory(fresh, "add") == _memory(sched, "add") and fresh.step_index == sched.step_index
+    assert snooze.Scheduler(D.datasets(), D.config(policy="filter"), seed=SEED).load_state_dict(_trained().state_dict()) is None
+    D.drive(fresh, 2, [])

@@ -115,10 +115,13 @@ def unpack(
     sources: Sequence[Source],
     migrate: bool = False,
     previous: Mapping[str, Any] | None = None,
+    fresh_policy: Mapping[str, Any] | None = None,
 ) -> Parts:
     """``state`` (format 1) as component states for a scheduler built with ``seed``, ``config`` and
     ``sources``. Call inside :func:`reading`. A state of other data, seed, group size, reward range or
-    weights raises :class:`StateMismatchError` unless ``migrate``."""
+    weights raises :class:`StateMismatchError` unless ``migrate``, and so does one saved under another
+    policy when either policy keeps run-level state (``fresh_policy``: this config's policy's state at
+    the start of a run; what a migration starts it with)."""
     meta, arrays = state["meta"], state["arrays"]
     if not isinstance(meta, Mapping) or not isinstance(arrays, Mapping):
         raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
@@ -132,7 +135,7 @@ def unpack(
     if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
         raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
     _check_header(meta)
-    problems = _mismatches(meta, seed, config, sources)
+    problems = _mismatches(meta, seed, config, sources) + _policy_mismatch(meta, config, fresh_policy or {})
     if problems and not migrate:
         raise StateMismatchError(
             "the saved state does not match this scheduler: "
@@ -141,7 +144,10 @@ def unpack(
             "by (dataset, id) (see docs/guarantees.md)."
         )
     if problems:
-        return _migrate(meta, arrays, seed, config, sources, previous)
+        same_policy = meta["config"].get("policy") == config.policy
+        parts = _migrate(meta, arrays, seed, config, sources, previous)
+        parts.policy = dict(meta.get("policy", {})) if same_policy else dict(fresh_policy or {})
+        return parts
     return Parts(
         streams=[{"epoch": info["epoch"], "cursor": info["cursor"]} for info in meta["datasets"]],
         memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
@@ -196,6 +202,20 @@ def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sou
     else:
         problems += [f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now) if a != b]
     return problems
+
+
+def _policy_mismatch(meta: Mapping[str, Any], config: SchedulerConfig, fresh_policy: Mapping[str, Any]) -> list[str]:
+    """A policy's run-level state (``meta.policy``) is read only by the policy that wrote it: a change of
+    policy is a mismatch when the saved policy or this one keeps such state (between the others, the
+    per-prompt columns carry over as they are)."""
+    saved = meta["config"].get("policy")
+    if saved == config.policy or not (meta.get("policy") or fresh_policy):
+        return []
+    keeps = [repr(p) for p, state in ((saved, meta.get("policy")), (config.policy, fresh_policy)) if state]
+    return [
+        f"policy {saved!r} (saved) != {config.policy!r} (now), and {' and '.join(keeps)} keeps run-level state "
+        "that only it can read (migrate=True starts the new policy's afresh)"
+    ]
 
 
 def _columns(arrays: Mapping[str, np.ndarray], d: int) -> dict[str, np.ndarray]:

@@ -370,8 +370,8 @@ class Scheduler:
         size or weights raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
-            parts = unpack(state, self.seed, self.config, self.sources, migrate, previous_datasets)
             fresh = self._fresh(self.run_id)  # each component checks its part; nothing of self changes until all passed
+            parts = unpack(state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict())
             loads = [*zip(fresh.streams, parts.streams), (fresh.memory, parts.memory), (fresh.mix, parts.mix),
                      (fresh.pending, parts.pending), (fresh.counts, parts.metrics), (fresh.policy, parts.policy)]  # fmt: skip
             for component, part in loads:
