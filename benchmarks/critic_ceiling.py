@@ -37,7 +37,7 @@ import argparse
 import copy
 import sys
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,8 @@ import probe_ceiling as probe  # noqa: E402
 
 from snooze.analysis import signal_prob  # noqa: E402
 from snooze.experiments.profiles import PROFILES  # noqa: E402
+from snooze.trainer import loop  # noqa: E402
+from snooze.trainer.grpo import grpo_loss  # noqa: E402
 from snooze.trainer.model import TinyGPT, _shift  # noqa: E402
 from snooze.trainer.tokenizer import CharTokenizer  # noqa: E402
 
@@ -64,35 +66,46 @@ def signal_chance(p: np.ndarray, group_size: int) -> np.ndarray:
 
 
 class Critic(nn.Module):
-    """A value network on prompts: ``trunk`` (a copy of a :class:`TinyGPT`) and a linear head on its final
-    layer's output at the last prompt token, giving the logit of the prompt's pass rate."""
+    """A value network on prompts: ``trunk`` (a copy of a :class:`TinyGPT`, or with ``shared`` the model
+    itself) and a linear head on its final layer's output at the last prompt token, giving the logit of
+    the prompt's pass rate. A shared critic has no optimizer of its own: :func:`shared_update` adds its
+    loss to the policy's and its head to the policy's optimizer."""
 
-    def __init__(self, trunk: TinyGPT, lr: float, seed: int) -> None:
+    def __init__(self, trunk: TinyGPT, lr: float, seed: int, shared: bool = False) -> None:
         super().__init__()
-        self.trunk = copy.deepcopy(trunk).train()
+        self.trunk = trunk if shared else copy.deepcopy(trunk).train()
+        self.shared, self.lr = shared, lr
         with torch.random.fork_rng(devices=[]):  # built, then drawn from its own generator: the policy's sampling is untouched
             self.head = nn.Linear(trunk.cfg.d_model, 1)
         with torch.no_grad():
             self.head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
             self.head.bias.zero_()
-        self.opt = torch.optim.Adam(self.parameters(), lr=lr)
+        self.opt = None if shared else torch.optim.Adam(self.parameters(), lr=lr)
         self.tok = CharTokenizer()
-        self._grab: dict[str, torch.Tensor] = {}
-        self.trunk.ln_f.register_forward_hook(lambda _m, _i, out: self._grab.__setitem__("x", out))
 
     def logits(self, prompts: Sequence[str]) -> torch.Tensor:
         """``[N]``: the logit of each prompt's pass rate."""
         ids, mask = (torch.from_numpy(x) for x in self.tok.encode_prompts(prompts))
-        self.trunk(ids, mask, _shift(mask))
-        return self.head(self._grab["x"][:, -1]).squeeze(-1)
+        grab: list[torch.Tensor] = []
+        hook = self.trunk.ln_f.register_forward_hook(lambda _m, _i, out: grab.append(out))  # only for this call: the policy's own passes are not held
+        try:
+            self.trunk(ids, mask, _shift(mask))
+        finally:
+            hook.remove()
+        return self.head(grab[0][:, -1]).squeeze(-1)
+
+    def loss(self, prompts: Sequence[str], correct: np.ndarray, group_size: int) -> torch.Tensor:
+        """The binomial negative log-likelihood of the correct counts, per rollout."""
+        k = torch.as_tensor(correct, dtype=torch.float32)
+        z = self.logits(prompts)
+        return -(k * nn.functional.logsigmoid(z) + (group_size - k) * nn.functional.logsigmoid(-z)).mean() / group_size
 
     def fit(self, prompts: Sequence[str], correct: np.ndarray, group_size: int, epochs: int) -> float:
-        """``epochs`` Adam steps on the binomial log-likelihood of the correct counts; the last loss."""
-        k = torch.as_tensor(correct, dtype=torch.float32)
+        """``epochs`` Adam steps on :meth:`loss`; the last loss."""
+        assert self.opt is not None, "a shared critic is trained with the policy (shared_update)"
         loss = torch.zeros(())
         for _ in range(epochs):
-            z = self.logits(prompts)
-            loss = -(k * nn.functional.logsigmoid(z) + (group_size - k) * nn.functional.logsigmoid(-z)).mean() / group_size
+            loss = self.loss(prompts, correct, group_size)
             self.opt.zero_grad()
             loss.backward()
             self.opt.step()
@@ -119,7 +132,9 @@ def critic_batches(
 
 class _CriticDapo(probe._LoggingDapo):
     """``probe_ceiling``'s logging DAPO with critics: at a step's first report each critic is fitted
-    on the previous step's groups, then reads every prompt of the pools (registered by :func:`main`)."""
+    on the previous step's groups, then reads every prompt of the pools (registered by :func:`main`).
+    With ``shared`` (a shared critic, built here on the model being trained) the step's groups are left
+    in ``pending`` at its end instead, for :func:`shared_update` to train on with the policy."""
 
     log: dict[str, list[np.ndarray]] = {k: [] for k in LOG_FIELDS}
     critics: list[Critic] = []
@@ -127,6 +142,9 @@ class _CriticDapo(probe._LoggingDapo):
     group_size: int = 8
     replay: int = 0
     """0: each Adam step takes the last step's groups; ``k``: as many groups drawn from the last ``k`` steps'."""
+    shared: tuple[float, int] | None = None
+    """A shared critic's (learning rate, seed), built at the first report (when the model exists)."""
+    pending: tuple[list[str], np.ndarray] | None = None
 
     def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
         super().bind(names, sizes)
@@ -135,17 +153,24 @@ class _CriticDapo(probe._LoggingDapo):
         self.past: deque[tuple[list[str], np.ndarray]] = deque(maxlen=max(1, self.replay))
         self.rng = np.random.default_rng(0)  # the replay's draws: its own, the policy's are untouched
 
+    def _step_groups(self) -> tuple[list[str], np.ndarray]:
+        """The prompts and correct counts of the groups reported since the last call (``seen``, then emptied)."""
+        pools = oracle_bench.ORACLE.pools
+        ds, local, correct = (np.concatenate(c) for c in zip(*self.seen))
+        self.seen = []
+        return [pools[self.names[d]][r]["prompt"] for d, r in zip(ds.tolist(), local.tolist())], correct
+
     def report(self, memory: Any, report: Any) -> None:
         if self.now != self.step:
             pools = oracle_bench.ORACLE.pools
+            if self.shared is not None and not self.critics:
+                assert oracle_bench.ORACLE.model is not None, "the roller was not built"
+                _CriticDapo.critics = [Critic(oracle_bench.ORACLE.model, self.shared[0], self.shared[1], shared=True)]
             if self.seen:
-                ds, local, correct = (np.concatenate(c) for c in zip(*self.seen))
-                prompts = [pools[self.names[d]][r]["prompt"] for d, r in zip(ds.tolist(), local.tolist())]
-                batches = critic_batches(self.past, prompts, correct, self.epochs, self.replay, self.rng)
+                batches = critic_batches(self.past, *self._step_groups(), self.epochs, self.replay, self.rng)
                 for c in self.critics:
                     for batch_prompts, batch_correct in batches:
                         c.fit(batch_prompts, batch_correct, self.group_size, epochs=1)
-                self.seen = []
             texts = [[r["prompt"] for r in pools[n]] for n in self.names]
             self.critic_p = [np.stack([c.pass_rates(t) for c in self.critics], axis=1) for t in texts]
         super().report(memory, report)
@@ -157,6 +182,38 @@ class _CriticDapo(probe._LoggingDapo):
         for d in np.unique(ds):
             cp[ds == d] = self.critic_p[d][local[ds == d]]
         self.log["critic_p"].append(cp)
+
+    def end_step(self, steps: int) -> None:
+        if self.shared is not None and self.seen:  # before the update: the shared critic learns in it
+            _CriticDapo.pending = critic_batches(self.past, *self._step_groups(), 1, self.replay, self.rng)[0]
+        super().end_step(steps)
+
+
+def shared_update(update: Callable[..., dict[str, float]], coef: float, group_size: int) -> Callable[..., dict[str, float]]:
+    """``loop._update`` with the shared critic's loss on ``_CriticDapo.pending`` added to GRPO's,
+    ``coef`` times (one backward pass, the policy's gradient clipping), and its head added to the
+    policy's optimizer at the critic's learning rate, without weight decay."""
+
+    def with_critic(run: Any, batch: Any, cfg: Any, device: str, temperature: float) -> dict[str, float]:
+        critic, pending = _CriticDapo.critics[0], _CriticDapo.pending
+        assert critic.trunk is run.model, "the shared critic reads another model"
+        if getattr(critic, "optimizer", None) is not run.opt:
+            run.opt.add_param_group({"params": list(critic.head.parameters()), "lr": critic.lr, "weight_decay": 0.0})
+            critic.optimizer = run.opt
+        if pending is None:
+            return update(run, batch, cfg, device, temperature)
+
+        def loss_with_value(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, dict[str, float]]:
+            loss, stats = grpo_loss(*args, **kwargs)
+            return loss + coef * critic.loss(*pending, group_size), stats
+
+        loop.grpo_loss = loss_with_value
+        try:
+            return update(run, batch, cfg, device, temperature)
+        finally:
+            loop.grpo_loss, _CriticDapo.pending = grpo_loss, None
+
+    return with_critic
 
 
 def scores(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int, lrs: Sequence[float]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -183,16 +240,30 @@ def main() -> None:
     parser.add_argument("--critic-lr", type=float, nargs="+", default=[3e-4], help="one critic per learning rate, trained side by side")
     parser.add_argument("--critic-epochs", type=int, default=4, help="Adam steps after each step")
     parser.add_argument("--critic-replay", type=int, default=0, help="0: each Adam step takes the last step's groups; k: as many drawn from the last k steps'")
+    parser.add_argument("--shared-trunk", type=float, default=0.0, metavar="COEF",
+                        help="> 0: one critic whose head sits on the policy itself, its loss added to GRPO's COEF times (this trains another policy)")  # fmt: skip
     args = parser.parse_args()
+    if args.shared_trunk < 0 or (args.shared_trunk > 0 and len(args.critic_lr) != 1):
+        parser.error("--shared-trunk takes a coefficient > 0 and exactly one --critic-lr (the head's)")
     _CriticDapo.epochs, _CriticDapo.group_size, _CriticDapo.replay = args.critic_epochs, PROFILES[args.profile].group_size, args.critic_replay
+    if args.shared_trunk > 0:
+        loop._update = shared_update(loop._update, args.shared_trunk, PROFILES[args.profile].group_size)  # type: ignore[assignment]
 
     def build_critics(seed: int, model_cfg: Any, base: Any) -> None:
+        if args.shared_trunk > 0:  # built on the model being trained, at its first report
+            _CriticDapo.critics, _CriticDapo.shared, _CriticDapo.pending = [], (args.critic_lr[0], seed), None
+            return
         start = TinyGPT(model_cfg)
         start.load_state_dict(base.state_dict)
         _CriticDapo.critics = [Critic(start, lr, seed) for lr in args.critic_lr]
 
     probe.run(args, _CriticDapo, "dynamic_sampling_critic", "critic_log.npz", LOG_FIELDS,
               lambda log, profile: scores(log, profile.group_size, args.window, args.lam, args.from_step, args.critic_lr), build_critics)  # fmt: skip
+    if args.shared_trunk > 0:  # another policy than DAPO: what it reaches
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            res = loop.read_result(args.out / f"seed{seed}")
+            print(f"seed {seed}: DAPO with the shared critic (COEF {args.shared_trunk:g}) generated {res.totals['total/gen_groups']:.0f} groups; "
+                  f"avg@8 final {res.sampled_final:.3f}, late {res.sampled_late:.3f}")  # fmt: skip
 
 
 if __name__ == "__main__":

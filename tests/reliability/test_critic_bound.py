@@ -5,12 +5,16 @@ the value probe's and critics' scores read from the log."""
 from __future__ import annotations
 
 from collections import deque
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
-from critic_ceiling import Critic, critic_batches, scores, signal_chance
+from critic_ceiling import Critic, _CriticDapo, critic_batches, scores, shared_update, signal_chance
 from probe_ceiling import auc
 
+from snooze.trainer import loop
+from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.tokenizer import CharTokenizer
 
@@ -26,16 +30,23 @@ def _trunk() -> TinyGPT:
     return TinyGPT(ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=32, n_head=2))
 
 
-def test_critic_learns_pass_rates_from_correct_counts() -> None:
-    rng = np.random.default_rng(0)
+def _two_families(rng: np.random.Generator) -> list[str]:
     letters = list("abcdefgh")
     easy = [">" + "".join(rng.choice(letters, 3)) + "=" for _ in range(20)]  # pass rate 0.9
     hard = [":" + "".join(rng.choice(letters, 6)) + "=" for _ in range(20)]  # pass rate 0.1
-    prompts = easy + hard
+    return easy + hard
+
+
+PASS_RATES = np.r_[np.full(20, 0.9), np.full(20, 0.1)]
+
+
+def test_critic_learns_pass_rates_from_correct_counts() -> None:
+    rng = np.random.default_rng(0)
+    prompts = _two_families(rng)
     critic = Critic(_trunk(), lr=3e-3, seed=0)
     before = critic.pass_rates(prompts)
     np.testing.assert_allclose(before, 0.5, atol=0.05)  # a fresh head knows nothing
-    losses = [critic.fit(prompts, rng.binomial(8, np.r_[np.full(20, 0.9), np.full(20, 0.1)]), 8, epochs=1) for _ in range(150)]
+    losses = [critic.fit(prompts, rng.binomial(8, PASS_RATES), 8, epochs=1) for _ in range(150)]
     after = critic.pass_rates(prompts)
     assert after[:20].mean() > 0.8 and after[20:].mean() < 0.2
     assert np.mean(losses[-10:]) < np.mean(losses[:10])
@@ -91,3 +102,42 @@ def test_critic_batches_are_the_last_step_or_a_draw_from_the_last_k() -> None:
         assert len(prompts) == 4 == len(set(prompts))  # as many as the step had, without repeats
         assert set(counts.tolist()) <= {3, 4} and all(p.startswith(f"s{c}") for p, c in zip(prompts, counts.tolist()))
     assert {c for _, counts in drawn for c in counts.tolist()} == {3, 4}  # both of the last two steps are drawn from
+
+
+def test_a_shared_critic_learns_with_the_policy_through_its_update() -> None:
+    """``--shared-trunk``: the head reads the policy itself; its loss is added to the one GRPO loss the
+    update backpropagates, its head joins the policy's optimizer once, and nothing is left patched."""
+    rng = np.random.default_rng(0)
+    prompts, policy = _two_families(rng), _trunk()
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    critic = Critic(policy, lr=3e-3, seed=0, shared=True)
+    assert critic.trunk is policy and critic.opt is None
+    run = SimpleNamespace(model=policy, opt=torch.optim.AdamW(policy.parameters(), lr=3e-3))
+    seen: list[float] = []
+
+    def update(run: Any, batch: Any, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:  # _update's shape, on a fixed loss
+        logp = policy.tok.weight[:4, :3]  # a GRPO loss that reads the policy (zero advantages: no gradient of its own)
+        loss, _ = loop.grpo_loss(logp, logp.detach(), torch.zeros(4), torch.ones(4, 3), cfg)
+        run.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        run.opt.step()
+        seen.append(loss.item())
+        return {"train/loss": loss.item()}
+
+    with_critic = shared_update(update, coef=1.0, group_size=8)
+    _CriticDapo.critics = [critic]
+    try:
+        _CriticDapo.pending = None
+        with_critic(run, None, GRPOConfig(), "cpu", 1.0)
+        assert seen[-1] == 0.0  # nothing pending: GRPO's loss alone
+        for _ in range(150):
+            _CriticDapo.pending = (prompts, rng.binomial(8, PASS_RATES))
+            with_critic(run, None, GRPOConfig(), "cpu", 1.0)
+            assert _CriticDapo.pending is None and loop.grpo_loss is grpo_loss
+    finally:
+        _CriticDapo.critics, _CriticDapo.pending = [], None
+    after = critic.pass_rates(prompts)
+    assert after[:20].mean() > 0.8 and after[20:].mean() < 0.2
+    assert np.mean(seen[-10:]) < np.mean(seen[1:11])  # the value loss, added to GRPO's, fell
+    assert len(run.opt.param_groups) == 2 and run.opt.param_groups[1]["params"][0] is critic.head.weight
+    assert not torch.equal(policy.state_dict()["blocks.0.qkv.weight"], before["blocks.0.qkv.weight"])  # the policy's trunk moved: only the value loss reaches it
