@@ -60,8 +60,9 @@ def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path
     sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
     cfg = TrainConfig(steps=4, eval_every=2, checkpoint_every=1)
     train(tmp_path, setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict, stop_after=1)
-    with pytest.raises(snooze.StateMismatchError, match=r"another configuration \(train\.grpo\.lr: saved 0\.0001, now 0\.01; see "):
+    with pytest.raises(snooze.StateMismatchError, match=r"another configuration \(train\.grpo\.lr: saved 0\.0001, now 0\.01; see ") as refused:
         train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, grpo=GRPOConfig(lr=1e-2)), MODEL, setup["base"].state_dict)
+    assert "snooze compare: a new --out" in str(refused.value)  # the CLI's way out: it has no resume=False
     train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, checkpoint_every=2), MODEL, setup["base"].state_dict)  # not compared
 
 

@@ -29,7 +29,7 @@ __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orpha
 LOGS = (METRICS_FILE, REWARDS_FILE)
 _UNCHECKED = ("checkpoint_every",)
 """TrainConfig fields a run may be resumed with another value of (they do not change what it computes)."""
-_FIX = "use a new run directory, or pass resume=False to start over"
+_FIX = "use a new run directory (snooze compare: a new --out), or pass resume=False to train() to start over"
 
 
 def curriculum_key(cur: Curriculum) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def committed(root: Path) -> Path | None:
     return folder
 
 
-_FIX = "Restore the run folder from a backup, or start the run over in a new folder (or with resume=False)."
+_FIX = "Restore the run folder from a backup, or start the run over in a new folder (snooze compare: a new --out; train(): or resume=False)."
 
 
 def _read_record(latest: Path) -> dict[str, Any]:
