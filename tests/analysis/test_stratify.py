@@ -106,6 +106,12 @@ def test_bad_rows_name_file_row_and_field(tmp_path: Path, bad: dict, row: int, f
     assert f"{path}, row {row}, field {field!r}" in str(err.value)
 
 
+def test_a_reward_log_given_to_stratify_says_what_it_is(tmp_path: Path) -> None:
+    path = _jsonl(tmp_path / "rewards.jsonl", [{"step": 0, "dataset": "m", "id": 1, "rewards": [1.0, 0.0]}])
+    with pytest.raises(DataError, match=r"row 1, field 'step': unknown column; .* this is a reward log of a training run, which `snooze replay` reads"):
+        stratify([path])
+
+
 def test_model_with_no_rows(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "b.jsonl", ROWS)
     with pytest.raises(DataError, match=r"model 'c' has no rows \(field 'model'\)"):

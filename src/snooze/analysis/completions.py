@@ -138,7 +138,8 @@ def _add_row(
         raise _fail(path, row, None, f"expected an object with columns {list(COLUMNS)}, got {type(obj).__name__}")
     unknown = sorted(set(obj) - set(COLUMNS))
     if unknown:
-        raise _fail(path, row, unknown[0], f"unknown column; allowed columns are {list(COLUMNS)}")
+        hint = "; this is a reward log of a training run, which `snooze replay` reads (docs/reward-log.md)" if "step" in obj else ""
+        raise _fail(path, row, unknown[0], f"unknown column; allowed columns are {list(COLUMNS)}{hint}")
     for column in ("dataset", "id"):
         if column not in obj:
             raise _fail(path, row, column, "missing")
