@@ -81,13 +81,14 @@ class Critic(nn.Module):
     def __init__(self, trunk: TinyGPT, lr: float, seed: int, shared: bool = False) -> None:
         super().__init__()
         self.trunk = trunk if shared else copy.deepcopy(trunk).train()
-        self.shared, self.lr = shared, lr
+        self.lr = lr
         with torch.random.fork_rng(devices=[]):  # built, then drawn from its own generator: the policy's sampling is untouched
             self.head = nn.Linear(trunk.cfg.d_model, 1)
         with torch.no_grad():
             self.head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
             self.head.bias.zero_()
         self.opt = None if shared else torch.optim.Adam(self.parameters(), lr=lr)
+        self.optimizer: torch.optim.Optimizer | None = None  # shared: the policy's, once the head is in it
         self.tok = CharTokenizer()
 
     def logits(self, prompts: Sequence[str]) -> torch.Tensor:
@@ -204,7 +205,7 @@ def shared_update(update: Callable[..., dict[str, float]], coef: float, group_si
     def with_critic(run: Any, batch: Any, cfg: Any, device: str, temperature: float) -> dict[str, float]:
         critic, pending = _CriticDapo.critics[0], _CriticDapo.pending
         assert critic.trunk is run.model, "the shared critic reads another model"
-        if getattr(critic, "optimizer", None) is not run.opt:
+        if critic.optimizer is not run.opt:
             run.opt.add_param_group({"params": list(critic.head.parameters()), "lr": critic.lr, "weight_decay": 0.0})
             critic.optimizer = run.opt
         if pending is None:

@@ -224,13 +224,15 @@ def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
         raise StateError(f"{root}: no checkpoint directory here (nothing was saved, or the path is wrong)")
-    hint = _inner_hint(root)
     if not latest.is_file():
         raise StateError(
             f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
-            "leaves only temporary files, which are never loaded)" + (hint or "; pass the directory given to save()")
+            "leaves only temporary files, which are never loaded)" + (_inner_hint(root) or "; pass the directory given to save()")
         )
-    record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint", hint.removeprefix("; "))
+    try:
+        record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint")
+    except StateError:  # only a refused record looks around for a training checkpoint's inner folder
+        record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint", _inner_hint(root).removeprefix("; "))
     name = record.get("file")
     if not isinstance(name, str) or not _FILE_RE.match(name):
         raise StateError(
