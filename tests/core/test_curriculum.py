@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers_core import snapshot
 
 import snooze
 from snooze.core.curriculum import Curriculum
-from snooze.core.errors import ConfigError, StateError
+from snooze.core.errors import ConfigError, DataError, StateError
 
 FILE = {
     "version": 1,
@@ -57,12 +58,11 @@ class _Stub:
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
 
-    def set_weights(self, w: Any) -> None:
-        self.calls.append(("w", w))
-
-    def set_excluded(self, name: str, ids: list[Any], excluded: bool = True) -> int:
-        self.calls.append(("x", name, tuple(ids), excluded))
-        return len(ids)
+    def set_stage(self, weights: Any, exclude: dict[str, list[Any]], include: dict[str, list[Any]]) -> int:
+        self.calls.append(("w", weights))
+        self.calls += [("x", name, tuple(ids), False) for name, ids in include.items() if ids]
+        self.calls += [("x", name, tuple(ids), True) for name, ids in exclude.items() if ids]
+        return 0
 
 
 METRIC = {
@@ -130,3 +130,44 @@ def test_a_curriculum_path_that_is_not_a_readable_file_is_a_config_error(tmp_pat
     make(path)
     with pytest.raises(ConfigError, match=match):
         Curriculum.from_file(path)
+
+
+def _two_datasets() -> snooze.Scheduler:
+    data = {name: [{"id": i} for i in range(10)] for name in ("a", "b")}
+    sched = snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=4, group_size=2, policy="snooze"), seed=1)
+    sched.step(_signal)  # mid-run: counters, memory and the mix's counts are not at their start
+    return sched
+
+
+@pytest.mark.parametrize(
+    ("stage", "error", "match"),
+    [
+        ({"weights": {"a": 0.9, "b": 0.1}, "exclude": {"a": [1, 2], "b": [99]}}, DataError, r"'b' has no prompt\(s\) with id \[99\]"),
+        ({"weights": {"a": 1.0}, "exclude": {"a": [1], "c": [0]}}, DataError, "unknown dataset 'c'"),
+        ({"weights": {"a": 1.0, "c": 1.0}, "exclude": {"a": [1]}}, ConfigError, "c"),
+    ],
+)
+def test_a_stage_the_scheduler_cannot_take_is_refused_whole(stage: dict, error: type, match: str) -> None:
+    """A stage naming an id, a dataset or a weight the scheduler lacks changes nothing, not its weights nor
+    the exclusions listed before the bad one, and the error names the stage."""
+    sched = _two_datasets()
+    before = snapshot(sched)
+    cur = Curriculum.from_dict({"stages": [{"name": "first", **stage}]})
+    with pytest.raises(error, match=match) as info:
+        cur.apply(sched)
+    assert "curriculum stage 'first'" in str(info.value)
+    assert snapshot(sched) == before
+
+
+def test_set_stage_lets_back_in_then_excludes_and_counts_the_changes() -> None:
+    sched = _two_datasets()
+    assert sched.set_excluded("a", [0, 1, 2]) == 3
+    assert sched.set_stage({"a": 1.0}, exclude={"a": [2, 3]}, include={"a": [0, 1, 2]}) == 3  # 0, 1 back; 3 out; 2 stays out
+    drawn = set()
+    for _ in range(4):
+        drawn |= _drawn(sched)
+    assert {d for d, _ in drawn} == {"a"}  # b has weight 0
+    assert not drawn & {("a", 2), ("a", 3)}
+    assert ("a", 0) in drawn or ("a", 1) in drawn
+    with pytest.raises(DataError, match="exclude must map dataset names"):
+        sched.set_stage(None, exclude=[1, 2])  # type: ignore[arg-type]

@@ -100,7 +100,7 @@ def test_data_sources_and_the_constructor_raise_only_the_projects_errors(
     _only_ours(lambda: snooze.Scheduler({name if isinstance(name, str) else "d": recs}, datasets))
 
 
-_OPS = st.sampled_from(["report", "report_real", "set_weights", "set_excluded", "propose", "cancel"])
+_OPS = st.sampled_from(["report", "report_real", "set_weights", "set_excluded", "set_stage", "set_stage_ids", "propose", "cancel"])
 
 
 def _op(s: snooze.Scheduler, op: str, x: Any, y: Any, z: Any) -> None:
@@ -112,6 +112,10 @@ def _op(s: snooze.Scheduler, op: str, x: Any, y: Any, z: Any) -> None:
         s.set_weights(x)
     elif op == "set_excluded":
         s.set_excluded(x if not isinstance(x, bool) else "a", y, z)
+    elif op == "set_stage":
+        s.set_stage(x, y, z)
+    elif op == "set_stage_ids":  # a good dataset name with junk ids, after good ones: still nothing changes
+        s.set_stage({"a": 1.0}, {"a": ["a0", "a1"], "b": y}, {"a": z})
     elif op == "propose":
         s.propose(x)
     else:

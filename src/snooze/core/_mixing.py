@@ -44,7 +44,10 @@ class Mix:
 
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
         """New weights from now on; the encounter counts start over when they differ from the old ones."""
-        w = self.parse(weights)
+        self.set_weights_array(self.parse(weights))
+
+    def set_weights_array(self, w: np.ndarray) -> None:
+        """:meth:`set_weights` with weights already parsed (:meth:`parse`)."""
         if not np.array_equal(w, self.weights):
             self.restart()
         self.weights = w

@@ -11,8 +11,8 @@ The file (JSON; ``snooze stratify`` writes one) looks like::
                     {"metric": "efficiency", "op": "<", "value": 0.25, "for_steps": 3}]},
        {"name": "all", "weights": {"math": 0.5, "code": 0.5}, "exclude": {}}]}
 
-A stage's ``weights`` go to :meth:`Scheduler.set_weights` (``null`` or absent: equal weights); its
-exclusions and ``drop`` go to :meth:`Scheduler.set_excluded`. ``{"step": N}`` starts the next stage at
+A stage's ``weights`` (``null`` or absent: equal weights), its exclusions and ``drop`` go to the
+scheduler in one :meth:`Scheduler.set_stage` call, checked whole before anything changes. ``{"step": N}`` starts the next stage at
 step ``N`` (after ``N`` finished steps). A metric condition holds when ``metrics[metric] op value``
 for ``for_steps`` consecutive steps of the stage (default 1); a NaN metric does not hold.
 
@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from snooze.core.errors import ConfigError, StateError
+from snooze.core.errors import ConfigError, DataError, StateError
 
 __all__ = ["Curriculum", "Stage", "Condition"]
 
@@ -216,18 +216,20 @@ class Curriculum:
         return out
 
     def apply(self, sched: Any) -> None:
-        """Set the scheduler's weights and exclusions to the current stage's (idempotent)."""
-        sched.set_weights(self.current.weights)
+        """Set the scheduler's weights and exclusions to the current stage's (idempotent).
+
+        One :meth:`Scheduler.set_stage` call: a weight, dataset or id the scheduler does not have is an
+        error naming the stage, and the scheduler is left as it was."""
         now = self._excluded(self.current)
+        back: dict[str, list[Any]] = {}
         for other in self.stages:  # let back in what another stage excluded and this one does not
             for name, ids in other.exclude.items():
                 keep = set(now.get(name, ()))
-                back = [i for i in ids if i not in keep]
-                if back:
-                    sched.set_excluded(name, back, excluded=False)
-        for name, ids in now.items():
-            if ids:
-                sched.set_excluded(name, ids, excluded=True)
+                back.setdefault(name, []).extend(i for i in ids if i not in keep)
+        try:
+            sched.set_stage(self.current.weights, exclude=now, include=back)
+        except (ConfigError, DataError) as exc:
+            raise type(exc)(f"curriculum stage {self.current.name!r}: {exc}") from None
         log.info("curriculum stage %d/%d (%s) applied", self.stage + 1, len(self.stages), self.current.name)
 
     def _holds(self, cond: Condition, metrics: Mapping[str, Any], j: int) -> bool:

@@ -161,21 +161,46 @@ class Scheduler:
         """Exclude prompts from drawing (or let them back in). Returns how many changed.
 
         Excluded prompts are passed over like retired ones; counters of snoozed prompts are kept.
-        ``ids`` is a list (or array) of the dataset's ids; a single id, ``None`` or a non-bool ``excluded``
-        is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
+        ``ids`` is a list (or array) of the dataset's ids; a single id, ``None``, an unknown id or a non-bool
+        ``excluded`` is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
         """
-        d = self._dataset_index(dataset)
-        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
-            raise DataError(f"set_excluded: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
         if not isinstance(excluded, (bool, np.bool_)):
             raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
+        return self._change_draw(None, [(*self._rows_of("set_excluded", dataset, ids), bool(excluded))])
+
+    def set_stage(self, weights: Mapping[str, float] | None, exclude: Mapping[str, Sequence[Any]],
+                  include: Mapping[str, Sequence[Any]] | None = None) -> int:
+        """A curriculum stage in one call: ``weights`` as :meth:`set_weights`, ``include``'s prompts let back
+        in and ``exclude``'s excluded (dataset name -> ids), as :meth:`set_excluded`. Returns how many prompts
+        changed.
+
+        Everything is checked before anything changes: a bad weight, an unknown dataset or id is a
+        :class:`ConfigError` / :class:`DataError` and the scheduler is left as it was. An id in both
+        ``include`` and ``exclude`` ends excluded."""
+        parsed = self.mix.parse(weights)
+        plan = [(*self._rows_of("set_stage", name, ids), False) for name, ids in _named_ids("include", include or {})]
+        plan += [(*self._rows_of("set_stage", name, ids), True) for name, ids in _named_ids("exclude", exclude)]
+        return self._change_draw(parsed, _last_wins(plan))
+
+    def _rows_of(self, caller: str, dataset: str, ids: Sequence[Any]) -> tuple[int, np.ndarray]:
+        """Dataset index and row numbers of ``ids``, checked (nothing changes)."""
+        d = self._dataset_index(dataset)
+        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
+            raise DataError(f"{caller}: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
         ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
         rows = self.sources[d].rows_of(ids)
         if (rows < 0).any():
             bad = [i for i, r in zip(ids, rows) if r < 0][:3]
-            raise DataError(f"dataset {dataset!r} has no prompt(s) with id {bad}; check the curriculum file")
+            raise DataError(f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
+                            "id field (integers or strings)")
+        return d, rows
+
+    def _change_draw(self, weights: np.ndarray | None, plan: Sequence[tuple[int, np.ndarray, bool]]) -> int:
+        """Apply checked changes: new mix weights (``None``: kept), then each ``(dataset, rows, excluded)``."""
         was_active = self._active()
-        changed = self.memory.set_excluded(d, rows, excluded)
+        if weights is not None:
+            self.mix.set_weights_array(weights)
+        changed = sum(self.memory.set_excluded(d, rows, excluded) for d, rows, excluded in plan)
         if not np.array_equal(was_active, self._active()):
             self.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
         return changed
@@ -409,3 +434,22 @@ class Scheduler:
         sched = cls(datasets, cfg, seed=seed)
         sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched
+
+
+def _named_ids(kind: str, ids_by_dataset: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:
+    """``set_stage``'s ``exclude`` / ``include``: a mapping of dataset name to ids."""
+    if not isinstance(ids_by_dataset, Mapping):
+        raise DataError(f"set_stage: {kind} must map dataset names to lists of ids, got {type(ids_by_dataset).__name__}")
+    return list(ids_by_dataset.items())
+
+
+def _last_wins(plan: Sequence[tuple[int, np.ndarray, bool]]) -> list[tuple[int, np.ndarray, bool]]:
+    """The plan with each (dataset, row) once, at its last setting: the count of changes is then net."""
+    out = []
+    for d in sorted({d for d, _, _ in plan}):
+        rows = np.concatenate([r for dd, r, _ in plan if dd == d])
+        flags = np.concatenate([np.full(len(r), e, dtype=bool) for dd, r, e in plan if dd == d])
+        unique, first = np.unique(rows[::-1], return_index=True)  # first in reverse: the last setting
+        last = flags[::-1][first]
+        out += [(d, unique[~last], False), (d, unique[last], True)]
+    return out
