@@ -177,3 +177,32 @@ def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:
             train_dataset=Dataset.from_list(RECORDS),
             scheduler=sched,
         )
+
+
+@pytest.mark.parametrize(
+    ("version", "drop", "match"),
+    [
+        ("1.15.2", None, r"supports trl 1\.16\.x \(tested with 1\.16\.0\); trl 1\.15\.2 is installed"),
+        ("1.17.0", None, "trl 1.17.0 is installed"),
+        ("1.16.3", "_calculate_rewards", r"GRPOTrainer\._calculate_rewards is missing"),
+        ("1.16.3", "_load_optimizer_and_scheduler", r"_load_optimizer_and_scheduler takes \('self', 'checkpoint', 'extra'\)"),
+    ],
+)
+def test_a_trl_whose_internals_the_adapter_cannot_rely_on_is_refused_at_import(version: str, drop: str | None, match: str) -> None:
+    """The guard run at import: the installed TRL (the tested one) passes; another minor version, or a
+    GRPOTrainer without an overridden method or with other parameters, is an IntegrationError saying what
+    to install."""
+    import trl
+    from trl import GRPOTrainer
+
+    from snooze.integrations.trl import check_trl
+
+    check_trl(trl.__version__, GRPOTrainer)  # what this venv has passes
+    fake: type = GRPOTrainer
+    if drop == "_calculate_rewards":  # a class with the other two methods only
+        fake = type("GRPOTrainer", (), {k: getattr(GRPOTrainer, k) for k in ("_generate_and_score_completions", "_load_optimizer_and_scheduler")})
+    elif drop is not None:  # the method with another parameter list
+        fake = type("GRPOTrainer", (GRPOTrainer,), {drop: lambda self, checkpoint, extra: None})
+    with pytest.raises(snooze.IntegrationError, match=match) as info:
+        check_trl(version, fake)
+    assert "install trl==1.16.0" in str(info.value)

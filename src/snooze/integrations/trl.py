@@ -24,6 +24,7 @@ Limits (see ``docs/integrations/trl.md``): text prompts only; data parallelism o
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
     import torch
+    import trl
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -46,7 +48,35 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
     ) from exc
 
-__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX"]
+__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX", "check_trl"]
+
+SUPPORTED = "1.16"  # the TRL minor version whose private GRPOTrainer methods this integration overrides
+TESTED = "1.16.0"
+OVERRIDDEN = {  # GRPOTrainer's private methods the adapter overrides and calls, with their parameters
+    "_generate_and_score_completions": ("self", "inputs"),
+    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+    "_load_optimizer_and_scheduler": ("self", "checkpoint"),
+}
+
+
+def check_trl(version: str, trainer: type) -> None:
+    """Refuse a TRL whose private methods the adapter cannot rely on: another minor version, or a
+    ``GRPOTrainer`` lacking one of :data:`OVERRIDDEN` with its parameters. Run at import."""
+    fix = f"install trl=={TESTED} transformers==5.24.0 (snooze's [trl] extra; docs/integrations/trl.md)"
+    if not str(version).startswith(SUPPORTED + "."):
+        raise IntegrationError(
+            f"snooze.integrations.trl supports trl {SUPPORTED}.x (tested with {TESTED}); trl {version} is installed. "
+            f"Its GRPOTrainer internals, which the adapter overrides, change between minor versions: {fix}"
+        )
+    for name, params in OVERRIDDEN.items():
+        method = getattr(trainer, name, None)
+        found = None if method is None else tuple(inspect.signature(method).parameters)
+        if found != params:
+            have = "is missing" if found is None else f"takes {found}, not {params}"
+            raise IntegrationError(f"trl {version}: GRPOTrainer.{name} {have}; the adapter is tested with trl {TESTED}: {fix}")
+
+
+check_trl(trl.__version__, GRPOTrainer)
 
 log = logging.getLogger(__name__)
 
