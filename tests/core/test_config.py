@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 import snooze
@@ -53,3 +55,16 @@ def test_cancel_withdraws_pending_candidates():
         sched.report(cands[:1], [[0.0, 1.0]])
     sched.report(cands[2:], [[0.0, 1.0]])
     assert sched.finish_step().metrics["gen/cancelled"] == 2
+
+
+def test_the_constructor_reports_a_misspelt_field_as_from_dict_does():
+    with pytest.raises(snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) 'snoze_factor'; did you mean 'snooze_factor'\?"):
+        snooze.SchedulerConfig(snoze_factor=2)
+    with pytest.raises(snooze.ConfigError, match="'bogus'; known fields: \\['advantage'"):  # nothing close: no guess
+        snooze.SchedulerConfig(bogus=1)
+    n = len(dataclasses.fields(snooze.SchedulerConfig))
+    with pytest.raises(snooze.ConfigError, match=f"at most {n} positional arguments, got {n + 1}; pass fields by name"):
+        snooze.SchedulerConfig(*[None] * (n + 1))
+    with pytest.raises(snooze.ConfigError, match=r"\['batch_size'\] given both by position and by name"):
+        snooze.SchedulerConfig(4, batch_size=3)
+    assert snooze.SchedulerConfig(4) == snooze.SchedulerConfig(batch_size=4)  # positional fields still work

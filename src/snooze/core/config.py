@@ -10,6 +10,7 @@ reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import typing
 from collections.abc import Callable, Mapping
@@ -259,9 +260,33 @@ def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
 
 def _check_fields(cls: type, data: Mapping[Any, Any]) -> None:
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(map(repr, set(data) - known))
+    unknown = sorted(set(data) - known, key=repr)
     if unknown:
-        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(unknown)}; known fields: {sorted(known)}")
+        near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known, n=1)]
+        hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
+        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}")
+
+
+def _fields_checked(init: Callable[..., None]) -> Callable[..., None]:
+    """The dataclass ``__init__`` with an unknown keyword (a misspelt field) or too many positional
+    arguments as a :class:`ConfigError`, as ``from_dict`` and ``replace`` report them, not a ``TypeError``."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        _check_fields(type(self), kwargs)
+        fields = [f.name for f in dataclasses.fields(self)]
+        if len(args) > len(fields):
+            raise ConfigError(f"{type(self).__name__} takes at most {len(fields)} positional arguments, got {len(args)}; "
+                              "pass fields by name")
+        twice = sorted(set(fields[: len(args)]) & set(kwargs))
+        if twice:
+            raise ConfigError(f"{type(self).__name__}: field(s) {twice} given both by position and by name")
+        init(self, *args, **kwargs)
+
+    return checked
+
+
+SchedulerConfig.__init__ = _fields_checked(SchedulerConfig.__init__)  # type: ignore[method-assign]
 
 
 def _check_choice(cfg: SchedulerConfig, name: str) -> None:
