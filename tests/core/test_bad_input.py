@@ -105,6 +105,14 @@ def test_a_failed_round_of_step_is_withdrawn_and_a_retry_continues_the_step(mix:
     assert snapshot(s)[0] == snapshot(ref)[0]
 
 
+def test_step_without_a_function_is_a_config_error_before_any_round() -> None:
+    s = _sched()
+    before = snapshot(s)
+    with pytest.raises(snooze.ConfigError, match="rollout_fn must be a function of the candidates.*got int"):
+        s.step(3)  # type: ignore[arg-type]
+    assert snapshot(s) == before
+
+
 @pytest.mark.parametrize("policy", ["snooze", "predictive"])  # predictive: its own state (rates, clock) too
 def test_a_policy_that_raises_in_a_report_inside_step_leaves_memory_as_it_was(policy: str) -> None:
     s = _sched(policy=policy)

@@ -320,6 +320,9 @@ class Scheduler:
         too) or its rewards are refused, the scheduler is put back as it was before that round (no
         candidate pending, no round counted, no encounter spent) and the error is raised again; the
         rounds before it stay done, and calling ``step`` again continues the step."""
+        if not callable(rollout_fn):
+            raise ConfigError(f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
+                              f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}")
         while not self.batch_full and self.round < self.config.max_gen_rounds:
             self._undo = undo = RoundUndo(self)
             try:
