@@ -95,6 +95,7 @@ def test_thresholds_are_configurable() -> None:
         ({"dataset": "m", "id": 1, "model": "a", "n": 2, "n_correct": 1}, 2, "id"),  # duplicate of row 1
         ({"dataset": "m", "id": 9, "model": "a", "n": 2, "n_correct": 3}, 2, "n_correct"),
         ({"dataset": "m", "id": 9, "model": "a", "n": 2}, 2, "n_correct"),
+        ({"dataset": "m", "id": 9, "model": "a", "n": 4.5, "n_correct": 1}, 2, "n"),  # a count of samples is whole
         ({"dataset": "m", "id": 2**63, "model": "a", "n": 2, "n_correct": 1}, 2, "id"),  # no int64: was an OverflowError
         ({"dataset": "m", "id": "1", "model": "b", "n": 2, "n_correct": 1}, 2, "id"),  # row 1's id 1 is an int
     ],

@@ -1,8 +1,9 @@
 """Reading baseline completions: one row per ``(dataset, id, model)`` from JSONL or Parquet files.
 
-A row carries either the list of rewards of its samples (``rewards``) or the counts ``n`` and
-``n_correct``. Rewards are scaled to ``[0, 1]`` by the reward range, so a row's ``correct`` is the sum
-of its scaled rewards (the number correct for binary rewards).
+A row carries either the list of rewards of its samples (``rewards``) or the counts ``n`` (a whole
+number of samples) and ``n_correct``. Rewards are scaled to ``[0, 1]`` by the reward range, so a row's
+``correct`` is the sum of its scaled rewards (the number correct for binary rewards; ``n_correct`` may
+be fractional, for rewards other than 0 and 1).
 
 Every problem raises :class:`~snooze.DataError` naming the file, the row (1-based; for JSONL the
 line) and the field.
@@ -120,6 +121,9 @@ def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[flo
     n, k = _number(path, row, "n", obj["n"]), _number(path, row, "n_correct", obj["n_correct"])
     if n < 1:
         raise _fail(path, row, "n", f"{obj['n']!r}: a row needs at least one sample")
+    if not n.is_integer():  # n_correct may be fractional (a sum of scaled rewards); a count of samples may not
+        raise _fail(path, row, "n", f"{obj['n']!r}: the number of samples must be a whole number (n_correct may be "
+                                    "fractional: the sum of rewards scaled to [0, 1])")
     if not 0 <= k <= n:
         raise _fail(path, row, "n_correct", f"{obj['n_correct']!r} is not between 0 and n={obj['n']!r}")
     return n, k
