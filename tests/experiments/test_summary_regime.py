@@ -104,3 +104,5 @@ def test_regime_checks_report_each_criterion_against_its_target() -> None:
     assert checks["4. DAPO used fraction, first -> last 10% of steps"]["value"] == [1.0, 0.25]
     assert checks["5. figure-3 stratum hard:x: base accuracy"]["met"] is False and checks["5. figure-3 stratum easy:x: base accuracy"]["met"]
     assert checks["6. paired seeds"]["met"] and "**no**" in regime_table(regime)
+    order = [int(c["criterion"].split(".")[0]) for c in regime["checks"]]
+    assert order == sorted(order) and order[-1] == 6  # the table reads in the criteria's order, 1 to 6

@@ -167,6 +167,7 @@ def regime_checks(
         wall = f"not measured: {resumed_runs} run(s) resumed from an earlier invocation"
     if wall is not None:
         checks.append(_check("6. wall time of the comparison (minutes)", wall, f"<= {t.minutes:g} (default profile, 2 cores)", None))
+    checks.sort(key=lambda c: int(c["criterion"].split(".", 1)[0]))  # in the criteria's order (stable within one)
     return {"targets": asdict(t), "checks": checks, "detail": detail}
 
 
