@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("trl", reason="needs the [trl] extra")
@@ -149,6 +150,46 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     lines2 = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
     assert [x["step"] for x in lines2 if x["step"] < 2] == [x["step"] for x in lines if x["step"] < 2]
     assert len([x for x in lines2 if x["step"] >= 2]) * 4 == len(scorer2.scored)
+
+    # 7. a checkpoint without snooze/ (a plain GRPOTrainer's) is refused: no fresh scheduler under a resumed
+    # model, and the reward log is not started over
+    import shutil
+
+    plain = tmp_path / "plain" / "checkpoint-4"
+    shutil.copytree(tmp_path / "out" / "checkpoint-4", plain)
+    shutil.rmtree(plain / "snooze")
+    log_before = (tmp_path / "rewards.jsonl").read_bytes()
+    trainer3 = _trainer(tmp_path, 6, Scorer(), [])
+    state_before = trainer3.scheduler.state_dict()["arrays"]
+    with pytest.raises(snooze.StateError, match="not written by SnoozeGRPOTrainer"):
+        trainer3.train(resume_from_checkpoint=str(plain))
+    assert (tmp_path / "rewards.jsonl").read_bytes() == log_before
+    state_after = trainer3.scheduler.state_dict()["arrays"]
+    assert state_after.keys() == state_before.keys()
+    assert all(np.array_equal(state_after[k], v) for k, v in state_before.items())
+    with pytest.raises(snooze.StateError, match="pass the TRL checkpoint that holds it"):
+        trainer3.restore_scheduler(ckpt / "snooze")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"reward_log": 123}, "must be the path of the file"),
+        ({"reward_log": "."}, "is a folder"),
+        ({"reward_log": "afile/rewards.jsonl"}, "is a file, so the log cannot be created"),
+        ({"on_batch": 5}, "on_batch must be a function"),
+    ],
+)
+def test_bad_trainer_arguments_are_refused_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, Any], match: str
+) -> None:
+    from snooze.integrations.trl import SnoozeGRPOTrainer
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    sched = snooze.Scheduler({"toy": RECORDS}, snooze.SchedulerConfig(batch_size=2, group_size=4), seed=0)
+    with pytest.raises(snooze.IntegrationError, match=match):  # before TRL builds anything (was: at the first round)
+        SnoozeGRPOTrainer(model=None, reward_funcs=Scorer(), scheduler=sched, **kwargs)
 
 
 def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:

@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from snooze import Batch, Candidate, IntegrationError, Scheduler
+from snooze import Batch, Candidate, IntegrationError, Scheduler, StateError
 from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_dist as dist
+from snooze.integrations._paths import log_path
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
@@ -127,11 +128,13 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     ) -> None:
         if not isinstance(scheduler, Scheduler):
             raise IntegrationError(f"scheduler must be a snooze.Scheduler, got {type(scheduler).__name__}")
+        if on_batch is not None and not callable(on_batch):
+            raise IntegrationError(f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}")
+        self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
         super().__init__(*args, **kwargs)
         self.scheduler = scheduler
         self.on_batch = on_batch
         self.last_digest: list[int] = []
-        self._reward_log_path = Path(reward_log) if reward_log is not None else None
         self._reward_log: RewardLogWriter | None = None
         self._resumed = False
         self._rows: dict[int, tuple[dict[str, Any], int, int]] = {}  # ticket -> (this rank's round output, rows lo, hi)
@@ -190,12 +193,13 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
         super()._load_optimizer_and_scheduler(checkpoint)
         if checkpoint is not None:
-            found = self.restore_scheduler(checkpoint)
             where = (
                 f"resume from {checkpoint} (every process loads {Path(checkpoint) / STATE_DIR}/: keep checkpoints "
                 "on a filesystem all nodes share, or set save_on_each_node=True)"
             )
-            self._agree(where, ("has_state", *dist.START_FIELDS), [int(found), *dist.start_digest(self.scheduler)])
+            self._agree(where, ("has_state",), [int((Path(checkpoint) / STATE_DIR).is_dir())])  # all raise, or none
+            self.restore_scheduler(checkpoint)
+            self._agree(where, dist.START_FIELDS, dist.start_digest(self.scheduler))
 
     # -- the step loop --------------------------------------------------------------------------
     def _scheduled_generation(self) -> dict[str, Any]:
@@ -322,15 +326,18 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             self._reward_log = RewardLogWriter(self._reward_log_path, append=self._resumed)
         return self._reward_log
 
-    def restore_scheduler(self, checkpoint: str | Path) -> bool:
-        """Load the scheduler state saved in TRL checkpoint ``checkpoint``; False if it holds none.
+    def restore_scheduler(self, checkpoint: str | Path) -> None:
+        """Load the scheduler state saved in TRL checkpoint ``checkpoint`` (its ``snooze/`` folder).
 
         Every process loads it; only the main one cuts the reward log back to the checkpoint's step.
+        A checkpoint without that folder is a ``StateError``: the scheduler never restarts from scratch
+        under a resumed model, and the reward log is left as it was.
         """
+        if isinstance(checkpoint, bool) or not isinstance(checkpoint, (str, Path)):
+            raise IntegrationError(f"checkpoint={checkpoint!r}: pass the path of a TRL checkpoint-N folder")
         folder = Path(checkpoint) / STATE_DIR
-        if not folder.exists():
-            log.warning("%s has no scheduler state (%s/); the scheduler starts fresh", checkpoint, STATE_DIR)
-            return False
+        if not folder.is_dir():
+            raise StateError(_no_state(Path(checkpoint)))
         self.scheduler.load_state_dict(load_state(folder))
         self._rows.clear()
         self._spread.clear()
@@ -342,7 +349,6 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             dropped = truncate_log(self._reward_log_path, self.scheduler.step_index)
             log.info("resume: dropped %d reward-log line(s) from steps >= %d", dropped, self.scheduler.step_index)
         log.info("restored scheduler state at step %d from %s", self.scheduler.step_index, folder)
-        return True
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -351,6 +357,18 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
+
+
+def _no_state(checkpoint: Path) -> str:
+    if not checkpoint.is_dir():
+        return f"{checkpoint} is not a folder; pass a checkpoint-N folder SnoozeGRPOTrainer wrote (in args.output_dir)"
+    if checkpoint.name == STATE_DIR and (checkpoint / "LATEST").exists():
+        return f"{checkpoint} is the scheduler's folder; pass the TRL checkpoint that holds it, {checkpoint.parent}"
+    return (
+        f"{checkpoint} has no scheduler state ({STATE_DIR}/): it was not written by SnoozeGRPOTrainer (a plain "
+        "GRPOTrainer's checkpoint, or another run's folder). Resume from a checkpoint SnoozeGRPOTrainer wrote, or "
+        "start the scheduler fresh: load the model weights from it and call train() without resume_from_checkpoint"
+    )
 
 
 def _trl_record(c: Candidate) -> dict[str, Any]:
