@@ -284,6 +284,9 @@ def test_resuming_a_checkpoint_without_snooze_state_says_what_to_do(tmp_path: Pa
     shutil.rmtree(tmp_path / "ckpt" / "global_step_1" / "snooze")
     with pytest.raises(snooze.StateError, match="not written by the snooze trainer"):
         build_trainer(compose(tmp_path, "trainer.resume_mode=auto"))._load_checkpoint()
+    missing = f"trainer.resume_from_path={tmp_path / 'nope' / 'global_step_5'}"
+    with pytest.raises(snooze.StateError, match="does not exist: there is no verl checkpoint"):  # was: "not written by"
+        build_trainer(compose(tmp_path, "trainer.resume_mode=resume_path", missing))._load_checkpoint()
 
 
 @pytest.mark.parametrize("mode", ["snooze_colocate_async", "snooze_separate_async"])
@@ -305,6 +308,13 @@ def test_async_modes_are_refused_with_the_reason(tmp_path: Path, mode: str) -> N
         ("skip.rollout_tq.enable=True", "Turn rollout skip off"),
         ("reward.reward_model.enable=True", "colocated reward model"),
         ("+trainer.v1.snooze.reward_metric=", "reward_metric"),
+        ("trainer.v1.sampler.custom_sampler=x", "brings its own replay buffer"),  # was an AttributeError
+        ("+trainer.v1.snooze.weights=[1,2]", "must map each data_source to its weight"),  # was a TypeError
+        ("actor_rollout_ref.rollout.n=2.5", "rollout.n=2.5: must be an integer"),  # was truncated to 2
+        ("trainer.v1.snooze.poll_interval=inf", "must be a finite number"),  # was a replay buffer that never polls
+        ("+trainer.v1.snooze.reward_log=true", "must be the path of the file"),  # was a TypeError
+        ("+trainer.v1.snooze.reward_log=''", "must be the path of the file"),  # was the reward log silently off
+        ("+trainer.v1.snooze.reward_log=/", "is a folder"),  # was an IsADirectoryError at the first report
     ],
 )
 def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(tmp_path: Path, override: str, match: str) -> None:
@@ -312,6 +322,13 @@ def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(tmp_pat
 
     with pytest.raises(snooze.IntegrationError, match=match):
         get_trainer_cls("snooze")(config=compose(tmp_path, override))
+
+
+def test_a_null_seed_is_the_default_data_seed(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    trainer = get_trainer_cls("snooze")(config=compose(tmp_path, "+data.seed=7", snooze={"seed": None}))
+    assert trainer.snooze_options.seed == 7  # was 0: an explicit null did not fall back to data.seed
 
 
 def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:

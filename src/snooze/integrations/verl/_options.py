@@ -10,12 +10,14 @@ Everything is checked when verl builds the trainer, before any GPU worker starts
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError, SchedulerConfig
+from snooze.integrations._paths import log_path
 
 __all__ = ["SnoozeOptions", "read_options", "OPTIONS_KEY"]
 
@@ -73,6 +75,18 @@ def _plain(node: Any) -> dict[str, Any]:
     raise IntegrationError(f"{OPTIONS_KEY} must be a mapping of options, got {type(node).__name__}")
 
 
+def _is_mapping(node: Any) -> bool:
+    from omegaconf import DictConfig
+
+    return isinstance(node, (DictConfig, Mapping))
+
+
+def _mapping(config: Any, key: str) -> Any:
+    """The node at ``key`` when it is a mapping (a scalar set there has none of the sub-keys read here)."""
+    node = _select(config, key)
+    return node if _is_mapping(node) else {}
+
+
 def _refuse_conflicts(config: Any) -> None:
     """Settings that would run verl's own loop beside the scheduler's, or silently do nothing."""
     if _select(config, "algorithm.filter_groups.enable"):
@@ -83,7 +97,7 @@ def _refuse_conflicts(config: Any) -> None:
             "algorithm.filter_groups.metric and max_gen_rounds bounds generation."
         )
     custom = _select(config, "trainer.v1.sampler.custom_sampler")
-    if custom is not None and (custom.get("path") or custom.get("name")):
+    if custom is not None and (not _is_mapping(custom) or custom.get("path") or custom.get("name")):
         raise IntegrationError(
             "trainer.v1.sampler.custom_sampler is set, but the snooze trainer brings its own replay buffer; "
             "unset trainer.v1.sampler.custom_sampler.path and .name"
@@ -99,8 +113,8 @@ def _refuse_conflicts(config: Any) -> None:
             "draws each step's prompts from the scheduler, so replayed rollouts would not be the prompts it issued. "
             "Turn rollout skip off."
         )
-    rm = _select(config, "reward.reward_model")
-    if rm is not None and rm.get("enable") and not rm.get("enable_resource_pool"):
+    rm = _mapping(config, "reward.reward_model")
+    if rm.get("enable") and not rm.get("enable_resource_pool"):
         raise IntegrationError(
             "a colocated reward model (reward.reward_model.enable=True without enable_resource_pool) scores groups "
             "only after the replay buffer has sampled them; the scheduler needs each group's reward when it "
@@ -117,11 +131,19 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
             )
         value = _select(config, verl_key)
         if value is not None:
-            fields[name] = int(value)
+            if isinstance(value, bool) or not isinstance(value, int):  # 2.5 was truncated to 2, 'abc' a ValueError
+                raise IntegrationError(f"{verl_key}={value!r}: must be an integer (the snooze trainer reads {name} from it)")
+            fields[name] = value
     if "batch_size" not in fields or "group_size" not in fields:
         raise IntegrationError("data.train_batch_size and actor_rollout_ref.rollout.n must be set")
-    if fields.get("weights") is not None:
-        fields["weights"] = dict(fields["weights"])
+    weights = fields.get("weights")
+    if weights is not None:
+        if not isinstance(weights, Mapping):
+            raise IntegrationError(
+                f"{OPTIONS_KEY}.weights={weights!r}: must map each data_source to its weight, e.g. "
+                f"'+{OPTIONS_KEY}.weights={{gsm8k:2,math:1}}' (unset: each data_source's row count)"
+            )
+        fields["weights"] = dict(weights)
     if fields.get("carry_surplus"):
         raise IntegrationError(
             "carry_surplus=True is not supported in verl: the sync trainer keeps no trajectories across steps "
@@ -130,30 +152,40 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
     return fields
 
 
+def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
+    """The reward log's path: the option, else beside verl's checkpoints; ``false`` turns it off."""
+    value = opts.get("reward_log")
+    if value is False:
+        return None
+    if value is None:
+        base = _select(config, "trainer.default_local_dir")
+        if not base:
+            return None
+        value = str(Path(base) / REWARD_LOG_NAME)
+    return log_path(value, f"{OPTIONS_KEY}.reward_log")  # checked on the driver, before any worker starts
+
+
 def read_options(config: Any) -> SnoozeOptions:
     """Check verl's config for the snooze trainer and return its options (``IntegrationError`` or
     ``ConfigError`` naming the key on anything that cannot work)."""
     _refuse_conflicts(config)
     opts = _plain(_select(config, OPTIONS_KEY))
     scheduler = SchedulerConfig.from_dict(_scheduler_fields(opts, config))  # ConfigError names unknown fields
-    seed = opts.get("seed", _select(config, "data.seed"))
-    log = opts.get("reward_log")
-    if log is None:
-        base = _select(config, "trainer.default_local_dir")
-        log = str(Path(base) / REWARD_LOG_NAME) if base else False
+    seed = opts.get("seed")
+    seed = _select(config, "data.seed") if seed is None else seed  # null is the default, as unset
     metric = opts.get("reward_metric", "reward")
     if not isinstance(metric, str) or not metric:
         raise IntegrationError(f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)")
     poll = opts.get("poll_interval", 2.0)
-    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not poll > 0:
-        raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a number of seconds above 0")
+    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < math.inf:  # inf: polls never
+        raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a finite number of seconds above 0")
     seed = 0 if seed is None else seed
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
     return SnoozeOptions(
         scheduler=scheduler,
         seed=seed,
-        reward_log=Path(log) if log else None,
+        reward_log=_reward_log(opts, config),
         reward_metric=metric,
         poll_interval=float(poll),
     )

@@ -142,6 +142,11 @@ class SnoozeRun:
 
     def restore(self, folder: Path, global_step: int) -> None:
         """Load the scheduler saved with verl's checkpoint ``global_step`` and cut the reward log back to it."""
+        if not folder.parent.is_dir():
+            raise StateError(
+                f"{folder.parent} does not exist: there is no verl checkpoint to resume there. Check "
+                "trainer.resume_from_path (or trainer.default_local_dir), or start fresh (trainer.resume_mode=disable)."
+            )
         if not folder.is_dir():
             raise StateError(
                 f"{folder} is missing: this verl checkpoint was not written by the snooze trainer (it saves the "
