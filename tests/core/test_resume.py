@@ -100,3 +100,18 @@ def test_resume_mid_step_keeps_pending_candidates(tmp_path):
     assert [(c.dataset, c.id, c.ticket) for c in reissued] == [(c.dataset, c.id, c.ticket) for c in cands]
     sched.report(reissued, rollout(reissued))
     assert trace(sched.step(rollout)) == ref_batch
+
+
+def test_a_resume_under_a_changed_config_is_announced_and_a_matching_one_is_not(tmp_path, caplog):
+    """The core accepts a change of what the state does not depend on (here snooze_factor and
+    max_gen_rounds), so a resumed run can tune them; it says which, once, as a warning."""
+    cfg = CONFIGS["snooze-quota"]
+    _, sched = run(cfg, 2)
+    sched.save(tmp_path / "ckpt")
+    with caplog.at_level("WARNING", logger="snooze.core.scheduler"):
+        snooze.Scheduler.load(tmp_path / "ckpt", datasets())  # the saved config: nothing to say
+        assert not caplog.records
+        changed = snooze.Scheduler.load(tmp_path / "ckpt", datasets(), cfg.replace(snooze_factor=5, max_gen_rounds=2))
+    assert changed.config.snooze_factor == 5
+    (record,) = caplog.records
+    assert f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage() and "snooze_factor: saved 2, now 5" in record.getMessage()

@@ -23,7 +23,7 @@ from snooze.core._checks import as_int, as_real, check_reward_range, check_thres
 from snooze.core.errors import ConfigError
 from snooze.core.policies import POLICIES, SKIP_RULES
 
-__all__ = ["SchedulerConfig", "Choices", "field_choices", "PolicyName", "SkipName", "OnShort", "Mix", "AdvantageScale"]
+__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "PolicyName", "SkipName", "OnShort", "Mix", "AdvantageScale"]
 
 
 @dataclass(frozen=True)
@@ -245,6 +245,17 @@ class SchedulerConfig:
         """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`."""
         _check_fields(type(self), changes)
         return dataclasses.replace(self, **changes)
+
+
+def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
+    """``"snooze_factor: saved 5, now 2"`` for each field of ``now`` that differs from ``saved`` (a state's
+    ``meta.config``; a field it lacks, from an older snooze, counts as its default).
+
+    >>> config_changes(SchedulerConfig(snooze_factor=5).to_dict(), SchedulerConfig(snooze_factor=2))
+    ['snooze_factor: saved 5, now 2']
+    """
+    default, current = SchedulerConfig().to_dict(), now.to_dict()
+    return [f"{k}: saved {saved.get(k, default[k])!r}, now {v!r}" for k, v in current.items() if saved.get(k, default[k]) != v]
 
 
 _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "snooze_factor": 0, "hard_snooze_factor": 0,

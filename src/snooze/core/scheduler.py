@@ -17,6 +17,7 @@ puts theirs together and ``_state`` lays it out as a file.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,13 +37,15 @@ from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
 from snooze.core._stream import DatasetStream
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
-from snooze.core.config import SchedulerConfig
+from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
 from snooze.core.policies import Changes, Policy, Report, make_policy
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 
 __all__ = ["Scheduler"]
+
+log = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -414,6 +417,9 @@ class Scheduler:
                 )
         self._take(fresh)
         self.last_metrics = parts.last_metrics
+        changes = config_changes(state["meta"]["config"], self.config)
+        if changes:  # allowed (the state does not depend on them), but never unannounced
+            log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
 
     def save(self, path: str | Path) -> Path:
         """Write the state into directory ``path`` atomically (write aside, fsync, rename). Returns the file."""
