@@ -192,6 +192,28 @@ def test_bad_trainer_arguments_are_refused_before_training(
         SnoozeGRPOTrainer(model=None, reward_funcs=Scorer(), scheduler=sched, **kwargs)
 
 
+@pytest.mark.parametrize(("save_steps", "warned"), [(1, True), (6, True), (4, False), (8, False)])
+def test_saves_between_two_generations_are_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture, save_steps: int, warned: bool) -> None:
+    """steps_per_generation=4 with no accumulation: one generation serves 4 optimizer steps, and only a
+    save_steps that is a multiple of 4 saves the scheduler with the model that trained on its batch."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from snooze.integrations.trl import SnoozeGRPOTrainer
+
+    sched = snooze.Scheduler({"toy": RECORDS}, snooze.SchedulerConfig(batch_size=4, group_size=4), seed=0)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, gradient_accumulation_steps=1,
+                      steps_per_generation=4, num_generations=4, save_strategy="steps", save_steps=save_steps,
+                      report_to=[], use_cpu=True, bf16=False, max_steps=1)  # fmt: skip
+    tok = _tokenizer()
+    with caplog.at_level("WARNING", logger="snooze.integrations.trl"):
+        SnoozeGRPOTrainer(model=_model(len(tok)), reward_funcs=Scorer(), args=args, train_dataset=Dataset.from_list(RECORDS),
+                          processing_class=tok, scheduler=sched)  # fmt: skip
+    said = [r.getMessage() for r in caplog.records if "not a multiple of 4" in r.getMessage()]
+    assert bool(said) is warned, said
+    assert not said or f"save_steps={save_steps} is not a multiple of 4" in said[0]
+
+
 def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:
     from datasets import Dataset
     from trl import GRPOConfig

@@ -144,6 +144,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._step_crc = 0  # checksum of this step's reports, compared across ranks
         self._pad_groups = 0  # inert groups generated this step to even out the rounds
         self._check_compatible()
+        self._warn_off_boundary_saves()
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
         self.add_callback(SnoozeCheckpointCallback(scheduler))
 
@@ -170,6 +171,21 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 f"TRL's generation_batch_size={self.args.generation_batch_size} (all {self._world} process(es) "
                 f"together); set batch_size = generation_batch_size / num_generations = "
                 f"{self.args.generation_batch_size // G}"
+            )
+
+    def _warn_off_boundary_saves(self) -> None:
+        """A checkpoint between two generations resumes with a fresh generation: not the uninterrupted run."""
+        a = self.args
+        strategy = getattr(a.save_strategy, "value", a.save_strategy)
+        per_generation = a.steps_per_generation * self.num_iterations / a.gradient_accumulation_steps  # optimizer steps
+        if strategy != "steps" or not float(a.save_steps).is_integer() or not per_generation.is_integer():
+            return  # a save_steps below 1 is a share of the run; a fractional cycle has no boundary to align to
+        if int(a.save_steps) % int(per_generation):
+            log.warning(
+                "save_steps=%s is not a multiple of %d, the optimizer steps of one generation (steps_per_generation "
+                "x num_iterations / gradient_accumulation_steps): a checkpoint can fall between two generations, "
+                "and resuming from it generates afresh, so the resumed run is not the uninterrupted one. Use "
+                "save_steps=%d or a multiple", a.save_steps, per_generation, per_generation,
             )
 
     def _agree(self, where: str, fields: tuple[str, ...], values: list[int]) -> None:
