@@ -324,6 +324,13 @@ def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(tmp_pat
         get_trainer_cls("snooze")(config=compose(tmp_path, override))
 
 
+def test_a_scheduler_field_of_the_wrong_type_is_the_configs_error_not_a_feature_refusal(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(snooze.ConfigError, match="carry_surplus='abc'.*True or False"):  # was "carry_surplus=True is not supported"
+        get_trainer_cls("snooze")(config=compose(tmp_path, "+trainer.v1.snooze.carry_surplus=abc"))
+
+
 def test_a_null_seed_is_the_default_data_seed(tmp_path: Path) -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
