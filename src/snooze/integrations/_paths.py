@@ -2,18 +2,23 @@
 
 A path that cannot be written (not a path at all, an existing folder, a folder in its way that is a
 file) would otherwise fail at the first generation round's reward-log line, after the model, the
-rollout workers and a round of generation were paid for.
+rollout workers and a round of generation were paid for. A fresh run whose path holds an earlier run's
+log moves that log aside (:func:`open_log`) rather than writing over it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError
+from snooze.logs import RewardLogWriter
 
-__all__ = ["log_path"]
+__all__ = ["log_path", "open_log"]
+
+log = logging.getLogger(__name__)
 
 
 def log_path(value: Any, name: str) -> Path:
@@ -27,3 +32,15 @@ def log_path(value: Any, name: str) -> Path:
     if blocked is not None and not blocked.is_dir():
         raise IntegrationError(f"{name}={value!r}: {blocked} is a file, so the log cannot be created under it")
     return path
+
+
+def open_log(path: Path, resumed: bool) -> RewardLogWriter:
+    """The run's reward log: appended to on resume; on a fresh run an earlier run's non-empty log at
+    ``path`` is first renamed ``<name>.earlier-N<suffix>`` (the first free N) and a warning names it."""
+    if not resumed and path.is_file() and path.stat().st_size > 0:
+        n = 1
+        while (aside := path.with_name(f"{path.stem}.earlier-{n}{path.suffix}")).exists():
+            n += 1
+        path.rename(aside)
+        log.warning("%s held an earlier run's reward log; this fresh run moved it to %s and starts a new one", path, aside)
+    return RewardLogWriter(path, append=resumed)

@@ -35,7 +35,7 @@ import numpy as np
 from snooze import Batch, Candidate, IntegrationError, Scheduler, StateError
 from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_dist as dist
-from snooze.integrations._paths import log_path
+from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
@@ -339,7 +339,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if not self.accelerator.is_main_process:  # one writer: every rank holds the same rewards
             return None
         if self._reward_log is None and self._reward_log_path is not None:
-            self._reward_log = RewardLogWriter(self._reward_log_path, append=self._resumed)
+            self._reward_log = open_log(self._reward_log_path, self._resumed)
         return self._reward_log
 
     def restore_scheduler(self, checkpoint: str | Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from snooze import SIGNAL, Candidate, IntegrationError, Scheduler, StateError
+from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
@@ -132,7 +133,7 @@ class SnoozeRun:
     # -- reward log and state -------------------------------------------------------------------
     def _log(self) -> RewardLogWriter | None:
         if self._writer is None and self.options.reward_log is not None:
-            self._writer = RewardLogWriter(self.options.reward_log, append=self._append_log)
+            self._writer = open_log(self.options.reward_log, resumed=self._append_log)
         return self._writer
 
     def save(self, folder: Path) -> None:
