@@ -1,7 +1,7 @@
 """``SnoozeGRPOTrainer`` on 2 CPU processes: the real TRL ``GRPOTrainer`` under torchrun (gloo).
 
 One torchrun launch runs every scenario of ``trl_ranks_job.py`` (fresh run, resume, padded rounds,
-three kinds of divergence); one plain launch runs the fresh and padded scenarios on one process.
+three kinds of divergence, a state one process cannot read); one plain launch runs the fresh and padded scenarios on one process.
 The tests read what each rank wrote.
 """
 
@@ -22,7 +22,7 @@ pytest.importorskip("torch")
 pytestmark = [pytest.mark.trl, pytest.mark.slow]
 
 JOB = Path(__file__).with_name("trl_ranks_job.py")
-TWO = ["full", "resume", "padded", "seed", "excluded", "flipped"]
+TWO = ["full", "resume", "padded", "seed", "excluded", "flipped", "damaged"]
 ONE = ["full", "padded"]
 EASY = {"e0", "e1"}
 
@@ -144,6 +144,20 @@ def test_diverging_ranks_raise_naming_the_step(runs: Path, name: str, where: str
         assert r["error"].startswith(where) and field in r["error"], r["error"]
         assert "same Scheduler" in r["error"]
         assert [s["step"] for s in r.get("steps", [])] == ([] if name == "seed" else [0])  # stopped, no hang
+
+
+def test_a_state_one_process_cannot_read_stops_every_process_and_keeps_the_log(runs: Path) -> None:
+    """Rank 1 alone cannot read checkpoint-2's scheduler state (its node's copy, say, is damaged). Every
+    rank raises an IntegrationError that says so (rank 1's carries its StateError), before any step, and
+    the reward log is not cut back (it was: the main process cut it before the others had failed; and
+    rank 0 saw only gloo's "Connection closed by peer")."""
+    ranks = _ranks(runs, "damaged")
+    for r in ranks:
+        assert "state_loaded: rank 0 1 vs rank 1 0" in r["error"] and "could not read it and logged why" in r["error"], r["error"]
+        assert r["steps"] == []
+    assert ranks[1]["cause"].startswith("StateError(") and "simulated damage" in ranks[1]["cause"]
+    before, after = ranks[0]["log_lines"]
+    assert before == after > 0
 
 
 def test_tensor_parallelism_is_refused_saying_what_to_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -169,9 +169,10 @@ def build(out: Path, G: int, max_steps: int, seed: int = 0, gen: int = 3) -> tup
 
 def run(out: Path, name: str, rank: int) -> dict[str, Any]:
     """One scenario on this rank; returns what the test reads."""
-    folder = out / ("full" if name == "resume" else name)
+    resumes = name in ("resume", "damaged")  # both resume the full run from its checkpoint-2
+    folder = out / ("full" if resumes else name)
     G = 3 if name == "padded" else 4
-    steps_n = {"full": 4, "resume": 4, "padded": 3}.get(name, 2)
+    steps_n = {"full": 4, "resume": 4, "damaged": 4, "padded": 3}.get(name, 2)
     seed = 1 if name == "seed" and rank == 1 else 0
     report: dict[str, Any] = {"rank": rank}
     try:
@@ -185,11 +186,23 @@ def run(out: Path, name: str, rank: int) -> dict[str, Any]:
         )
     if name == "flipped":
         trainer.flip_at = 1
+    if name == "damaged" and rank == 1:  # this process alone cannot read the state (its node's copy is damaged)
+        import snooze.integrations.trl as adapter
+
+        def damaged(path: Any) -> Any:
+            raise snooze.StateError(f"{path}: simulated damage on this node only")
+
+        adapter.load_state = damaged
+    log_file = folder / "rewards.jsonl"
+    lines_before = len(log_file.read_text().splitlines()) if log_file.exists() else None
     before = _params_crc(trainer.model)
     try:
-        trainer.train(resume_from_checkpoint=str(folder / "out" / "checkpoint-2") if name == "resume" else None)
+        trainer.train(resume_from_checkpoint=str(folder / "out" / "checkpoint-2") if resumes else None)
     except snooze.IntegrationError as exc:
         report["error"] = str(exc)
+        report["cause"] = repr(exc.__cause__) if exc.__cause__ is not None else None
+    if name == "damaged":
+        report["log_lines"] = [lines_before, len(log_file.read_text().splitlines())]
     logged = [{k: v for k, v in h.items() if k.startswith("snooze/")} for h in trainer.state.log_history]
     return {
         **report,

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze import Batch, Candidate, IntegrationError, Scheduler, StateError
+from snooze import Batch, Candidate, IntegrationError, Scheduler, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
@@ -214,8 +214,20 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 "on a filesystem all nodes share, or set save_on_each_node=True)"
             )
             self._agree(where, ("has_state",), [int((Path(checkpoint) / STATE_DIR).is_dir())])  # all raise, or none
-            self.restore_scheduler(checkpoint)
+            failed = None
+            try:
+                self._load_scheduler(checkpoint)
+            except SnoozeError as exc:  # e.g. this node's copy is damaged: every process must stop, and say why
+                failed = exc
+                log.error("process %d cannot load the scheduler state of %s: %s", self.accelerator.process_index, checkpoint, exc)
+            try:
+                self._agree(f"{where}; a process with state_loaded 0 could not read it and logged why", ("state_loaded",), [int(failed is None)])
+            except IntegrationError as exc:
+                raise exc from failed
+            if failed is not None:
+                raise failed
             self._agree(where, dist.START_FIELDS, dist.start_digest(self.scheduler))
+            self._cut_reward_log()  # only once every process holds the state: a refused resume leaves the log whole
 
     # -- the step loop --------------------------------------------------------------------------
     def _scheduled_generation(self) -> dict[str, Any]:
@@ -349,6 +361,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         A checkpoint without that folder is a ``StateError``: the scheduler never restarts from scratch
         under a resumed model, and the reward log is left as it was.
         """
+        self._load_scheduler(checkpoint)
+        self._cut_reward_log()
+
+    def _load_scheduler(self, checkpoint: str | Path) -> None:
         if isinstance(checkpoint, bool) or not isinstance(checkpoint, (str, Path)):
             raise IntegrationError(f"checkpoint={checkpoint!r}: pass the path of a TRL checkpoint-N folder")
         folder = Path(checkpoint) / STATE_DIR
@@ -358,13 +374,15 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._rows.clear()
         self._spread.clear()
         self._resumed = True
+        log.info("restored scheduler state at step %d from %s", self.scheduler.step_index, folder)
+
+    def _cut_reward_log(self) -> None:
         if self._reward_log_path is not None and self.accelerator.is_main_process:
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
             dropped = truncate_log(self._reward_log_path, self.scheduler.step_index)
             log.info("resume: dropped %d reward-log line(s) from steps >= %d", dropped, self.scheduler.step_index)
-        log.info("restored scheduler state at step %d from %s", self.scheduler.step_index, folder)
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         try:
