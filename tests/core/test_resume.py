@@ -115,3 +115,16 @@ def test_a_resume_under_a_changed_config_is_announced_and_a_matching_one_is_not(
     assert changed.config.snooze_factor == 5
     (record,) = caplog.records
     assert f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage() and "snooze_factor: saved 2, now 5" in record.getMessage()
+
+
+def test_a_saved_config_field_that_cannot_be_compared_is_reported_not_raised(caplog):
+    """Found by the API fuzz: a saved ``batch_size`` that is an array made the comparison itself raise
+    numpy's ValueError from inside load_state_dict."""
+    cfg = CONFIGS["snooze-quota"]
+    _, sched = run(cfg, 1)
+    state = sched.state_dict()
+    state["meta"]["config"]["batch_size"] = np.zeros((2, 4))
+    fresh = snooze.Scheduler(datasets(), cfg, seed=7)
+    with caplog.at_level("WARNING", logger="snooze.core.scheduler"):
+        fresh.load_state_dict(state)
+    assert "batch_size: saved array(" in caplog.records[0].getMessage()

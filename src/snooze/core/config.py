@@ -255,7 +255,14 @@ def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
     ['snooze_factor: saved 5, now 2']
     """
     default, current = SchedulerConfig().to_dict(), now.to_dict()
-    return [f"{k}: saved {saved.get(k, default[k])!r}, now {v!r}" for k, v in current.items() if saved.get(k, default[k]) != v]
+    return [f"{k}: saved {saved.get(k, default[k])!r}, now {v!r}" for k, v in current.items() if _differs(saved.get(k, default[k]), v)]
+
+
+def _differs(saved: Any, now: Any) -> bool:
+    try:
+        return bool(saved != now)
+    except (TypeError, ValueError):  # a damaged saved field (an array, ...) that cannot be compared: not the same
+        return True
 
 
 _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "snooze_factor": 0, "hard_snooze_factor": 0,

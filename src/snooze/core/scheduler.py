@@ -415,9 +415,9 @@ class Scheduler:
                     f"{self.config.batch_size}; load it with batch_size >= {len(fresh.batch)} (the saved config's is "
                     f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
                 )
+            changes = config_changes(state["meta"]["config"], self.config)
         self._take(fresh)
         self.last_metrics = parts.last_metrics
-        changes = config_changes(state["meta"]["config"], self.config)
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
 
