@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import INT64_MAX, INT64_MIN  # the ids a Scheduler takes
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["Completions", "read_completions", "COLUMNS"]
 
 COLUMNS: tuple[str, ...] = ("dataset", "id", "model", "rewards", "n", "n_correct")
 DEFAULT_MODEL = "baseline"
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1  # the ids a Scheduler takes (snooze.core.source)
 
 
 @dataclass
@@ -152,7 +152,7 @@ def _add_row(
         raise _fail(path, row, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
-    if isinstance(pid, int) and not _INT64_MIN <= pid <= _INT64_MAX:
+    if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:
         raise _fail(path, row, "id", f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids")
     kind = id_kinds.setdefault(dataset, (type(pid), path, row))
     if kind[0] is not type(pid):

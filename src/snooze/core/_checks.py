@@ -18,7 +18,9 @@ import numpy as np
 
 from snooze.core.errors import ConfigError
 
-__all__ = ["as_int", "as_real", "check_weights", "check_reward_range", "check_thresholds"]
+__all__ = ["as_int", "as_real", "check_weights", "check_reward_range", "check_thresholds", "INT64_MIN", "INT64_MAX"]
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # integer ids and steps are held as int64: the range they must fit
 
 
 def _is_bool(value: Any) -> bool:

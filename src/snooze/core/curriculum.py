@@ -222,10 +222,9 @@ class Curriculum:
         error naming the stage, and the scheduler is left as it was."""
         now = self._excluded(self.current)
         back: dict[str, list[Any]] = {}
-        for other in self.stages:  # let back in what another stage excluded and this one does not
+        for other in self.stages:  # let back in what another stage excluded (set_stage: this one's exclusions win)
             for name, ids in other.exclude.items():
-                keep = set(now.get(name, ()))
-                back.setdefault(name, []).extend(i for i in ids if i not in keep)
+                back.setdefault(name, []).extend(ids)
         try:
             sched.set_stage(self.current.weights, exclude=now, include=back)
         except (ConfigError, DataError) as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int
+from snooze.core._checks import INT64_MAX, INT64_MIN, as_int
 from snooze.core.errors import DataError
 
 __all__ = ["Source", "as_source", "MAX_RECORD_BYTES"]
@@ -206,9 +206,6 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
 def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
     """The ids as an ``int64`` array, or an ``object`` array of ``str`` (each id takes its own length,
     not the longest one's, as a numpy str array would). Integers must fit in 64 bits and strings must not
@@ -230,7 +227,7 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
         raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
     kinds = {type(_plain(v)) for v in values}
     if kinds <= {int}:
-        big = next((v for v in values if not _INT64_MIN <= v <= _INT64_MAX), None)
+        big = next((v for v in values if not INT64_MIN <= v <= INT64_MAX), None)
         if big is not None:
             raise DataError(f"dataset {name!r}: id {big} does not fit in a signed 64-bit integer; use string ids")
         arr = np.array(values, dtype=np.int64)
@@ -251,7 +248,7 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
 def _int_ids(name: str, ids: np.ndarray) -> np.ndarray:
     if ids.shape[0] == 0:
         raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
-    if ids.dtype.kind == "u" and int(ids.max()) > _INT64_MAX:
+    if ids.dtype.kind == "u" and int(ids.max()) > INT64_MAX:
         raise DataError(f"dataset {name!r}: id {int(ids.max())} does not fit in a signed 64-bit integer; use string ids")
     return ids.astype(np.int64)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import INT64_MAX  # steps are read into int64
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
 from snooze.logs._jsonl import LineWriter, fail, read_lines
@@ -31,8 +32,6 @@ REWARDS_FILE = "rewards.jsonl"
 """The reward log inside a run directory of the reference trainer."""
 
 REQUIRED_FIELDS: tuple[str, ...] = ("step", "dataset", "id", "rewards")
-
-_MAX_STEP = 2**63 - 1  # steps are read into int64
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
         if field not in obj:
             raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
     step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= _MAX_STEP:
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= INT64_MAX:
         raise fail(path, line, "step", f"{step!r} is not an integer in [0, 2**63 - 1]")
     if not isinstance(dataset, str) or not dataset:
         raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
