@@ -26,7 +26,7 @@ def plain_classify(r: np.ndarray, lo: float, hi: float, easy: float, hard: float
     out = np.full(r.shape[0], FLAT)
     out[norm.mean(axis=1) >= easy] = TOO_EASY
     out[norm.mean(axis=1) <= hard] = TOO_HARD
-    out[norm.std(axis=1) > tol] = SIGNAL
+    out[r.std(axis=1) > tol * np.maximum(1.0, np.abs(r).max(axis=1))] = SIGNAL  # the rewards' size, not the range's
     return out
 
 

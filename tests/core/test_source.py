@@ -84,3 +84,15 @@ def test_parquet_without_id_column(tmp_path):
 def test_unknown_file_type(tmp_path):
     with pytest.raises(snooze.DataError, match="neither .jsonl nor .parquet"):
         snooze.as_source("d", tmp_path / "d.csv")
+
+
+def test_a_streaming_hf_dataset_is_refused_when_the_scheduler_is_built():
+    """An IterableDataset has column_names and features, so it used to pass for a Dataset: the ids were read by
+    iterating the stream, and the first proposal handed out an IterableColumn as the record (a failure at step 0
+    about the record). Now it is refused where the scheduler is built, with the fix."""
+    datasets = pytest.importorskip("datasets")
+    stream = datasets.Dataset.from_list([{"id": i, "prompt": "q"} for i in range(3)]).to_iterable_dataset()
+    with pytest.raises(snooze.DataError, match=r"'d' is a streaming Hugging Face dataset \(IterableDataset\).*Materialise it"):
+        snooze.Scheduler({"d": stream}, snooze.SchedulerConfig(batch_size=1, group_size=2))
+    sched = snooze.Scheduler({"d": datasets.Dataset.from_list(list(stream))}, snooze.SchedulerConfig(batch_size=1, group_size=2))
+    assert sched.propose()[0].record["prompt"] == "q"  # the fix the message gives works

@@ -167,7 +167,7 @@ def replay(
 
 
 def _classify(log: RewardLog, cfg: SchedulerConfig) -> np.ndarray:
-    return classify(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+    return classify(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from snooze.core.errors import ConfigError
 
-__all__ = ["as_int", "as_real", "check_weights", "check_reward_range", "check_thresholds", "INT64_MIN", "INT64_MAX"]
+__all__ = ["as_int", "as_real", "check_weights", "check_reward_range", "check_thresholds", "check_band", "INT64_MIN", "INT64_MAX"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # integer ids and steps are held as int64: the range they must fit
 
@@ -84,13 +84,26 @@ def check_reward_range(rr: Any, what: str = "reward_range") -> tuple[float, floa
 
 
 def check_thresholds(easy: Any, hard: Any, signal_tol: Any) -> tuple[float, float, float]:
-    """The classification thresholds (fractions of the reward range): ``0 <= hard < easy <= 1`` and
-    ``0 <= signal_tol < 0.5``."""
+    """The classification thresholds: ``0 <= hard < easy <= 1`` (fractions of the reward range) and
+    ``0 <= signal_tol < 0.5`` (a fraction of the rewards' size)."""
     easy_f = as_real(easy, "easy_threshold", 0.0, 1.0, "a fraction of the reward range in [0, 1]")
     hard_f = as_real(hard, "hard_threshold", 0.0, 1.0, "a fraction of the reward range in [0, 1]")
     if hard_f >= easy_f:
         raise ConfigError(f"hard_threshold={hard_f} must be below easy_threshold={easy_f}")
-    tol = as_real(signal_tol, "signal_tol", 0.0, allowed="in [0, 0.5) (a fraction of the range)")
+    tol = as_real(signal_tol, "signal_tol", 0.0, allowed="in [0, 0.5) (0: any spread is signal)")
     if tol >= 0.5:
-        raise ConfigError(f"signal_tol={signal_tol!r}: must be in [0, 0.5) (a fraction of the range)")
+        raise ConfigError(f"signal_tol={signal_tol!r}: must be in [0, 0.5) (0: any spread is signal)")
     return easy_f, hard_f, tol
+
+
+def check_band(band: Any, what: str = "reward_band") -> tuple[float, float] | None:
+    """``None``, or ``(lo, hi)``: two fractions of the reward range with ``0 <= lo < hi <= 1``."""
+    if band is None:
+        return None
+    ok = isinstance(band, (tuple, list)) and len(band) == 2 and all(not _is_bool(x) and isinstance(x, numbers.Real) for x in band)
+    if ok:
+        lo, hi = float(band[0]), float(band[1])
+        ok = 0.0 <= lo < hi <= 1.0  # NaN fails too
+    if not ok:
+        raise ConfigError(f"{what}={band!r}: must be None (off) or (lo, hi), fractions of the reward range with 0 <= lo < hi <= 1")
+    return lo, hi

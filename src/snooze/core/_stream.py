@@ -1,6 +1,7 @@
 """`DatasetStream`: the order in which one dataset's prompts come up (its *encounters*).
 
-Each epoch is a fresh permutation drawn from ``(seed, dataset key, epoch)``: the state is two
+Each epoch is a fresh permutation drawn from ``(seed, dataset key, epoch)`` (or the dataset's own
+order, every epoch, with ``shuffle=False``): the state is two
 integers, ``(epoch, cursor)``, not a stored order, so it is tiny to save and the same on every
 machine (docs/concepts.md, "Streams and epochs").
 """
@@ -24,10 +25,10 @@ def dataset_key(name: str) -> int:
 
 
 class DatasetStream:
-    """Rows ``0..n-1`` in a seeded permutation per epoch; finite (``epochs``) or endless."""
+    """Rows ``0..n-1`` in a seeded permutation per epoch (in order when not ``shuffle``); finite (``epochs``) or endless."""
 
-    def __init__(self, name: str, n: int, seed: int, epochs: int | None = None) -> None:
-        self.name, self.n, self.seed, self.epochs = name, n, seed, epochs
+    def __init__(self, name: str, n: int, seed: int, epochs: int | None = None, shuffle: bool = True) -> None:
+        self.name, self.n, self.seed, self.epochs, self.shuffle = name, n, seed, epochs, shuffle
         self.key = dataset_key(name)
         self.epoch = 0
         self.cursor = 0
@@ -41,8 +42,11 @@ class DatasetStream:
     def permutation(self) -> np.ndarray:
         """The current epoch's order (drawn once per epoch and cached: ``[n]`` int32, int64 past 2**31)."""
         if self._perm is None or self._perm_epoch != self.epoch:
-            rng = np.random.default_rng([self.seed, self.key, self.epoch])
-            self._perm = rng.permutation(self.n).astype(np.int64 if self.n >= 2**31 else np.int32)
+            dtype = np.int64 if self.n >= 2**31 else np.int32
+            if self.shuffle:
+                self._perm = np.random.default_rng([self.seed, self.key, self.epoch]).permutation(self.n).astype(dtype)
+            else:
+                self._perm = np.arange(self.n, dtype=dtype)
             self._perm_epoch = self.epoch
         return self._perm
 

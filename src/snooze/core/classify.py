@@ -10,6 +10,11 @@ code  name          meaning
 2     ``too_hard``  no spread, mean <= ``hard_threshold`` of the range
 3     ``flat``      no spread, mean in between (a constant partial reward)
 ====  ============  =====================================================
+
+Signal is DAPO's rule (``dynamic_sampling`` keeps a group whose rewards are not all equal), with a
+tolerance against float noise that is relative to the rewards' own size, never to ``reward_range``:
+the range only says on which side a zero-spread group lies. With a ``reward_band`` a group whose mean
+lies above the band counts as too easy and one below it as too hard, whatever its spread.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._checks import check_reward_range, check_thresholds
-from snooze.core.errors import RewardError
+from snooze.core._checks import check_band, check_reward_range, check_thresholds
+from snooze.core.errors import ConfigError, RewardError
 
 __all__ = ["SIGNAL", "TOO_EASY", "TOO_HARD", "FLAT", "OUTCOME_NAMES", "check_rewards", "classify_groups", "classify", "reward_array", "group_means"]
 
@@ -27,7 +32,7 @@ OUTCOME_NAMES: tuple[str, ...] = ("signal", "too_easy", "too_hard", "flat")
 
 
 def check_rewards(
-    rewards: object, n_groups: int, group_size: int, reward_range: tuple[float, float]
+    rewards: object, n_groups: int, group_size: int, reward_range: tuple[float, float], outside: str = "raise"
 ) -> np.ndarray:
     """Return ``rewards`` as a float64 array ``[n_groups, group_size]`` or raise :class:`RewardError`.
 
@@ -35,7 +40,8 @@ def check_rewards(
     array or anything numpy reads (a detached torch tensor on the CPU). Strings, bytes, complex
     numbers and objects are refused, never parsed or cut to their real part. Nothing is clamped or
     dropped: a single bad value rejects the whole report, and the message names the first offending
-    group and rollout.
+    group and rollout. ``outside="accept"`` (``SchedulerConfig.out_of_range``) lets finite rewards
+    outside ``reward_range`` through, as they are; NaN and infinities are refused either way.
     """
     arr = reward_array(rewards, f"pass a float array shaped [n_candidates={n_groups}, group_size={group_size}]")
     if arr.shape != (n_groups, group_size):
@@ -43,17 +49,17 @@ def check_rewards(
             f"rewards have shape {arr.shape}, expected [n_candidates={n_groups}, group_size={group_size}]: "
             "one row per reported candidate, one column per rollout"
         )
-    low, high = reward_range
-    if arr.size and arr.min() >= low and arr.max() <= high:  # two reductions; NaN fails both comparisons
-        return arr
+    low, high = (-np.inf, np.inf) if outside == "accept" else reward_range
+    if arr.size and arr.min() >= low and arr.max() <= high and (outside != "accept" or np.isfinite(arr).all()):
+        return arr  # two reductions (NaN fails both comparisons; infinities pass (-inf, inf), hence the last test)
     bad = ~np.isfinite(arr) | (arr < low) | (arr > high)
     if bad.any():
         g, r = (int(i) for i in np.argwhere(bad)[0])
         raise RewardError(
-            f"reward {arr[g, r]!r} at group {g}, rollout {r} is "
+            f"reward {float(arr[g, r])!r} at group {g}, rollout {r} is "
             + ("not finite" if not np.isfinite(arr[g, r]) else f"outside reward_range [{low}, {high}]")
             + f" ({int(bad.sum())} bad value(s) in all); fix the reward function or set "
-            "SchedulerConfig.reward_range; nothing was recorded"
+            "SchedulerConfig.reward_range (or out_of_range='accept'); nothing was recorded"
         )
     return arr
 
@@ -95,28 +101,40 @@ def classify_groups(
     easy_threshold: float = 0.99,
     hard_threshold: float = 0.01,
     signal_tol: float = 1e-6,
+    reward_band: tuple[float, float] | None = None,
+    out_of_range: str = "raise",
 ) -> np.ndarray:
     """Outcome code of each group. ``rewards``: ``[N, G]`` real numbers in ``reward_range``. Returns ``int8 [N]``.
 
     Checks its arguments as :class:`~snooze.SchedulerConfig` and :meth:`~snooze.Scheduler.report` do
-    (:class:`~snooze.ConfigError` for the range and thresholds, :class:`~snooze.RewardError` for the
-    rewards). Signal is judged on the *population* std (ddof=0) in units of the range, so the verdict
-    does not depend on G and a group of identical floats never counts as signal (its mean is its value,
-    exactly).
+    (:class:`~snooze.ConfigError` for the range, thresholds and band, :class:`~snooze.RewardError` for
+    the rewards). A group carries signal when the *population* std (ddof=0) of its rewards exceeds
+    ``signal_tol * max(1, max |reward| of the group)``: the verdict does not depend on G nor on the
+    range, and a group of identical floats never counts as signal (its mean is its value, exactly).
 
     >>> classify_groups(np.array([[1.0, 0, 1, 1], [1, 1, 1, 1], [0, 0, 0, 0], [0.5, 0.5, 0.5, 0.5]])).tolist()
     [0, 1, 2, 3]
+    >>> classify_groups(np.array([[1.0, 0, 1, 1], [1, 0, 0, 0]]), reward_band=(0.2, 0.6)).tolist()  # means .75, .25
+    [1, 0]
     """
     rr = check_reward_range(reward_range)
     easy, hard, tol = check_thresholds(easy_threshold, hard_threshold, signal_tol)
+    band = check_band(reward_band)
+    if out_of_range not in ("raise", "accept"):
+        raise ConfigError(f"out_of_range={out_of_range!r}: must be 'raise' or 'accept'")
     arr = reward_array(rewards, "pass a float array shaped [groups, group_size]")
     if arr.ndim != 2 or arr.shape[1] < 1:
         raise RewardError(f"rewards have shape {arr.shape}, expected [groups, group_size] with group_size >= 1")
-    return classify(check_rewards(arr, arr.shape[0], arr.shape[1], rr), rr, easy, hard, tol)
+    return classify(check_rewards(arr, arr.shape[0], arr.shape[1], rr, out_of_range), rr, easy, hard, tol, band)
 
 
 def classify(
-    rewards: np.ndarray, reward_range: tuple[float, float], easy_threshold: float, hard_threshold: float, signal_tol: float
+    rewards: np.ndarray,
+    reward_range: tuple[float, float],
+    easy_threshold: float,
+    hard_threshold: float,
+    signal_tol: float,
+    reward_band: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """:func:`classify_groups` of arguments already checked (the scheduler's report path). ``[N, G]`` -> ``int8 [N]``.
 
@@ -126,18 +144,25 @@ def classify(
     r = rewards
     cols = np.ascontiguousarray(r.T)  # [G, N]: numpy reduces over a short inner axis slowly; this is ~5x faster
     lo, hi = cols.min(axis=0), cols.max(axis=0)  # [N]
-    spread = (hi - lo) / span  # range of the group in units of the reward range
+    # Float rounding is relative to the values rounded (float32, which TRL's rewards pass through, keeps
+    # ~6e-8 of a value), so the tolerance scales with the group's largest |reward|, never with the range:
+    # for rewards within [-1, 1] it is signal_tol itself.
+    tol = signal_tol * np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))  # [N]
+    spread = hi - lo
     mean = (lo - low) / span  # exact for a constant group (every non-signal group below but the tiny-spread ones)
     # Population std >= range / sqrt(2G), so a group whose range exceeds tol * sqrt(2G) is signal
     # without computing its std; only groups with a nonzero range below that need the exact test.
-    signal = spread > signal_tol * np.sqrt(2.0 * r.shape[1])
+    signal = spread > tol * np.sqrt(2.0 * r.shape[1])
     unsure = np.flatnonzero((spread > 0) & ~signal)
     if unsure.shape[0]:
-        norm = (r[unsure] - low) / span
-        signal[unsure] = norm.std(axis=1) > signal_tol
-        mean[unsure] = norm.mean(axis=1)
+        signal[unsure] = r[unsure].std(axis=1) > tol[unsure]
+        mean[unsure] = ((r[unsure] - low) / span).mean(axis=1)
     out = np.full(r.shape[0], FLAT, dtype=np.int8)
     out[mean >= easy_threshold] = TOO_EASY
     out[mean <= hard_threshold] = TOO_HARD
     out[signal] = SIGNAL
+    if reward_band is not None:
+        mean[signal] = (group_means(r[signal]) - low) / span
+        out[mean > reward_band[1]] = TOO_EASY
+        out[mean < reward_band[0]] = TOO_HARD
     return out

@@ -3,8 +3,9 @@
 Each field's docstring is its only help text; the CLI builds its options from the fields (name,
 type, default, docstring, choices: :mod:`snooze.cli._options`). The choices of a field are its
 ``Literal`` values, or, for ``policy`` and ``skip``, the names registered in
-:mod:`snooze.core.policies` (:func:`field_choices` reads either). Thresholds are fractions of the
-reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1]``.
+:mod:`snooze.core.policies` (:func:`field_choices` reads either). Thresholds and the reward band are
+fractions of the reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1]``;
+whether a group carries signal does not depend on the range.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real, check_reward_range, check_thresholds, check_weights
+from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights
 from snooze.core.errors import ConfigError
 from snooze.core.policies import POLICIES, SKIP_RULES
 
-__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "PolicyName", "SkipName", "OnShort", "Mix", "AdvantageScale"]
+__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "PolicyName", "SkipName", "OnShort", "OutOfRange", "Mix", "AdvantageScale"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Choices:
 PolicyName = Annotated[str, Choices(lambda: tuple(POLICIES))]
 SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
 OnShort = Literal["partial", "pad", "raise"]
+OutOfRange = Literal["raise", "accept"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
 
@@ -142,9 +144,10 @@ class SchedulerConfig:
     after the first (1.0: a fixed period)."""
 
     signal_tol: float = 1e-6
-    """A group carries signal when the population std of its rewards exceeds this fraction of the
-    reward range. 1e-6 sits far above float32 rounding (~1e-7 relative) and far below any real
-    reward difference, so float noise is not mistaken for signal."""
+    """A group carries signal when the population std of its rewards exceeds this times
+    ``max(1, the group's largest |reward|)``: DAPO's rule (any spread) with a tolerance against float
+    noise that follows the rewards' own size, never ``reward_range``. 1e-6 sits far above float32
+    rounding (~6e-8 relative) and far below any real reward difference; 0 counts any spread."""
 
     max_gen_rounds: int = 8
     """Generation rounds per step before giving up on filling the batch. Never generate forever."""
@@ -165,7 +168,8 @@ class SchedulerConfig:
     """Dataset weights by name; ``None`` gives every dataset the same weight."""
 
     reward_range: tuple[float, float] = (0.0, 1.0)
-    """``(low, high)`` bounds of valid rewards. Rewards outside, NaN or infinite are errors."""
+    """``(low, high)``: where rewards lie. The thresholds and the band are fractions of it; a reward
+    outside it is an error unless ``out_of_range="accept"``; NaN and infinities always are."""
 
     epochs: int | None = None
     """Passes over each dataset before it is exhausted; ``None`` is endless."""
@@ -173,13 +177,26 @@ class SchedulerConfig:
     advantage: AdvantageScale = "group"
     """GRPO advantage scaling: by the group std (GRPO), the batch std, or none (Dr. GRPO)."""
 
+    reward_band: tuple[float, float] | None = None
+    """``(lo, hi)``, fractions of the reward range: a group whose mean reward lies above ``hi`` counts
+    as too easy and one below ``lo`` as too hard, whatever its spread (kept out of the batch like any
+    no-signal group, and snoozed, retired or counted as such). ``None`` (off): only spread decides."""
+
+    out_of_range: OutOfRange = "raise"
+    """A finite reward outside ``reward_range``: ``raise`` (a ``RewardError``; the report is not
+    recorded) or ``accept`` (recorded as it is; a zero-spread group above the range is too easy, one
+    below it too hard)."""
+
+    shuffle: bool = True
+    """Each epoch of a dataset is a fresh seeded permutation; ``False``: the dataset's own order, every epoch."""
+
     def __post_init__(self) -> None:
         for name, minimum in _INTS.items():
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum))
-        for name in ("policy", "skip", "on_short", "mix", "advantage"):
+        for name in ("policy", "skip", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
-        for name in ("snooze_hard", "carry_surplus"):
+        for name in ("snooze_hard", "carry_surplus", "shuffle"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be True or False")
             _set(self, name, bool(getattr(self, name)))
@@ -192,6 +209,7 @@ class SchedulerConfig:
         _set(self, "signal_tol", tol)
         _set(self, "backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
         _set(self, "reward_range", check_reward_range(self.reward_range))
+        _set(self, "reward_band", check_band(self.reward_band))
         if self.weights is not None:
             _set(self, "weights", check_weights(self.weights))
         self._check_predictive()
@@ -220,6 +238,11 @@ class SchedulerConfig:
         return self.gen_batch_size if self.gen_batch_size is not None else self.batch_size
 
     @property
+    def reward_bounds(self) -> tuple[float, float]:
+        """Where a recorded reward may lie: ``reward_range``, or anything finite under ``out_of_range="accept"``."""
+        return (-np.inf, np.inf) if self.out_of_range == "accept" else self.reward_range
+
+    @property
     def drops_zero_signal(self) -> bool:
         """Whether zero-signal groups are kept out of the batch (every built-in policy but ``grpo``)."""
         return not POLICIES[self.policy].trains_on_zero_signal
@@ -228,6 +251,7 @@ class SchedulerConfig:
         """JSON-safe form (used in saved state and run metadata)."""
         out = dataclasses.asdict(self)
         out["reward_range"] = list(self.reward_range)
+        out["reward_band"] = None if self.reward_band is None else list(self.reward_band)
         return out
 
     @classmethod
@@ -237,8 +261,9 @@ class SchedulerConfig:
             raise ConfigError(f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}")
         _check_fields(cls, data)
         kwargs = dict(data)
-        if isinstance(kwargs.get("reward_range"), list):  # JSON has no tuples
-            kwargs["reward_range"] = tuple(kwargs["reward_range"])
+        for key in ("reward_range", "reward_band"):
+            if isinstance(kwargs.get(key), list):  # JSON has no tuples
+                kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> SchedulerConfig:

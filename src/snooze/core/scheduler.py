@@ -87,7 +87,7 @@ class Scheduler:
         policy = make_policy(cfg)
         policy.bind(self.names, [len(s) for s in self.sources])
         return SimpleNamespace(
-            streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs) for s in self.sources],
+            streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs, cfg.shuffle) for s in self.sources],
             policy=policy,
             memory=PromptMemory([len(s) for s in self.sources], policy.columns),
             mix=Mix(self.names, cfg.weights),
@@ -276,8 +276,8 @@ class Scheduler:
         issued = issued_of(candidates, self.run_id, self.names)
         tickets, ds, rows = issued
         index = self.pending.locate(issued, candidates)
-        arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range)
-        outcomes = classify(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol)
+        arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
+        outcomes = classify(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band)
         at = self.memory.offsets[ds] + rows
         if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
             self._undo.keep_memory(self.memory.columns, at)
@@ -408,7 +408,7 @@ class Scheduler:
             for component, part in loads:
                 component.load_state_dict(part)
             for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_range)
+                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_bounds)
             if len(fresh.batch) > self.config.batch_size:
                 raise StateMismatchError(
                     f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="

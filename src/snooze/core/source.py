@@ -161,6 +161,12 @@ class Source:
     def from_hf(cls, name: str, dataset: Any, id_field: str = "id") -> Source:
         """A Hugging Face ``datasets.Dataset`` already in memory or on local disk (nothing is downloaded)."""
         _check_id_field(name, id_field)
+        if not hasattr(dataset, "__len__"):  # datasets.IterableDataset: its rows cannot be read by position
+            raise DataError(
+                f"dataset {name!r} is a streaming Hugging Face dataset ({type(dataset).__name__}): the scheduler reads "
+                "prompts by row and comes back to them in later passes, so it needs them all. Materialise it first: "
+                "datasets.Dataset.from_list(list(stream)) for a finite stream, or list(stream.take(n)) for its first n rows"
+            )
         columns = getattr(dataset, "column_names", None)
         if columns is None or id_field not in columns:
             raise DataError(f"dataset {name!r}: the Hugging Face dataset has no {id_field!r} column (columns: {columns})")
