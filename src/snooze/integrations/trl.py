@@ -8,9 +8,11 @@ enough signal groups, which only the generation step itself can do. So
 dataloader drew and runs the scheduler's step loop (docs/concepts.md, "The step loop") instead, calling TRL's own
 generation and scoring once per round, then hands TRL the signal groups it kept::
 
-    trainer = SnoozeGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=ds,
-                                processing_class=tok, scheduler=sched, reward_log="out/rewards.jsonl")
+    trainer = SnoozeGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=ds)
     trainer.train()
+
+built exactly as ``GRPOTrainer`` is: the scheduler comes from ``train_dataset`` and ``args``
+(:mod:`snooze.integrations._trl_data`), its settings from ``snooze_config``.
 
 Everything else is TRL's: the loss, the advantages within each kept group (``scale_rewards``), the
 reference model, vLLM. The scheduler's metrics go into TRL's logs under ``snooze/`` and its state is
@@ -26,14 +28,15 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snooze import Batch, Candidate, IntegrationError, Scheduler, SnoozeError, StateError
+from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
+from snooze.integrations import _trl_data as data
 from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
@@ -42,14 +45,13 @@ from snooze.logs import RewardLogWriter, truncate_log, write_groups
 try:
     import torch
     import trl
-    from transformers import TrainerCallback
     from trl import GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(
         f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
     ) from exc
 
-__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX", "check_trl"]
+__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "PoolEpochCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX", "check_trl"]
 
 SUPPORTED = "1.16"  # the TRL minor version whose private GRPOTrainer methods this integration overrides
 TESTED = "1.16.0"
@@ -79,59 +81,57 @@ def check_trl(version: str, trainer: type) -> None:
 
 check_trl(trl.__version__, GRPOTrainer)
 
+from snooze.integrations._trl_callbacks import STATE_DIR, PoolEpochCallback, SnoozeCheckpointCallback, no_state  # noqa: E402
+
 log = logging.getLogger(__name__)
 
-STATE_DIR = "snooze"  # scheduler state folder inside each TRL checkpoint-N/
 METRIC_PREFIX = "snooze/"  # scheduler metrics in TRL's logs: "snooze/gen/rounds", "snooze/efficiency", ...
 DIST_PREFIX = "dist/"  # on several processes: "snooze/dist/pad_groups", "snooze/dist/rows_per_rank", ...
-
-
-class SnoozeCheckpointCallback(TrainerCallback):  # type: ignore[misc]
-    """Writes the scheduler's state into each TRL checkpoint as ``checkpoint-N/snooze/``."""
-
-    def __init__(self, scheduler: Scheduler) -> None:
-        self.scheduler = scheduler
-
-    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not args.should_save:  # process 0 (each node's first process with save_on_each_node), as TRL's files
-            return
-        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_DIR
-        self.scheduler.save(folder)
-        log.info("saved scheduler state (step %d) to %s", self.scheduler.step_index, folder)
 
 
 class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     """TRL's ``GRPOTrainer`` with snooze's dynamic sampling, filtering and snoozing.
 
-    Takes every ``GRPOTrainer`` argument plus:
+    Built exactly as ``GRPOTrainer`` (``model``, ``reward_funcs``, ``args``, ``train_dataset``, ...): the
+    scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations._trl_data` says how:
+    ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
-    - ``scheduler``: the :class:`~snooze.Scheduler` that picks prompts. Its records are TRL rows (a
-      ``"prompt"`` plus any columns the reward functions read). ``group_size`` must equal
-      ``num_generations`` and ``batch_size * group_size`` must equal TRL's ``generation_batch_size``
-      (all processes together). On several processes, build the same scheduler on every one.
+    - ``snooze_config``: the snooze settings: ``None`` (``policy="snooze"``, the defaults), a mapping of
+      :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the sizes follow ``args``), or
+      a ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and ``shuffle`` are TRL's.
+    - ``scheduler``: a :class:`~snooze.Scheduler` built by hand instead (not with ``snooze_config``).
+      Its prompts must be ``train_dataset``'s (any order); ``group_size`` must equal ``num_generations``,
+      ``batch_size * group_size`` TRL's ``generation_batch_size`` (all processes together) and
+      ``shuffle`` GRPOConfig's ``shuffle_dataset``. On several processes, build the same one on every one.
     - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
       written by the main process only).
     - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
 
-    ``train_dataset`` is still required by TRL (it sizes epochs); the prompts its dataloader draws are
-    ignored, so pass the same data the scheduler holds. After each step, ``last_digest`` holds the
-    scheduler digest the processes compared (``_trl_dist.STEP_FIELDS``).
+    The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
+    logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
+    digest the processes compared (``_trl_dist.STEP_FIELDS``).
     """
 
     def __init__(
         self,
         *args: Any,
-        scheduler: Scheduler,
+        scheduler: Scheduler | None = None,
+        snooze_config: SchedulerConfig | Mapping[str, Any] | None = None,
         reward_log: str | Path | None = None,
         on_batch: Callable[[Batch], None] | None = None,
         **kwargs: Any,
     ) -> None:
-        if not isinstance(scheduler, Scheduler):
-            raise IntegrationError(f"scheduler must be a snooze.Scheduler, got {type(scheduler).__name__}")
+        if scheduler is not None and not isinstance(scheduler, Scheduler):
+            raise IntegrationError(f"scheduler must be a snooze.Scheduler (or None: built from train_dataset), got {type(scheduler).__name__}")
+        if scheduler is not None and snooze_config is not None:
+            raise IntegrationError("pass either scheduler= (built by hand) or snooze_config= (the trainer builds it), not both")
         if on_batch is not None and not callable(on_batch):
             raise IntegrationError(f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}")
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
+        source = data.check_data(inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler)  # before TRL loads anything
         super().__init__(*args, **kwargs)
+        if scheduler is None:
+            scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=int(self.args.seed))
         self.scheduler = scheduler
         self.on_batch = on_batch
         self.last_digest: list[int] = []
@@ -147,6 +147,13 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._warn_off_boundary_saves()
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
         self.add_callback(SnoozeCheckpointCallback(scheduler))
+        self.add_callback(PoolEpochCallback(scheduler))
+
+    def _own_config(self, given: SchedulerConfig | Mapping[str, Any] | None) -> SchedulerConfig:
+        G = int(self.num_generations)
+        trl_fields = {"batch_size": self.args.generation_batch_size // G, "group_size": G, "shuffle": bool(self.args.shuffle_dataset)}
+        weights = self.reward_weights.detach().float().cpu().tolist()
+        return data.scheduler_config(given, trl_fields, data.reward_range_of(weights))
 
     @property
     def _world(self) -> int:
@@ -164,6 +171,12 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if cfg.group_size != G:
             raise IntegrationError(
                 f"SchedulerConfig.group_size={cfg.group_size} but GRPOConfig.num_generations={G}; set them equal"
+            )
+        if cfg.shuffle != bool(self.args.shuffle_dataset):
+            raise IntegrationError(
+                f"GRPOConfig.shuffle_dataset={self.args.shuffle_dataset} but SchedulerConfig.shuffle={cfg.shuffle}: the "
+                "prompts generated come in the scheduler's order, so build it with "
+                f"SchedulerConfig(shuffle={bool(self.args.shuffle_dataset)}) (or leave scheduler= out)"
             )
         if cfg.batch_size * G != self.args.generation_batch_size:
             raise IntegrationError(
@@ -368,7 +381,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             raise IntegrationError(f"checkpoint={checkpoint!r}: pass the path of a TRL checkpoint-N folder")
         folder = Path(checkpoint) / STATE_DIR
         if not folder.is_dir():
-            raise StateError(_no_state(Path(checkpoint)))
+            raise StateError(no_state(Path(checkpoint)))
         self.scheduler.load_state_dict(load_state(folder))
         self._rows.clear()
         self._spread.clear()
@@ -392,23 +405,5 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 self._reward_log = None
 
 
-def _no_state(checkpoint: Path) -> str:
-    if not checkpoint.is_dir():
-        return f"{checkpoint} is not a folder; pass a checkpoint-N folder SnoozeGRPOTrainer wrote (in args.output_dir)"
-    if checkpoint.name == STATE_DIR and (checkpoint / "LATEST").exists():
-        return f"{checkpoint} is the scheduler's folder; pass the TRL checkpoint that holds it, {checkpoint.parent}"
-    return (
-        f"{checkpoint} has no scheduler state ({STATE_DIR}/): it was not written by SnoozeGRPOTrainer (a plain "
-        "GRPOTrainer's checkpoint, or another run's folder). Resume from a checkpoint SnoozeGRPOTrainer wrote, or "
-        "start the scheduler fresh: load the model weights from it and call train() without resume_from_checkpoint"
-    )
-
-
 def _trl_record(c: Candidate) -> dict[str, Any]:
-    record = c.record
-    if not isinstance(record, dict) or "prompt" not in record:
-        raise IntegrationError(
-            f"prompt {c.dataset!r}/{c.id!r}: TRL needs each scheduler record to be a dict with a 'prompt' "
-            f"field; got {type(record).__name__} with fields {sorted(record) if isinstance(record, dict) else []}"
-        )
-    return record
+    return data.trl_record(c.record, c.dataset, c.id)
