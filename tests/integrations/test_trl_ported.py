@@ -11,13 +11,15 @@ per TRL test of the same name, with TRL's own assertions. What changes, and why:
   51 steps a case; 3 steps move every parameter too and keep the suite's time low);
 - TRL's assertions (a train loss, every parameter changed, a logged key) hold for a trainer that ignores
   the scheduler, so each case also runs :class:`_trl_tiny.Trace`: every row handed to TRL is a generated
-  row of a group the scheduler kept, with the rewards it recorded and a non-zero spread.
+  row of a group the scheduler kept, with the rewards it recorded and a non-zero spread. TRL's reward
+  model gives every group spread, so the cases that differ only in their GRPOConfig generate twice the
+  prompts a step takes (half are surplus): handing TRL the generated rows instead of the kept groups
+  fails 23 of the cases.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -115,8 +117,15 @@ CONFIG_CASES = {
 
 @pytest.mark.parametrize("case", list(CONFIG_CASES))
 def test_trl_case(case: str, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, **CONFIG_CASES[case])
+    """With the scheduler generating twice the prompts a round that TRL's batch takes (``gen_batch_size``): the
+    reward model gives every group spread, so half the groups are surplus, and a trainer that handed TRL what
+    it generated rather than what the scheduler kept would fail the Trace."""
+    args = _args(tmp_path, **CONFIG_CASES[case])
+    B = args.generation_batch_size // args.num_generations  # prompts a generation takes
+    trainer, trace = _trainer(names, tmp_path, monkeypatch, snooze_config={"gen_batch_size": 2 * B}, **CONFIG_CASES[case])
     _train_and_check(trainer, trace)
+    steps = [h for h in trainer.state.log_history if "snooze/gen/groups" in h]
+    assert steps and all(h["snooze/gen/groups"] == 2 * B and h["snooze/surplus/discarded"] == B for h in steps)
     if case == "test_train_multiple_iterations":  # one generation serves num_iterations optimizer steps
         assert len(trace.steps) == 2  # steps 0 and 2 of 3
 
@@ -223,6 +232,7 @@ def test_reward_metric_reflects_reward_weights(aggregation: str, names: dict[str
                               multi_objective_aggregation=aggregation, max_steps=2)  # fmt: skip
     before = tiny.snapshot(trainer.model)
     trainer.train()
+    trace.check()  # nothing handed to TRL but inert rows
     assert abs(trainer.state.log_history[-1]["reward"] - 0.7) < 1e-5
     # ours: every group is a constant 0.7 of the range (0, 1), flat: none is trained on, nothing moves,
     # and each step generated max_gen_rounds rounds looking for signal
@@ -366,16 +376,16 @@ def test_warning_raised_sequence_level_with_token_summed_loss(names: dict[str, s
 
 def test_the_policy_decides_nothing_trl_trains_on_differs(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
-    """A case of ours beside TRL's: the same training under dynamic_sampling, with a reward that is all-or-nothing
-    per prompt for half of them: those groups are never handed to TRL."""
+    """A case of ours beside TRL's: training under dynamic_sampling, two prompts a round, with a reward that is
+    constant for every other prompt: those groups are never handed to TRL."""
     solved = set(tiny.LINES[::2])
 
     def reward(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
         return [1.0 if p in solved else float(len(c) % 2) for p, c in zip(prompts, completions)]
 
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=reward, snooze_config={"policy": "dynamic_sampling"})
+    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=reward, per_device_train_batch_size=6,
+                              snooze_config={"policy": "dynamic_sampling"})  # 2 prompts a round  # fmt: skip
     trainer.train()
     trace.check()
     trained = {c.record["prompt"] for s in trace.steps for c in s["batch"].candidates}
     assert trained and not trained & solved
-    logging.getLogger(__name__).info("trained %s", sorted(trained))
