@@ -4,7 +4,9 @@ One rule everywhere: a value is taken as it is or refused with a :class:`~snooze
 names it, says what it got and what is allowed. Numbers of numpy's types are numbers (``np.int64(8)``
 is an integer, ``np.float32(0.9)`` a real number) and are stored as Python ``int``/``float``, which
 loses nothing; booleans are not numbers here (``True`` as a batch size is a mistake), and nothing is
-clamped, rounded or parsed from a string.
+clamped, rounded or parsed from a string. A real number is one :func:`finite_float` takes: an integer
+too large for a float (``10**400``) is refused like infinity, never an ``OverflowError``. The readers of
+files (logs, curricula, baseline completions) test their numbers with it too.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import numpy as np
 
 from snooze.core.errors import ConfigError
 
-__all__ = ["as_int", "as_real", "check_weights", "check_reward_range", "check_thresholds", "check_band", "INT64_MIN", "INT64_MAX"]
+__all__ = [
+    "as_int", "as_real", "finite_float", "shown", "lone_surrogate", "check_weights", "check_reward_range", "check_thresholds",
+    "check_band", "INT64_MIN", "INT64_MAX",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # integer ids and steps are held as int64: the range they must fit
 
@@ -27,20 +32,47 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_))
 
 
-def as_int(value: Any, what: str, minimum: int | None = None) -> int:
-    """``value`` as a Python ``int`` (any integer type but ``bool``), at least ``minimum``."""
-    if _is_bool(value) or not isinstance(value, numbers.Integral) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        raise ConfigError(f"{what}={value!r}: must be an integer{bound}")
+def finite_float(value: Any) -> float | None:
+    """``value`` as a finite Python ``float``, or ``None`` when it is not a real number (a ``bool``, a
+    string, ``None``...), or is not finite as a float: NaN, infinite, or an integer beyond the largest
+    float (``10**400``, where ``float()`` and ``math.isfinite`` raise ``OverflowError``). The one test of
+    a real number for every value snooze takes from a user or a file."""
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        out = float(value)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return out if math.isfinite(out) else None
+
+
+def as_int(value: Any, what: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` as a Python ``int`` (any integer type but ``bool``) in ``[minimum, maximum]`` (each bound
+    where given)."""
+    ok = not _is_bool(value) and isinstance(value, numbers.Integral)
+    if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        if minimum is not None and maximum is not None:
+            bound = f" in [{minimum}, {maximum}]"
+        else:
+            bound = f" >= {minimum}" if minimum is not None else f" <= {maximum}" if maximum is not None else ""
+        raise ConfigError(f"{what}={shown(value)}: must be an integer{bound}")
     return int(value)
 
 
 def as_real(value: Any, what: str, low: float = -math.inf, high: float = math.inf, allowed: str = "") -> float:
-    """``value`` as a finite Python ``float`` (any real number type but ``bool``) in ``[low, high]``."""
-    ok = not _is_bool(value) and isinstance(value, numbers.Real) and math.isfinite(value) and low <= value <= high
-    if not ok:
-        raise ConfigError(f"{what}={value!r}: must be {allowed or _interval(low, high)}")
-    return float(value)
+    """``value`` as a finite Python ``float`` (any real number type but ``bool``: :func:`finite_float`) in
+    ``[low, high]``."""
+    out = finite_float(value)
+    if out is None or not low <= out <= high:
+        raise ConfigError(f"{what}={shown(value)}: must be {allowed or _interval(low, high)}")
+    return out
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, shortened for an integer of many digits (a message must stay one readable line)."""
+    if isinstance(value, numbers.Integral) and not _is_bool(value) and abs(int(value)) >= 10**30:
+        return f"<an integer of {abs(int(value)).bit_length()} bits>"  # (repr of over 4,300 digits raises ValueError)
+    return repr(value)
 
 
 def _interval(low: float, high: float) -> str:
@@ -49,6 +81,16 @@ def _interval(low: float, high: float) -> str:
     if math.isinf(high):
         return f"a finite number >= {low:g}"
     return f"a number in [{low:g}, {high:g}]"
+
+
+def lone_surrogate(text: str) -> str | None:
+    """The first lone surrogate in ``text`` as ``"U+D800"``, or ``None``. JSON's ``"\\ud800"`` decodes to
+    one; no UTF-8 file can hold it, so a name or an id holding one could never be written to a log."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"U+{ord(text[exc.start]):04X}"
+    return None
 
 
 def check_weights(weights: Any, names: Sequence[str] | None = None, what: str = "weights") -> dict[str, float]:
@@ -74,13 +116,11 @@ def check_weights(weights: Any, names: Sequence[str] | None = None, what: str = 
 def check_reward_range(rr: Any, what: str = "reward_range") -> tuple[float, float]:
     """``(low, high)``: two finite numbers, ``low < high``, whose width ``high - low`` is finite too
     (thresholds are fractions of the width: an infinite one would class every group too hard)."""
-    ok = isinstance(rr, (tuple, list)) and len(rr) == 2 and all(not _is_bool(x) and isinstance(x, numbers.Real) for x in rr)
-    if ok:
-        low, high = float(rr[0]), float(rr[1])
-        ok = math.isfinite(low) and math.isfinite(high) and low < high and math.isfinite(high - low)
-    if not ok:
-        raise ConfigError(f"{what}={rr!r}: must be (low, high) with finite low < high and a finite width high - low")
-    return low, high
+    pair = [finite_float(x) for x in rr] if isinstance(rr, (tuple, list)) and len(rr) == 2 else [None]
+    if None in pair or not pair[0] < pair[1] or not math.isfinite(pair[1] - pair[0]):  # type: ignore[operator]
+        given = f"({', '.join(shown(x) for x in rr)})" if isinstance(rr, (tuple, list)) else repr(rr)
+        raise ConfigError(f"{what}={given}: must be (low, high) with finite low < high and a finite width high - low")
+    return pair[0], pair[1]  # type: ignore[return-value]
 
 
 def check_thresholds(easy: Any, hard: Any, signal_tol: Any) -> tuple[float, float, float]:
@@ -100,10 +140,11 @@ def check_band(band: Any, what: str = "reward_band") -> tuple[float, float] | No
     """``None``, or ``(lo, hi)``: two fractions of the reward range with ``0 <= lo < hi <= 1``."""
     if band is None:
         return None
-    ok = isinstance(band, (tuple, list)) and len(band) == 2 and all(not _is_bool(x) and isinstance(x, numbers.Real) for x in band)
+    pair = [finite_float(x) for x in band] if isinstance(band, (tuple, list)) and len(band) == 2 else [None]
+    ok = None not in pair
     if ok:
-        lo, hi = float(band[0]), float(band[1])
-        ok = 0.0 <= lo < hi <= 1.0  # NaN fails too
+        lo, hi = pair
+        ok = 0.0 <= lo < hi <= 1.0
     if not ok:
         raise ConfigError(f"{what}={band!r}: must be None (off) or (lo, hi), fractions of the reward range with 0 <= lo < hi <= 1")
     return lo, hi

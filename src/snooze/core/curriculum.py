@@ -30,7 +30,6 @@ After ``sched.load_state_dict(...)`` and ``cur.load_state_dict(...)`` call ``cur
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import operator
@@ -39,6 +38,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from snooze.core._checks import INT64_MAX, check_weights, finite_float, shown
+from snooze.core._files import read_regular
+from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError, StateError
 
 __all__ = ["Curriculum", "Stage", "Condition"]
@@ -117,8 +119,8 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
         )
     if "step" in raw:
         step = raw["step"]
-        if isinstance(step, bool) or not isinstance(step, int) or step < 1 or len(raw) != 1:
-            raise ConfigError(f"{_where(source, path)}: {{'step': N}} needs one integer N >= 1 and nothing else")
+        if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= INT64_MAX or len(raw) != 1:
+            raise ConfigError(f"{_where(source, path)}: {{'step': N}} needs one integer N in [1, 2**63 - 1] and nothing else")
         return Condition(step=step)
     unknown = sorted(set(raw) - {"metric", "op", "value", "for_steps"})
     if unknown or "metric" not in raw or "value" not in raw:
@@ -129,13 +131,13 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
     op, value, for_steps = raw.get("op", "<"), raw["value"], raw.get("for_steps", 1)
     if op not in _OPS:
         raise ConfigError(f"{_where(source, path)}.op: {op!r} is not one of {list(_OPS)}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"{_where(source, path)}.value: {value!r} is not a finite number")
-    if isinstance(for_steps, bool) or not isinstance(for_steps, int) or for_steps < 1:
-        raise ConfigError(f"{_where(source, path)}.for_steps: {for_steps!r} is not an integer >= 1")
+    if finite_float(value) is None:
+        raise ConfigError(f"{_where(source, path)}.value: {shown(value)} is not a finite number")
+    if isinstance(for_steps, bool) or not isinstance(for_steps, int) or not 1 <= for_steps <= INT64_MAX:
+        raise ConfigError(f"{_where(source, path)}.for_steps: {shown(for_steps)} is not an integer in [1, 2**63 - 1]")
     if not isinstance(raw["metric"], str) or not raw["metric"]:
         raise ConfigError(f"{_where(source, path)}.metric: {raw['metric']!r} is not a metric name")
-    return Condition(metric=raw["metric"], op=op, value=float(value), for_steps=for_steps)
+    return Condition(metric=raw["metric"], op=op, value=finite_float(value), for_steps=for_steps)  # type: ignore[arg-type]
 
 
 def _stage(source: str, i: int, raw: Any, last: bool) -> Stage:
@@ -146,14 +148,8 @@ def _stage(source: str, i: int, raw: Any, last: bool) -> Stage:
     if unknown:
         raise ConfigError(f"{_where(source, path)}: unknown key(s) {unknown}; allowed: name, weights, exclude, advance")
     weights = raw.get("weights")
-    if weights is not None:
-        ok = isinstance(weights, Mapping) and all(
-            isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w >= 0
-            for w in weights.values()
-        )
-        if not ok or not sum(weights.values()) > 0:
-            raise ConfigError(f"{_where(source, path)}.weights: must map dataset names to numbers >= 0, not all 0")
-        weights = {str(k): float(v) for k, v in weights.items()}
+    if weights is not None:  # finite numbers >= 0 (10**400 is not one), a positive and finite sum
+        weights = check_weights(weights, what=_where(source, f"{path}.weights"))
     advance = raw.get("advance", [])
     if not isinstance(advance, list):
         raise ConfigError(f"{_where(source, path)}.advance: must be a list of conditions")
@@ -193,16 +189,12 @@ class Curriculum:
     def from_file(cls, path: str | os.PathLike[str]) -> Curriculum:
         """Load a curriculum JSON file (as written by ``snooze stratify``)."""
         try:
-            with open(path, encoding="utf-8") as handle:
-                data = json.load(handle)
+            raw = read_regular(path)  # (a FIFO is refused, not waited on)
         except FileNotFoundError:
             raise ConfigError(f"{path}: curriculum file not found") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not UTF-8 text; a curriculum is snooze stratify's curriculum.json") from None
-        except OSError as exc:  # a folder, no permission, ...
+        except OSError as exc:  # a folder, a FIFO, no permission, ...
             raise ConfigError(f"{path}: cannot read the curriculum file ({exc.strerror or exc})") from None
+        data = parse_json(raw, str(path), ConfigError, "a curriculum is snooze stratify's curriculum.json")
         return cls.from_dict(data, source=str(path))
 
     @property

@@ -8,7 +8,6 @@ keeps a fingerprint of the ids so a saved state is never applied to different da
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -16,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, INT64_MIN, as_int
+from snooze.core._checks import INT64_MAX, INT64_MIN, as_int, lone_surrogate
+from snooze.core._files import open_regular
+from snooze.core._json import parse_json
 from snooze.core.errors import DataError
 
 __all__ = ["Source", "as_source", "MAX_RECORD_BYTES"]
@@ -35,6 +36,9 @@ class Source:
     def __init__(self, name: str, ids: Sequence[Any] | np.ndarray, get_record: Callable[[int], Any]) -> None:
         if not isinstance(name, str) or not name:
             raise DataError(f"dataset name {name!r}: must be a non-empty string")
+        bad = lone_surrogate(name)
+        if bad is not None:
+            raise DataError(f"dataset name {name!r} holds a lone surrogate ({bad}), {_NOT_TEXT}")
         self.name = name
         self.ids = _check_ids(name, ids)
         self._get_record = get_record
@@ -117,7 +121,7 @@ class Source:
     @staticmethod
     def _read_jsonl(name: str, path: str | os.PathLike[str], id_field: str, max_record_bytes: int) -> list[dict[str, Any]]:
         records = []
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # (a FIFO is refused, not waited on)
             for lineno, raw in enumerate(iter(lambda: fh.readline(max_record_bytes + 1), b""), start=1):
                 if len(raw) > max_record_bytes:
                     raise DataError(
@@ -126,10 +130,7 @@ class Source:
                     )
                 if not raw.strip():
                     continue
-                try:
-                    rec = json.loads(raw)
-                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                    raise DataError(f"{path}: line {lineno} of dataset {name!r} is not valid JSON ({exc})") from None
+                rec = parse_json(raw, f"{path}: line {lineno} of dataset {name!r}", DataError)
                 if not isinstance(rec, dict):
                     raise DataError(f"{path}: line {lineno} of dataset {name!r} is not a JSON object")
                 if rec.get(id_field) is None:
@@ -146,7 +147,8 @@ class Source:
         except ImportError:  # pragma: no cover - depends on the environment
             raise DataError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
         try:
-            table = pq.read_table(path)
+            with open_regular(path) as fh:  # (a FIFO is refused, not waited on)
+                table = pq.read_table(fh)
         except Exception as exc:  # pyarrow raises many types; translate at the boundary
             raise DataError(f"{path}: dataset {name!r} could not be read as Parquet ({exc})") from None
         if id_field not in table.column_names:
@@ -242,6 +244,9 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
         nul = next((i for i, v in enumerate(values) if "\x00" in v), None)
         if nul is not None:
             raise DataError(f"dataset {name!r}: id {values[nul]!r} (row {nul}) holds a NUL character; ids must not")
+        if lone_surrogate("".join(values)) is not None:  # one encode of all ids; the row is looked for only when one is bad
+            row = next(i for i, v in enumerate(values) if lone_surrogate(v) is not None)
+            raise DataError(f"dataset {name!r}: id {values[row]!r} (row {row}) holds a lone surrogate ({lone_surrogate(values[row])}), {_NOT_TEXT}")
         arr = np.empty(len(values), dtype=object)
         arr[:] = [str(v) for v in values]
         return _unique(name, arr, values)
@@ -249,6 +254,9 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
         f"dataset {name!r}: ids must be all integers or all strings, got {sorted(k.__name__ for k in kinds)}; "
         "convert them to one type so identities are stable"
     )
+
+
+_NOT_TEXT = "which is not text (no UTF-8 file or log can hold it); fix the encoding of the data it came from"
 
 
 def _int_ids(name: str, ids: np.ndarray) -> np.ndarray:

@@ -2,14 +2,16 @@
 
 One rule for every log and every reader: a run killed while writing leaves its last line cut short
 (no newline at its end); such a last line is dropped with a warning. Any other line that is not a
-JSON object is a :class:`~snooze.DataError` naming the file and the line: a log is never silently
-shortened in the middle. Cutting a log back to a step (on resume) writes it aside and renames it
-into place (fsynced, then the folder fsynced), so a crash leaves either the old or the new log.
+JSON object is a :class:`~snooze.DataError` naming the file and the line (the guarded reader,
+:mod:`snooze.core._json`: an integer too long or nesting too deep is such a line too): a log is never
+silently shortened in the middle. Only a regular file is read (a FIFO is refused, never waited on).
+Cutting a log back to a step (on resume) writes it aside and renames it into place (fsynced, then the
+folder fsynced), so a crash leaves either the old or the new log; a cut-back that fails (a full disk)
+removes what it wrote aside.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator
@@ -17,7 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from snooze.core.checkpoint import _fsync_dir
+from snooze.core._files import fsync_dir, open_regular, write_atomic
+from snooze.core._json import parse_json
 from snooze.core.errors import DataError
 
 __all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
@@ -82,17 +85,17 @@ def _parsed(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, 
 
 
 def _parse(path: str | os.PathLike[str]) -> Iterator[tuple[int, str, dict[str, Any] | None]]:
-    with open(path, encoding="utf-8") as handle:
+    with open_regular(path, text=True, encoding="utf-8") as handle:  # a FIFO is refused, not read
         for number, text in enumerate(handle, start=1):
             if not text.strip():
                 continue
             try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
+                obj = parse_json(text, f"{path}, line {number}", DataError, "fix or remove that line")
+            except DataError:
                 if not text.endswith("\n"):  # only the last line can lack one: cut short by a crash
                     yield number, text, None
                     return
-                raise fail(path, number, None, f"not valid JSON ({exc.msg} at column {exc.colno}); fix or remove that line") from None
+                raise
             if not isinstance(obj, dict):
                 raise fail(path, number, None, f"expected a JSON object per line, got {type(obj).__name__}")
             yield number, text, obj
@@ -123,12 +126,10 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
             dropped += 1
         else:
             kept.append(text if text.endswith("\n") else text + "\n")
-    tmp = p.with_name(f".{p.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(kept)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
-    _fsync_dir(p.parent)
+    try:
+        write_atomic(p, "".join(kept).encode("utf-8"), tmp=p.with_name(f".{p.name}.tmp"))  # a failure leaves no .tmp
+    except OSError as exc:
+        raise DataError(f"{p}: the log could not be cut back to step {from_step} ({exc.strerror or exc}); it is unchanged") from None
+    fsync_dir(p.parent)
     return dropped
 

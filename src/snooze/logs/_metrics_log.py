@@ -48,7 +48,7 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     p = Path(path)
     if p.is_dir():
         p = p / METRICS_FILE
-    if not p.is_file():
+    if not (p.exists() or p.is_symlink()):  # (a FIFO or a device there is refused by read_lines, saying what it is)
         raise DataError(f"no metrics file at {p}: pass a run directory holding {METRICS_FILE} or the file itself")
     return [obj for _, obj in read_lines(p)]
 

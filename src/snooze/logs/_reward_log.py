@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX  # steps are read into int64
+from snooze.core._checks import INT64_MAX, finite_float, lone_surrogate, shown  # steps are read into int64
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
 from snooze.logs._jsonl import LineWriter, fail, read_lines
@@ -82,17 +82,27 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
             raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
     step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
     if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= INT64_MAX:
-        raise fail(path, line, "step", f"{step!r} is not an integer in [0, 2**63 - 1]")
+        raise fail(path, line, "step", f"{shown(step)} is not an integer in [0, 2**63 - 1]")
     if not isinstance(dataset, str) or not dataset:
         raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise fail(path, line, "id", f"{pid!r} is not a string or an integer")
+    for field, text in (("dataset", dataset), ("id", pid)):
+        bad = lone_surrogate(text) if isinstance(text, str) else None
+        if bad is not None:
+            raise fail(path, line, field, f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of its source")
+    _check_rewards(rewards, path, line)
+    return step, dataset, pid, rewards
+
+
+def _check_rewards(rewards: Any, path: str, line: int) -> None:
     if not isinstance(rewards, list) or not rewards:
         raise fail(path, line, "rewards", "must be a non-empty list of numbers, one per rollout")
     for r, value in enumerate(rewards):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
-    return step, dataset, pid, rewards
+        if isinstance(value, int) and finite_float(value) is None:  # (NaN and infinities: checked with the range below)
+            raise fail(path, line, "rewards", f"rollout {r}: an integer of {value.bit_length()} bits is too large for a float")
 
 
 def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[list[Any], ...]:

@@ -1,0 +1,81 @@
+"""The one JSON reader of every file the library reads (commit records, states' metadata, run logs,
+curricula, datasets, baseline completions, the trainer's records).
+
+Python's ``json`` lets hostile text escape as errors that are not about JSON: an integer of more
+than 4,300 digits is a ``ValueError`` (Python's limit on converting long digit strings), nesting
+thousands deep a ``RecursionError``. :func:`parse_json` turns every way a text can fail to be JSON
+into the caller's error class (a :class:`~snooze.SnoozeError`), naming where the text came from: a
+file, or a file and a line. :func:`read_json` reads a whole file so (only a regular file is read). Nesting is limited to :data:`MAX_DEPTH` levels, which no file of snooze
+comes near, so what is read can be walked, compared and written again without running out of stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+from snooze.core._files import read_regular
+from snooze.core.errors import SnoozeError
+
+__all__ = ["parse_json", "read_json", "MAX_DEPTH"]
+
+MAX_DEPTH = 64
+"""Deepest nesting of arrays and objects accepted (snooze's own files nest a few levels deep)."""
+
+
+def parse_json(text: str | bytes, where: str, error: type[SnoozeError], fix: str = "") -> Any:
+    """The value of JSON ``text`` (``bytes`` must be UTF-8), or ``error(f"{where}: ...")`` saying why not.
+
+    ``where`` names the source (``"rewards.jsonl, line 3"``); ``fix``, a sentence, is appended."""
+    tail = f"; {fix}" if fix else ""
+    try:
+        text = text.decode("utf-8") if isinstance(text, bytes) else text  # (json.loads(bytes) would take UTF-16 too)
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno}, column {exc.colno}" if "\n" in exc.doc.rstrip() else f"column {exc.colno}"
+        raise error(f"{where}: not valid JSON ({exc.msg} at {at}){tail}") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}){tail}") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested deeper than {MAX_DEPTH} levels{tail}") from None
+    except ValueError:  # int("<more than sys.get_int_max_str_digits() digits>")
+        raise error(f"{where}: holds an integer of more than {_digits()} digits{tail}") from None
+    if _nesting_may_exceed(text) and _depth(value) > MAX_DEPTH:
+        raise error(f"{where}: JSON nested deeper than {MAX_DEPTH} levels{tail}")
+    return value
+
+
+def read_json(path: str | os.PathLike[str], error: type[SnoozeError], fix: str = "", limit: int = -1) -> Any:
+    """The JSON value of file ``path`` (a regular file: see :func:`snooze.core._files.open_regular`),
+    or ``error`` naming it: the file cannot be read, is over ``limit`` bytes (when given), or is not JSON."""
+    tail = f"; {fix}" if fix else ""
+    try:
+        raw = read_regular(path, limit + 1 if limit >= 0 else -1)
+    except OSError as exc:
+        raise error(f"{path}: cannot be read ({exc.strerror or exc}){tail}") from None
+    if 0 <= limit < len(raw):
+        raise error(f"{path}: over {limit} bytes, so not the file expected here{tail}")
+    return parse_json(raw, str(path), error, fix)
+
+
+def _digits() -> int:
+    return getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+
+
+def _nesting_may_exceed(text: str | bytes) -> bool:
+    """A cheap bound: nesting deeper than ``MAX_DEPTH`` needs more than that many brackets."""
+    return text.count("[") + text.count("{") > MAX_DEPTH
+
+
+def _depth(value: Any) -> int:
+    """Deepest nesting of lists and dicts in ``value``, walked without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, (list, dict)):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:  # deeper than the limit is known to be too deep
+                todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
