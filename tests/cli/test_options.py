@@ -134,7 +134,7 @@ def test_compare_lr_and_rounds_are_the_profiles_and_checked_before_anything_is_w
     profile = override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS))
     assert (profile.lr, profile.max_gen_rounds) == (1e-5, 64)
     assert main(["compare", "--out", str(tmp_path / "c"), "--lr", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be > 0 (option --lr)"
+    assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be a finite number > 0 (option --lr)"
     assert not (tmp_path / "c").exists()
 
 

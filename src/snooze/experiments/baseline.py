@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snooze.core._files import open_regular
+from snooze.core._json import read_json
 from snooze.core.errors import ConfigError, DataError
+from snooze.trainer.config import check_temperature
 
 __all__ = ["BaselineConfig", "task_pool", "load_checkpoint", "baseline_completions", "write_completions"]
 
@@ -37,7 +40,7 @@ class BaselineConfig:
     means all 16 were right."""
 
     temperature: float = 1.0
-    """Sampling temperature (use the training run's, so pass rates predict its groups)."""
+    """Sampling temperature (use the training run's, so pass rates predict its groups): finite, at least 0.001."""
 
     pool_size: int = 500
     """RL-pool prompts per task (must match the training run)."""
@@ -56,8 +59,7 @@ class BaselineConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"BaselineConfig.{name}={value!r}: must be an integer >= 1")
-        if not self.temperature > 0:
-            raise ConfigError(f"BaselineConfig.temperature={self.temperature!r}: must be > 0 (sampling, not greedy)")
+        check_temperature(self.temperature, "BaselineConfig.temperature")
 
 
 def task_pool(specs: Sequence[Any], cfg: BaselineConfig) -> dict[str, list[dict[str, Any]]]:
@@ -83,7 +85,8 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Any:
 
     weights = _weights_file(Path(path))
     try:
-        sd = torch.load(weights, map_location="cpu", weights_only=True)
+        with open_regular(weights) as fh:  # (a FIFO is refused, not waited on)
+            sd = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a bad file; translate at the boundary
         found = re.search(r"WeightsUnpickler error: (.*)", str(exc))  # torch's own message is a page long
         detail = found.group(1) if found else (str(exc).splitlines() or [type(exc).__name__])[0]
@@ -117,10 +120,7 @@ def _shape(weights: Path, sd: Any) -> dict[str, Any]:
     """The model shape of a checkpoint: the ``"model"`` of ``meta.json`` next to it (the warm-up cache's) or of
     ``config.json`` (a reference-trainer step folder's), else read off the weights (default head count)."""
     for meta_path in (weights.parent / "meta.json", weights.parent / "config.json"):
-        try:
-            meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise DataError(f"{meta_path}: not a readable JSON file ({exc})") from None
+        meta = read_json(meta_path, DataError) if meta_path.exists() else {}
         shape = meta.get("model") if isinstance(meta, dict) else None
         if isinstance(shape, dict):
             return shape

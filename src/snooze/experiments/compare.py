@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from snooze.core._files import read_regular
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
@@ -247,7 +248,7 @@ def run_compare(
         "resumed_runs": resumed,
     }  # fmt: skip
     if curriculum is not None:
-        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(Path(curriculum).read_bytes()).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
+        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(read_regular(curriculum)).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
     else:
         meta["curriculum"] = None
     (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))

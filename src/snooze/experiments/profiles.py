@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from snooze.core._checks import finite_float, shown
 from snooze.core.errors import ConfigError
+from snooze.trainer.config import check_temperature
 
 __all__ = ["Profile", "PROFILES", "with_overrides", "model_config", "warmup_config", "train_config"]
 
@@ -47,7 +49,7 @@ class Profile:
     """Seeds per main arm (paired: every policy runs on the same seeds)."""
 
     lr: float
-    """GRPO learning rate."""
+    """GRPO learning rate: a finite number > 0."""
 
     n_layer: int
     """Transformer blocks of the policy."""
@@ -63,8 +65,9 @@ class Profile:
     """Generation rounds per step before training on a partial batch."""
 
     temperature: float = 1.0
-    """Sampling temperature of the rollouts. Lower makes mastered prompts all-correct sooner, which
-    is when DAPO starts to waste generation (the regime of the seed's figures)."""
+    """Sampling temperature of the rollouts: finite, at least 0.001 (lower samples as greedy decoding does).
+    Lower makes mastered prompts all-correct sooner, which is when DAPO starts to waste generation (the
+    regime of the seed's figures)."""
 
     n_head: int = 4
     """Attention heads of the policy (must divide ``d_model``)."""
@@ -108,9 +111,10 @@ class Profile:
             raise ConfigError(f"Profile.first_seed={self.first_seed!r}: must be an integer >= 0")
         if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
             raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")
-        for name in ("lr", "temperature", "warmup_lr"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"Profile.{name}={getattr(self, name)!r}: must be > 0")
+        for name in ("lr", "warmup_lr"):  # finite: an infinite rate makes NaN weights at the first update
+            if finite_float(getattr(self, name)) is None or not getattr(self, name) > 0:
+                raise ConfigError(f"Profile.{name}={shown(getattr(self, name))}: must be a finite number > 0")
+        check_temperature(self.temperature, "Profile.temperature")
         if not 0 < self.warmup_target <= 1:
             raise ConfigError(f"Profile.warmup_target={self.warmup_target!r}: must be in (0, 1]")
 

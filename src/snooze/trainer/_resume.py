@@ -20,6 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from snooze.core._json import read_json
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError, StateMismatchError
 from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
@@ -68,11 +69,9 @@ def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curricu
     """Refuse to resume with another configuration, or another curriculum (or none), than the run's.
     ``folder``: the committed step folder (its ``config.json``; a 0.1.0 checkpoint: the run folder's).
     ``defaults``: each section's field defaults (see :func:`config_differences`)."""
-    path = folder / "config.json" if (folder / "config.json").is_file() else run_dir / "config.json"
-    try:
-        saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateError(f"{path}: not a readable run configuration ({exc}); {_FIX}") from None
+    path = folder / "config.json" if (folder / "config.json").exists() else run_dir / "config.json"
+    exists = path.exists() or path.is_symlink()
+    saved = read_json(path, StateError, f"it is not a readable run configuration; {_FIX}") if exists else None
     now = config.get("curriculum")
     had = (folder / curriculum_file).exists()
     then = saved.get("curriculum") if isinstance(saved, dict) else None

@@ -10,7 +10,8 @@
 :func:`commit` writes every file into a new ``.tmp-<hex>`` folder, fsyncs each file and folder,
 renames the folder to ``step-<step>-<hex>`` and fsyncs ``checkpoint/``; then it replaces ``LATEST``
 (written aside, fsynced, renamed, fsynced: ``snooze.core.checkpoint``'s commit record protocol). Only
-after that are the older step folders and leftovers of interrupted commits removed. A kill at any
+after that are the older step folders and leftovers of interrupted commits removed; a commit that
+fails (a full disk) removes what it wrote before the error goes on. A kill at any
 moment leaves ``LATEST`` naming a complete step folder (the old one or the new one), or, before the
 first commit of a run, no ``LATEST`` at all. ``LATEST`` lists every file with its size and sha256;
 :func:`committed` checks them all before anything is loaded and raises :class:`~snooze.StateError`
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from snooze.core._files import open_regular
 from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_committed, read_record
 from snooze.core.errors import StateError
 
@@ -77,14 +79,19 @@ def commit(root: Path, step: int, write: Callable[[Path], None]) -> Path:
     then becomes the committed one. Returns the committed step folder."""
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{secrets.token_hex(4)}"
-    tmp.mkdir()
-    write(tmp)
-    files = _manifest(tmp)
     name = f"step-{step:08d}-{secrets.token_hex(4)}"
-    os.replace(tmp, root / name)
-    _fsync_dir(root)
-    record = {"format": TRAINER_FORMAT, "version": TRAINER_VERSION, "dir": name, "step": step, "files": files}
-    _write_atomic(root / "LATEST", json.dumps(record, sort_keys=True).encode("utf-8"))
+    tmp.mkdir()
+    try:  # a failure (a full disk) removes what this commit wrote: LATEST still names the old folder
+        write(tmp)
+        files = _manifest(tmp)
+        os.replace(tmp, root / name)
+        _fsync_dir(root)
+        record = {"format": TRAINER_FORMAT, "version": TRAINER_VERSION, "dir": name, "step": step, "files": files}
+        _write_atomic(root / "LATEST", json.dumps(record, sort_keys=True).encode("utf-8"))
+    except BaseException:
+        for folder in (tmp, root / name):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     _fsync_dir(root)
     _prune(root, keep=name)
     return root / name
@@ -106,8 +113,8 @@ def committed(root: Path) -> Path | None:
     ever committed there (no folder, or only leftovers of a first commit that died). A damaged commit
     raises :class:`StateError` naming the file."""
     latest = root / "LATEST"
-    if not latest.exists():
-        return root if (root / _LEGACY).is_file() else None
+    if not (latest.exists() or latest.is_symlink()):
+        return _legacy(root) if (root / _LEGACY).exists() else None
     record = _read_record(latest)
     folder = root / record["dir"]
     if folder.is_symlink() or not folder.is_dir():
@@ -115,6 +122,17 @@ def committed(root: Path) -> Path | None:
     for rel, want in record["files"].items():
         read_committed(folder / rel, want, "checkpoint file", _FIX)
     return folder
+
+
+def _legacy(root: Path) -> Path:
+    """``root``, a 0.1.0 checkpoint (its files unlisted, so unverified): each of its files must be a regular file."""
+    for name in sorted(_LEGACY_FILES):
+        if (root / name).exists() or (root / name).is_symlink() or name == _LEGACY:
+            try:
+                open_regular(root / name).close()
+            except OSError as exc:
+                raise StateError(f"{root / name}: checkpoint file cannot be read ({exc.strerror or exc}). {_FIX}") from None
+    return root
 
 
 _FIX = "Restore the run folder from a backup, or start the run over in a new folder (snooze compare: a new --out; train(): or resume=False)."

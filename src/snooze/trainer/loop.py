@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from snooze.core._json import read_json
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
@@ -143,17 +144,17 @@ class _Run:
             rng = load("rng.pt")
             torch.set_rng_state(rng["torch"])
             self.gen.set_state(rng["gen"])
-            meta = json.loads((folder / "trainer.json").read_text())
+            meta = read_json(folder / "trainer.json", StateError)
             step, elapsed = int(meta["step"]), float(meta["elapsed"])
             rollouts = load("rollouts.pt")
-        except (OSError, RuntimeError, KeyError, TypeError, ValueError) as exc:
+        except (OSError, RuntimeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             raise StateError(f"{folder}: the trainer checkpoint cannot be restored ({type(exc).__name__}: {exc})") from None
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
         self.roller.step = self.step - 1
         self.roller.load_state_dict(rollouts)
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
-            self.curriculum.load_state_dict(json.loads((folder / CURRICULUM_STATE).read_text()))
+            self.curriculum.load_state_dict(read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged"))
 
 
 def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:

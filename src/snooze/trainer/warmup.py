@@ -22,8 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.core.errors import ConfigError
+from snooze.core._checks import finite_float, shown
+from snooze.core._files import open_regular, remove_quietly
+from snooze.core._json import read_json
+from snooze.core.errors import ConfigError, StateError
 from snooze.trainer.checkpoint import write_atomic
+from snooze.trainer.config import check_temperature
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.tasks import TaskSpec, warmup_stream
 from snooze.trainer.tokenizer import EOS, PAD, CharTokenizer
@@ -48,8 +52,8 @@ class WarmupConfig:
     steps (``rev`` 0.41 -> 0.0 while ``count`` trained on; docs/reference-experiment.md)."""
 
     val_temperature: float = 0.0
-    """0: greedy validation; above 0: avg@k at this temperature (set it to the rollout temperature, so
-    the target is on the accuracy RL optimises)."""
+    """0: greedy validation; 0.001 or above: avg@k at this temperature (set it to the rollout temperature,
+    so the target is on the accuracy RL optimises)."""
 
     val_samples: int = 1
     """Completions per validation prompt when ``val_temperature`` > 0 (the k of avg@k)."""
@@ -75,8 +79,9 @@ class WarmupConfig:
     def __post_init__(self) -> None:
         if not 0.0 < self.target_accuracy <= 1.0:
             raise ConfigError(f"WarmupConfig.target_accuracy={self.target_accuracy!r}: must be in (0, 1]")
-        if not self.val_temperature >= 0:
-            raise ConfigError(f"WarmupConfig.val_temperature={self.val_temperature!r}: must be >= 0 (0: greedy)")
+        check_temperature(self.val_temperature, "WarmupConfig.val_temperature", greedy=True)
+        if finite_float(self.lr) is None or not self.lr > 0:
+            raise ConfigError(f"WarmupConfig.lr={shown(self.lr)}: must be a finite number > 0")
         for name in ("max_steps", "batch_size", "eval_every", "val_per_task", "val_samples"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise ConfigError(f"WarmupConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
@@ -141,10 +146,7 @@ def warmup(
     key = _key(cfg, model_cfg, specs, exclude)
     path = (cache_dir or default_cache_dir()) / f"warmup-{key}"
     if (path / "model.pt").exists() and (path / "meta.json").exists():
-        meta = json.loads((path / "meta.json").read_text())
-        sd = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
-        logger.info("warm-up %s loaded from cache (%d steps, val accuracy %.3f)", key, meta["steps"], meta["val_accuracy"])
-        return WarmupResult(sd, meta["steps"], meta["val_accuracy"], meta["val_by_task"], meta["seconds"], key, True, meta.get("task_steps", {}))
+        return _cached(path, key)
     if evaluate is None:
         evaluate = (lambda m, sets: accuracy_by_task(m, sets)) if cfg.val_temperature == 0 else (
             lambda m, sets: sampled_accuracy_by_task(m, sets, cfg.val_samples, cfg.val_temperature))  # fmt: skip
@@ -152,11 +154,30 @@ def warmup(
     result.key = key
     path.mkdir(parents=True, exist_ok=True)
     tmp = path / "model.pt.tmp"
-    torch.save(result.state_dict, tmp)
-    tmp.replace(path / "model.pt")
+    try:
+        torch.save(result.state_dict, tmp)
+        tmp.replace(path / "model.pt")
+    except BaseException:  # a full disk: leave no partial file behind
+        remove_quietly(tmp)
+        raise
     meta = {"steps": result.steps, "val_accuracy": result.val_accuracy, "val_by_task": result.val_by_task, "seconds": result.seconds, "task_steps": result.task_steps}
     # written last and atomically: a run killed while caching leaves no meta.json, so the next one trains again
     write_atomic(path / "meta.json", json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1))
+    return result
+
+
+def _cached(path: Path, key: str) -> WarmupResult:
+    """The cached warm-up in ``path``; a damaged cache is a :class:`StateError` saying to delete it."""
+    fix = f"delete {path} to train the warm-up again"
+    meta = read_json(path / "meta.json", StateError, fix)
+    try:
+        with open_regular(path / "model.pt") as fh:  # (a FIFO there is refused, not read)
+            sd = torch.load(fh, map_location="cpu", weights_only=True)
+        result = WarmupResult(sd, int(meta["steps"]), float(meta["val_accuracy"]), dict(meta["val_by_task"]),
+                              float(meta["seconds"]), key, True, dict(meta.get("task_steps", {})))  # fmt: skip
+    except Exception as exc:  # torch raises many types for a damaged file; translate at the boundary
+        raise StateError(f"{path}: the cached warm-up cannot be read ({type(exc).__name__}: {exc}); {fix}") from None
+    logger.info("warm-up %s loaded from cache (%d steps, val accuracy %.3f)", key, result.steps, result.val_accuracy)
     return result
 
 
