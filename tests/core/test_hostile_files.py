@@ -105,7 +105,7 @@ def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(sav
 
 # -- item 9: hostile JSON -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(("text", "why"), [
-    ('{"format": "snooze.checkpoint", "version": %s}' % BIG_INT, "an integer of more than 4300 digits"),
+    (f'{{"format": "snooze.checkpoint", "version": {BIG_INT}}}', "an integer of more than 4300 digits"),
     (DEEP[:60_000], f"nested deeper than {MAX_DEPTH} levels"),
     ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested deeper than {MAX_DEPTH} levels"),
 ])  # fmt: skip
@@ -147,7 +147,7 @@ def test_the_guarded_reader_names_the_source_and_accepts_what_json_does() -> Non
 
 
 @pytest.mark.parametrize(("body", "why"), [
-    ('{"id": %s}' % BIG_INT, "4300 digits"), ('{"id": 1, "x": %s}' % DEEP, "nested deeper"),
+    (f'{{"id": {BIG_INT}}}', "4300 digits"), (f'{{"id": 1, "x": {DEEP}}}', "nested deeper"),
 ])  # fmt: skip
 def test_hostile_json_in_a_dataset_is_a_data_error_naming_the_line(tmp_path: Path, body: str, why: str) -> None:
     path = tmp_path / "d.jsonl"
@@ -164,7 +164,7 @@ def test_a_fifo_as_a_dataset_is_a_data_error_not_a_hang(tmp_path: Path) -> None:
 
 
 CURRICULA = [
-    ('{"stages": [{"weights": {"a": %s}}]}' % BIG_INT, "4300 digits"),
+    (f'{{"stages": [{{"weights": {{"a": {BIG_INT}}}}}]}}', "4300 digits"),
     (DEEP, "nested deeper"),
     ('{"stages": [{"weights": {"a": 1%s}}]}' % ("0" * 400), r"stages\[0\].weights\['a'\]=<an integer of 1329 bits>: must be a finite number"),
     ('{"stages": [{"advance": [{"metric": "efficiency", "value": 1%s}]}, {}]}' % ("0" * 400),

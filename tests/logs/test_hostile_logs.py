@@ -56,7 +56,7 @@ def test_a_hostile_json_line_is_a_data_error_naming_the_line(tmp_path: Path, rea
 ])  # fmt: skip
 def test_a_reward_too_large_for_a_float_is_a_data_error_naming_line_and_field(tmp_path: Path, rewards: str, why: str) -> None:
     path = tmp_path / "log.jsonl"
-    path.write_text(GOOD + '{"step": 0, "dataset": "a", "id": 2, "rewards": %s}\n' % rewards)
+    path.write_text(GOOD + f'{{"step": 0, "dataset": "a", "id": 2, "rewards": {rewards}}}\n')
     with pytest.raises(snooze.DataError, match=f"log.jsonl, line 2, field 'rewards': {why}"):
         read_reward_log(path)
 

@@ -11,8 +11,6 @@ line) and the field.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +19,15 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, INT64_MIN  # the ids a Scheduler takes
+from snooze.core._checks import (  # INT64: the ids a Scheduler takes
+    INT64_MAX,
+    INT64_MIN,
+    finite_float,
+    lone_surrogate,
+    shown,
+)
+from snooze.core._files import open_regular
+from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["Completions", "read_completions", "COLUMNS"]
@@ -63,15 +69,10 @@ def _fail(path: str, row: int, column: str | None, what: str) -> DataError:
 def _iter_jsonl(path: str) -> Iterator[tuple[int, Any]]:
     line_no = 0
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path, text=True, encoding="utf-8") as handle:  # (a FIFO is refused, not waited on)
             for line_no, text in enumerate(handle, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except json.JSONDecodeError as exc:
-                    raise _fail(path, line_no, None, f"not valid JSON ({exc.msg} at column {exc.colno})") from None
-                yield line_no, obj
+                if text.strip():
+                    yield line_no, parse_json(text, f"{path}, row {line_no}", DataError)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason}, after line {line_no})") from None
     except OSError as exc:
@@ -84,7 +85,10 @@ def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
     except ModuleNotFoundError:
         raise ConfigError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
     try:
-        rows = pq.read_table(path).to_pylist()
+        with open_regular(path) as handle:  # (a FIFO is refused, not waited on)
+            rows = pq.read_table(handle).to_pylist()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except Exception as exc:  # pyarrow raises many types for a corrupt file; translate at the boundary
         raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
     for i, row in enumerate(rows, start=1):
@@ -92,9 +96,10 @@ def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
 
 
 def _number(path: str, row: int, column: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _fail(path, row, column, f"{value!r} is not a finite number")
-    return float(value)
+    number = finite_float(value) if isinstance(value, (int, float)) else None  # (not a Decimal or a Fraction)
+    if number is None:
+        raise _fail(path, row, column, f"{shown(value)} is not a finite number")
+    return number
 
 
 def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[float, float]) -> tuple[float, float]:
@@ -129,6 +134,24 @@ def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[flo
     return n, k
 
 
+def _keys(path: str, row: int, obj: Mapping[str, Any]) -> tuple[str, str | int, str]:
+    """The row's ``dataset``, ``id`` and ``model``, checked."""
+    dataset, pid, model = obj["dataset"], obj["id"], obj.get("model", DEFAULT_MODEL)
+    if not isinstance(dataset, str) or not dataset:
+        raise _fail(path, row, "dataset", f"{dataset!r} is not a non-empty string")
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+        raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
+    if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:
+        raise _fail(path, row, "id", f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids")
+    if not isinstance(model, str) or not model or "/" in model:
+        raise _fail(path, row, "model", f"{model!r} must be a non-empty string without '/'")
+    for column, text in (("dataset", dataset), ("id", pid), ("model", model)):
+        bad = lone_surrogate(text) if isinstance(text, str) else None
+        if bad is not None:
+            raise _fail(path, row, column, f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of the data it came from")
+    return dataset, pid, model
+
+
 def _add_row(
     out: Completions,
     seen: dict[tuple[Any, ...], tuple[str, int]],
@@ -147,21 +170,13 @@ def _add_row(
     for column in ("dataset", "id"):
         if column not in obj:
             raise _fail(path, row, column, "missing")
-    dataset, pid, model = obj["dataset"], obj["id"], obj.get("model", DEFAULT_MODEL)
-    if not isinstance(dataset, str) or not dataset:
-        raise _fail(path, row, "dataset", f"{dataset!r} is not a non-empty string")
-    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
-    if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:
-        raise _fail(path, row, "id", f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids")
+    dataset, pid, model = _keys(path, row, obj)
     kind = id_kinds.setdefault(dataset, (type(pid), path, row))
     if kind[0] is not type(pid):
         raise _fail(
             path, row, "id", f"{pid!r} is a {type(pid).__name__}, but dataset {dataset!r} has {kind[0].__name__} ids "
             f"({kind[1]}, row {kind[2]}); a dataset's ids are all integers or all strings, as the Scheduler's are"
         )
-    if not isinstance(model, str) or not model or "/" in model:
-        raise _fail(path, row, "model", f"{model!r} must be a non-empty string without '/'")
     n, k = _counts(path, row, obj, reward_range)
     key = (dataset, pid, model)
     if key in seen:
@@ -199,7 +214,7 @@ def read_completions(
         path = str(p)
         if Path(path).is_dir():
             raise DataError(f"{path}: is a folder; pass the baseline completions file (.jsonl or .parquet)")
-        if not Path(path).is_file():
+        if not (Path(path).exists() or Path(path).is_symlink()):
             raise DataError(f"{path}: baseline completions file not found")
         rows = _iter_parquet(path) if path.endswith((".parquet", ".pq")) else _iter_jsonl(path)
         for row, obj in rows:

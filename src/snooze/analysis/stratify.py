@@ -16,7 +16,6 @@ agree). From those the stratification writes a curriculum (:mod:`snooze.core.cur
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis.completions import Completions, read_completions
+from snooze.core._checks import INT64_MAX, as_int, as_real, check_reward_range, finite_float, shown
 from snooze.core.errors import ConfigError
 
 __all__ = ["StratifyConfig", "Stratification", "stratify", "STRATA", "assign_strata", "signal_prob"]
@@ -74,25 +74,19 @@ class StratifyConfig:
     """Consecutive steps the efficiency must stay low before stage 2 starts."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.group_size, bool) or not isinstance(self.group_size, int) or self.group_size < 2:
-            raise ConfigError(f"group_size={self.group_size!r}: must be an integer >= 2")
-        cuts = (self.too_hard, self.hard, self.easy, self.too_easy)
-        if not all(isinstance(c, (int, float)) and 0.0 <= c <= 1.0 for c in cuts) or not (
-            self.too_hard < self.hard <= self.easy < self.too_easy
-        ):
+        as_int(self.group_size, "group_size", 2, INT64_MAX)
+        cuts = [finite_float(c) for c in (self.too_hard, self.hard, self.easy, self.too_easy)]
+        if not all(c is not None and 0.0 <= c <= 1.0 for c in cuts) or not (cuts[0] < cuts[1] <= cuts[2] < cuts[3]):  # type: ignore[operator]
             raise ConfigError(
-                f"thresholds too_hard={self.too_hard}, hard={self.hard}, easy={self.easy}, too_easy={self.too_easy}: "
-                "must be pass rates in [0, 1] with too_hard < hard <= easy < too_easy"
+                f"thresholds too_hard={shown(self.too_hard)}, hard={shown(self.hard)}, easy={shown(self.easy)}, "
+                f"too_easy={shown(self.too_easy)}: must be pass rates in [0, 1] with too_hard < hard <= easy < too_easy"
             )
-        if not (isinstance(self.weight_floor, (int, float)) and 0.0 <= self.weight_floor <= 1.0):
-            raise ConfigError(f"weight_floor={self.weight_floor!r}: must be in [0, 1]")
-        if self.advance_step is not None and (not isinstance(self.advance_step, int) or self.advance_step < 1):
-            raise ConfigError(f"advance_step={self.advance_step!r}: must be an integer >= 1 or None")
-        if not isinstance(self.advance_for_steps, int) or self.advance_for_steps < 1:
-            raise ConfigError(f"advance_for_steps={self.advance_for_steps!r}: must be an integer >= 1")
-        lo, hi = self.reward_range
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ConfigError(f"reward_range={self.reward_range!r}: must be (low, high) with finite low < high")
+        as_real(self.weight_floor, "weight_floor", 0.0, 1.0, "in [0, 1]")
+        if self.advance_step is not None:
+            as_int(self.advance_step, "advance_step", 1, INT64_MAX)
+        as_int(self.advance_for_steps, "advance_for_steps", 1, INT64_MAX)
+        as_real(self.advance_efficiency, "advance_efficiency", 0.0, 1.0, "an efficiency in [0, 1]")
+        check_reward_range(self.reward_range)
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,11 @@ import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from snooze.core._checks import INT64_MAX, INT64_MIN
 from snooze.core.config import field_choices
 from snooze.core.errors import ConfigError
 
-__all__ = ["add_options", "values", "build", "override", "naming_options", "field_help", "flag"]
+__all__ = ["add_options", "values", "build", "override", "naming_options", "field_help", "flag", "integer"]
 
 T = TypeVar("T")
 
@@ -82,6 +83,22 @@ def _base(tp: Any) -> tuple[Any, bool]:
             return tp, optional
 
 
+def integer(text: str) -> int:
+    """An integer option: a whole number that fits in 64 bits (every integer the library holds does), so a
+    value beyond it is a usage error when the command line is parsed, not an ``OverflowError`` later."""
+    given = text if len(text) <= 40 else text[:40] + "..."
+    digits = text.strip().lstrip("+-").replace("_", "")
+    try:
+        value = int(text)
+    except ValueError:  # (more than 4,300 digits is a ValueError too)
+        value = None
+    if value is None and not digits.isdigit():
+        raise argparse.ArgumentTypeError(f"{given!r}: expected an integer")
+    if value is None or not INT64_MIN <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{given}: does not fit in 64 bits (|n| < 2**63), as every count and size must")
+    return value
+
+
 def _pair(text: str) -> tuple[float, float]:
     """``"LOW,HIGH"`` -> ``(low, high)``."""
     try:
@@ -113,7 +130,7 @@ def _argument(cls: type, name: str, unset: str | None) -> tuple[list[str], dict[
         kw.update(type=_pair, metavar="LOW,HIGH")
     else:
         choices = field_choices(cls, name)
-        kw["type"] = type(choices[0]) if choices else tp
+        kw["type"] = type(choices[0]) if choices else integer if tp is int else tp
         if choices:
             kw["choices"] = choices
     if unset is not None:

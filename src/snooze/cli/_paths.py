@@ -13,16 +13,22 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from snooze.core._files import open_regular
+
 __all__ = ["input_file", "output_folder", "output_file"]
 
 
 def input_file(text: str) -> Path:
-    """A file that exists (not a folder)."""
+    """A regular file that exists (not a folder; not a FIFO or a device, whose reading would block or not end)."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: is a folder; pass a file")
     if not path.exists():
         raise argparse.ArgumentTypeError(f"{text}: no such file")
+    try:
+        open_regular(path).close()
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc.strerror or exc}; pass a file") from None
     return path
 
 

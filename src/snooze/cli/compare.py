@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from typing import Any
@@ -39,7 +38,7 @@ PREDICTIVE_OPTIONS = ("predict_margin", "predict_hard_margin", "predict_recheck"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from snooze.cli._options import add_options
+    from snooze.cli._options import add_options, integer
     from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
     from snooze.experiments.profiles import PROFILES, Profile
@@ -56,11 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_options(parser.add_argument_group("the predictive arm (SchedulerConfig fields)"), SchedulerConfig, PREDICTIVE_OPTIONS)
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
-        "--jobs", type=int, default=None,
+        "--jobs", type=integer, default=None,
         help="training runs at once, each in its own process (default: one per CPU core); results do not depend on it",
     )  # fmt: skip
     parser.add_argument(
-        "--threads", type=int, default=None,
+        "--threads", type=integer, default=None,
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
     )  # fmt: skip
     parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms, or all (default: every arm but snooze-f1 and snooze-f2, the factor sweep)")
@@ -82,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from snooze.cli._options import build, override, values
+    from snooze.core._json import read_json
     from snooze.core.config import SchedulerConfig
+    from snooze.core.errors import StateError
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
     from snooze.trainer.config import TrainConfig
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         for bar in bars:
             bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))
-    regime = json.loads((args.out / "regime.json").read_text())
+    regime = read_json(args.out / "regime.json", StateError)
     print("\nregime (DAPO and GRPO only; docs/reference-experiment.md):\n" + regime_table(regime))
     print(f"\nwrote {args.out}/summary.json, summary.md and figures in {time.perf_counter() - state['t0']:.0f} s")
     return 0

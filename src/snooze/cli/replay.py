@@ -11,10 +11,12 @@ HELP = "Replay a reward log under filter and snooze:k and report the groups each
 
 
 def _factors(text: str) -> list[int]:
+    from snooze.cli._options import integer
+
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers separated by commas, e.g. 1,2,5,10") from None
+        out = [integer(x) for x in text.split(",") if x.strip()]  # (each in 64 bits)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (--factors: integers >= 0 separated by commas, e.g. 1,2,5,10)") from None
     if not out or any(k < 0 for k in out):
         raise argparse.ArgumentTypeError(f"{text!r}: expected one or more integers >= 0")
     return sorted(set(out))
