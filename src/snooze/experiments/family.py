@@ -1,0 +1,74 @@
+"""The regime family: the reference experiment repeated in regimes nobody tuned a policy for.
+
+Each regime is a :class:`~snooze.experiments.profiles.Profile`, chosen by the criteria of
+:mod:`snooze.experiments.regime` on DAPO (``dynamic_sampling``) and plain ``grpo`` alone, before any
+skipping arm was run in it. Together they span the task mix (two tasks, one task), the level ranges,
+the pool size (300 to 3,000 prompts), the rollout temperature (0.4, 0.7) and one saturated regime (a
+pool DAPO uses up: most of its late generation is thrown away, every step at ``max_gen_rounds``).
+
+:func:`run_family` runs every regime with :func:`~snooze.experiments.compare.run_compare` into
+``out/<regime>/``; :mod:`snooze.experiments.family_table` turns the folders into the family's table
+(ratio of generated groups to DAPO's and late accuracy gap, paired by seed) and frontier figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from snooze.experiments.profiles import PROFILES, Profile
+
+__all__ = ["FAMILY", "FAMILY_ARMS", "run_family"]
+
+_BASE = PROFILES["default"]
+
+FAMILY: dict[str, Profile] = {
+    # rev:3-8 + sort:3-7, 1,000 prompts per task, T 0.4: the reference experiment's own regime.
+    "default": _BASE,
+    # The same tasks sampled at T 0.7: more slips on mastered prompts, so fewer groups are all-correct.
+    "temp-0.7": replace(_BASE, temperature=0.7),
+    # 1,500 prompts per task (3,000 in all): each prompt visited about half as often.
+    "large-pool": replace(_BASE, pool_size=1500, warmup_eval_every=10),
+    # One task, 300 prompts, 8 groups per step for 120 steps: a small pool visited many times.
+    "small-pool": replace(_BASE, tasks="rev:3-8", fig3_task="rev:3-8", pool_size=300, batch_size=8, steps=120, eval_every=10),
+    # One task, a wider level range of the other family.
+    "one-task": replace(_BASE, tasks="sort:3-8", fig3_task="sort:3-8", fig3_split=None, pool_size=1500),
+    # Easy levels and a large pool: DAPO masters it, then spends most of each step on all-correct groups.
+    "saturated": replace(_BASE, tasks="rev:3-6", fig3_task="rev:3-6", fig3_split=None, pool_size=3000),
+}
+"""The family's regimes, by name. Fixed before any skipping arm was run in them."""
+
+FAMILY_ARMS: tuple[str, ...] = ("dynamic_sampling", "grpo", "snooze-f1", "snooze-f2", "snooze", "predictive")
+"""The arms of the family: DAPO and plain GRPO (the criteria), snoozing at factors 1, 2 and 5, predictive."""
+
+
+def run_family(
+    out: Path,
+    regimes: Sequence[str] | None = None,
+    arms: Sequence[str] = FAMILY_ARMS,
+    seeds: int = 3,
+    first_seed: int = 0,
+    jobs: int = 2,
+    threads: int = 1,
+    cache_dir: Path | None = None,
+    on_regime: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Run ``arms`` x ``seeds`` in every regime into ``out/<regime>/``; return each regime's summary.
+
+    A rerun resumes: finished runs are read back, killed ones continue from their checkpoints."""
+    from snooze.core.errors import ConfigError
+    from snooze.experiments.compare import run_compare
+
+    names = list(regimes) if regimes else list(FAMILY)
+    unknown = sorted(set(names) - set(FAMILY))
+    if unknown:
+        raise ConfigError(f"unknown regime(s) {unknown}: choose from {', '.join(FAMILY)}")
+    summaries = {}
+    for name in names:
+        profile = replace(FAMILY[name], first_seed=first_seed)
+        summaries[name] = run_compare(out / name, profile, list(arms), seeds, jobs=jobs, threads=threads, cache_dir=cache_dir)
+        if on_regime is not None:
+            on_regime(name, summaries[name])
+    return summaries

@@ -1,0 +1,105 @@
+"""The regime family's table and figure, rebuilt from the run folders ``snooze.experiments.family`` wrote.
+
+For each regime and arm, paired by seed against DAPO (``dynamic_sampling``) on the same seed:
+
+- ``ratio``: DAPO's generated groups over the arm's (above 1: the arm generated less);
+- ``gap``: the arm's late accuracy minus DAPO's, in points (late: the mean of the last
+  :data:`~snooze.logs.LATE_EVALS` evaluations of avg@k at the rollout temperature, the headline accuracy).
+
+Each as the mean over seeds with the range (min, max). ``worst`` per arm is its lowest mean gap over
+the family's regimes: the number the recommended setting is held to (within 1 point of DAPO everywhere).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from snooze.experiments.summary import headline, stat
+
+__all__ = ["paired", "family_rows", "family_markdown", "write_family", "DAPO"]
+
+DAPO = "dynamic_sampling"
+
+
+def _late(entry: Mapping[str, Any]) -> list[float]:
+    return [float(x) for x in entry["accuracy"][headline(entry)]["late"]["by_seed"]]
+
+
+def paired(summary: Mapping[str, Mapping[str, Any]], arm: str) -> dict[str, Any]:
+    """``{"ratio", "gap", "gen", "late"}`` of ``arm`` against DAPO in one regime's ``summary.json``."""
+    dapo, this = summary[DAPO], summary[arm]
+    gen_d, gen_a = dapo["gen_groups"]["by_seed"], this["gen_groups"]["by_seed"]
+    late_d, late_a = _late(dapo), _late(this)
+    return {
+        "ratio": stat([d / a if a else math.nan for d, a in zip(gen_d, gen_a)]),
+        "gap": stat([100.0 * (a - d) for d, a in zip(late_d, late_a)]),
+        "gen": stat(gen_a),
+        "late": stat(late_a),
+    }
+
+
+def family_rows(out: Path, regimes: Sequence[str]) -> dict[str, Any]:
+    """Every regime's paired numbers per arm, and each arm's worst and mean over the regimes found."""
+    table: dict[str, dict[str, Any]] = {}
+    for name in regimes:
+        path = out / name / "summary.json"
+        if not path.is_file():
+            continue
+        summary = json.loads(path.read_text())
+        if DAPO not in summary:
+            continue
+        table[name] = {arm: paired(summary, arm) for arm in summary}
+        regime = out / name / "regime.json"
+        if regime.is_file():
+            table[name]["_criteria"] = json.loads(regime.read_text())
+    arms = sorted({a for rows in table.values() for a in rows if not a.startswith("_")}, key=_arm_order)
+    overall = {}
+    for arm in arms:
+        gaps = [rows[arm]["gap"]["mean"] for rows in table.values() if arm in rows]
+        ratios = [rows[arm]["ratio"]["mean"] for rows in table.values() if arm in rows]
+        overall[arm] = {"worst_gap": min(gaps), "mean_ratio": sum(ratios) / len(ratios), "regimes": len(gaps)}
+    return {"regimes": table, "arms": arms, "overall": overall}
+
+
+def _arm_order(arm: str) -> tuple[int, str]:
+    order = (DAPO, "grpo", "snooze-f1", "snooze-f2", "snooze", "predictive")
+    return (order.index(arm) if arm in order else len(order), arm)
+
+
+def _cell(paired_: Mapping[str, Any]) -> str:
+    r, g = paired_["ratio"], paired_["gap"]
+    return f"{r['mean']:.2f}x ({r['min']:.2f}-{r['max']:.2f}), {g['mean']:+.1f} ({g['min']:+.1f} to {g['max']:+.1f})"
+
+
+def family_markdown(rows: Mapping[str, Any]) -> str:
+    """The family's table: one row per regime, one column per arm ("ratio (range), gap (range)"),
+    DAPO's own late accuracy and generated groups in the first column, then each arm's worst gap."""
+    arms = [a for a in rows["arms"] if a != DAPO]
+    head = "| regime | DAPO late avg@k, groups | " + " | ".join(arms) + " |"
+    lines = [head, "|" + "---|" * (len(arms) + 2)]
+    for name, table in rows["regimes"].items():
+        d = table[DAPO]
+        cells = [_cell(table[a]) if a in table else "-" for a in arms]
+        lines.append(f"| {name} | {d['late']['mean']:.3f}, {d['gen']['mean']:.0f} | " + " | ".join(cells) + " |")
+    worst = [f"{rows['overall'][a]['worst_gap']:+.1f}" for a in arms]
+    lines.append("| **worst regime's gap** | | " + " | ".join(worst) + " |")
+    return "\n".join(lines)
+
+
+def write_family(out: Path, regimes: Sequence[str]) -> str:
+    """Write ``family.json``, ``family.md`` and the frontier figure under ``out``; return the table."""
+    rows = family_rows(out, regimes)
+    (out / "family.json").write_text(json.dumps(rows, indent=1))
+    text = family_markdown(rows)
+    (out / "family.md").write_text(text + "\n")
+    try:
+        from snooze.plots.family import figure_family
+
+        figure_family(out, list(rows["regimes"]), out / "family_frontier.png")
+    except ImportError:
+        pass
+    return text
