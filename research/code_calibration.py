@@ -5,7 +5,7 @@ rolled out) and each dataset, the share of groups with signal among the groups t
 of ``k`` too-easy (``E``) or too-hard (``H``) groups in a row of the same prompt, with how many
 groups that share is over. docs/concepts.md ("Predictive skipping") quotes it for the dev seeds::
 
-    python benchmarks/code_calibration.py runs/dev/default-s10/dynamic_sampling/seed1*/rewards.jsonl
+    python research/code_calibration.py runs/dev/default-s10/dynamic_sampling/seed1*/rewards.jsonl
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""benchmarks/critic_ceiling.py computes what it claims: the chance of a signal group from a pass rate,
+"""research/critic_ceiling.py computes what it claims: the chance of a signal group from a pass rate,
 a critic that learns pass rates from correct counts without touching the policy's random state, and
 the value probe's and critics' scores read from the log."""
 

@@ -14,9 +14,9 @@ rounds, and the rounds needed depend on the chance ``r`` that a generated group 
 exactly, groups independent); with the surplus carried to the next step (``carry_surplus``) a step
 costs about B / r groups::
 
-    python benchmarks/history_ceiling.py /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
-    python benchmarks/history_ceiling.py --needed --dapo-groups 21664 --steps 300
-    python benchmarks/history_ceiling.py --by-level default /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
+    python research/history_ceiling.py /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
+    python research/history_ceiling.py --needed --dapo-groups 21664 --steps 300
+    python research/history_ceiling.py --by-level default /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
 
 ``--by-level PROFILE`` asks the same of evidence shared between prompts instead: each group's feature is
 the signal share of the groups of its task *level* (the built-in tasks' difficulty, rebuilt from the

@@ -25,12 +25,12 @@ generator and never touches the policy's, so the reward logs are those of ``prob
 prompt's pass rate before the step, one column per ``--critic-lr``. Then it prints the same table as
 ``probe_ceiling.py`` with these rows added::
 
-    python benchmarks/critic_ceiling.py --seeds 3 --out runs/critic
-    python benchmarks/critic_ceiling.py --seeds 3 --out runs/critic-replay --critic-replay 30
-    python benchmarks/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 3e-3   # the choice
-    python benchmarks/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 --critic-replay 30
-    python benchmarks/critic_ceiling.py --seeds 3 --out runs/shared --shared-trunk 1 --critic-lr 1e-3 --critic-replay 30
-    python benchmarks/critic_ceiling.py --seeds 1 --first-seed 10 --out runs/shared-dev-c0.1 --shared-trunk 0.1 --critic-lr 1e-3 --critic-replay 30   # the choice (and COEF 1)
+    python research/critic_ceiling.py --seeds 3 --out runs/critic
+    python research/critic_ceiling.py --seeds 3 --out runs/critic-replay --critic-replay 30
+    python research/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 3e-3   # the choice
+    python research/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 --critic-replay 30
+    python research/critic_ceiling.py --seeds 3 --out runs/shared --shared-trunk 1 --critic-lr 1e-3 --critic-replay 30
+    python research/critic_ceiling.py --seeds 1 --first-seed 10 --out runs/shared-dev-c0.1 --shared-trunk 0.1 --critic-lr 1e-3 --critic-replay 30   # the choice (and COEF 1)
 
 The critic's learning rate (3e-4, of 1e-4 to 3e-3 trained side by side; 4 Adam steps a step, fixed
 first) and the replay were chosen on dev seed 10 before the reported seeds were run; the value probe
@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling probes, run as a script
 
 import pass_rate_oracle as oracle_bench  # noqa: E402
 import probe_ceiling as probe  # noqa: E402

@@ -1,4 +1,4 @@
-"""``benchmarks/bimodal_pool.py``: which prompts a bimodal pool keeps (docs/reference-experiment.md, the bimodal pool)."""
+"""``research/bimodal_pool.py``: which prompts a bimodal pool keeps (docs/reference-experiment.md, the bimodal pool)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ at least one signal group generated, from a run's reward log. docs/reference-exp
 for the 300-prompt pool (predictive skipping draws its signal from about 57 prompts per 20 steps,
 DAPO and snoozing from 93-115)::
 
-    python benchmarks/signal_prompts.py runs/final-small/{dynamic_sampling,snooze,predictive}/seed*/rewards.jsonl
+    python research/signal_prompts.py runs/final-small/{dynamic_sampling,snooze,predictive}/seed*/rewards.jsonl
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ and prints each one's AUC and the signal share of the groups it ranks first in e
 signal groups with the surplus carried (``steps x batch / r``, first looks and relaxations left out,
 so optimistic) against DAPO's own generated groups::
 
-    python benchmarks/probe_ceiling.py --seeds 3 --out runs/probe
+    python research/probe_ceiling.py --seeds 3 --out runs/probe
 
 The window, the ridge penalty and the features were chosen on dev seed 10 (a two-layer MLP on the same
 features did worse there: AUC 0.73 against ridge's 0.79), before the reported seeds were run.
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks, run as a script
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling probes, run as a script
 
 import pass_rate_oracle as oracle_bench  # noqa: E402
 from history_ceiling import previous_group  # noqa: E402

@@ -1,5 +1,5 @@
-"""The bounds of issue 12's analysis compute what they claim (benchmarks/pass_rate_oracle.py,
-benchmarks/history_ceiling.py, benchmarks/screening_bound.py, benchmarks/probe_ceiling.py): the exact
+"""The bounds of issue 12's analysis compute what they claim (research/pass_rate_oracle.py,
+research/history_ceiling.py, research/screening_bound.py, research/probe_ceiling.py): the exact
 pass rate is what sampling gives, the expected rounds are what simulated steps take, the history table
 counts a log's repeat encounters, a screen replayed on logged groups costs what its closed form says,
 and the probe's features and scores are what they claim."""

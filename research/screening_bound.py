@@ -8,7 +8,7 @@ agreed) or ``G`` (screen disagreed, one signal group found). What is printed is 
 signal group, in groups of ``G`` rollouts, with and without the screen, and the saving against a
 baseline run (DAPO's logs)::
 
-    python benchmarks/screening_bound.py --baseline runs/compare/dynamic_sampling/seed*/rewards.jsonl \\
+    python research/screening_bound.py --baseline runs/compare/dynamic_sampling/seed*/rewards.jsonl \\
         -- runs/compare/dynamic_sampling/seed*/rewards.jsonl runs/compare/snooze/seed*/rewards.jsonl
 
 Optimistic for screening in two ways, so it bounds it: rounds are sized to need (no round ends with

@@ -14,8 +14,8 @@ not do better in expectation.
 The oracle's own forward passes are not counted as generation (they are ~1/30 of a step's sampling
 here; on an LLM with reasoning traces there is no such shortcut: the answer is not a fixed string).
 
-    .venv/bin/python benchmarks/pass_rate_oracle.py --tau 0.5 --seeds 3 --out runs/oracle
-    .venv/bin/python benchmarks/pass_rate_oracle.py --tau 0.5 --seeds 3 --out runs/oracle --dapo runs/final-default
+    .venv/bin/python research/pass_rate_oracle.py --tau 0.5 --seeds 3 --out runs/oracle
+    .venv/bin/python research/pass_rate_oracle.py --tau 0.5 --seeds 3 --out runs/oracle --dapo runs/final-default
 
 prints, per run and as means over seeds, generated groups, DAPO/arm, final avg@8 and the gap to DAPO
 (paired by seed: DAPO's runs are read from ``--dapo``'s ``dynamic_sampling/seed<k>/``, or trained here).

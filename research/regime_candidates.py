@@ -1,7 +1,7 @@
 """Rerun a candidate regime of docs/reference-experiment.md ("How the regime was chosen"), DAPO and GRPO only.
 
-    .venv/bin/python benchmarks/regime_candidates.py R8            # one candidate -> runs/regime/R8/
-    .venv/bin/python benchmarks/regime_candidates.py --list
+    .venv/bin/python research/regime_candidates.py R8            # one candidate -> runs/regime/R8/
+    .venv/bin/python research/regime_candidates.py --list
 
 Each candidate is the default profile with the fields it changed; the criteria are printed from its
 ``regime.json``. Never run with filter or snooze arms: the regime is chosen on DAPO and GRPO alone.
