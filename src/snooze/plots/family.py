@@ -20,7 +20,10 @@ from snooze.plots.style import arm_color, arm_label
 
 __all__ = ["figure_family", "frontier_points"]
 
-_MARKERS = {"dynamic_sampling": "s", "grpo": "v", "snooze-f1": "<", "snooze-f2": ">", "snooze": "o", "predictive": "*"}
+_MARKERS = {"dynamic_sampling": "s", "snooze-f1": "<", "snooze-f2": ">", "snooze": "o", "predictive": "*"}
+"""The arms drawn (plain GRPO, at a quarter of DAPO's generation and far below its accuracy, would
+squash every panel; the table has it)."""
+_LABELS = {"snooze": "data snoozing, factor 5"}
 
 
 def frontier_points(summary: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -54,12 +57,14 @@ def figure_family(out: Path, regimes: Sequence[str], path: Path) -> Path | None:
             acc = float(dapo[:, 1].mean())
             ax.axhspan(acc - 0.01, acc + 0.01, color=arm_color("dynamic_sampling"), alpha=0.10, linewidth=0, label="DAPO's late accuracy +-1 point")
         for arm, pts in points.items():
+            if arm not in _MARKERS:
+                continue
             color, marker = arm_color(arm), _MARKERS.get(arm, "D")
             ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=40, alpha=0.5, linewidths=0)
             mean = pts.mean(axis=0)
-            ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=150, edgecolors="black", linewidths=0.8, label=arm_label(arm))
+            ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=150, edgecolors="black", linewidths=0.8, label=_LABELS.get(arm, arm_label(arm)))
         ax.set_title(name, fontsize=12)
-        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=1))
         ax.set(xlabel="generated groups (fewer is cheaper)", ylabel="late held-out avg@k")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(found):]:
