@@ -18,11 +18,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from snooze.core._json import read_json
+from snooze.core.errors import DataError
 from snooze.experiments.summary import headline, stat
 
 __all__ = ["paired", "family_rows", "family_markdown", "write_family", "DAPO"]
 
 DAPO = "dynamic_sampling"
+_REDO = "rerun the regime (benchmarks/family.py --regimes NAME) to rewrite it"
 
 
 def _late(entry: Mapping[str, Any]) -> list[float]:
@@ -49,13 +52,13 @@ def family_rows(out: Path, regimes: Sequence[str]) -> dict[str, Any]:
         path = out / name / "summary.json"
         if not path.is_file():
             continue
-        summary = json.loads(path.read_text())
+        summary = read_json(path, DataError, _REDO)
         if DAPO not in summary:
             continue
         table[name] = {arm: paired(summary, arm) for arm in summary}
         regime = out / name / "regime.json"
         if regime.is_file():
-            table[name]["_criteria"] = json.loads(regime.read_text())
+            table[name]["_criteria"] = read_json(regime, DataError, _REDO)
     arms = sorted({a for rows in table.values() for a in rows if not a.startswith("_")}, key=_arm_order)
     overall = {}
     for arm in arms:

@@ -7,7 +7,6 @@ lose accuracy. Drawn from each regime's ``summary.json`` (``snooze compare``'s o
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._json import read_json
+from snooze.core.errors import DataError
 from snooze.plots._mpl import pyplot
 from snooze.plots.style import arm_color, arm_label
 
@@ -41,7 +42,7 @@ def frontier_points(summary: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def figure_family(out: Path, regimes: Sequence[str], path: Path) -> Path | None:
     """Draw the frontier of every regime found under ``out`` into ``path`` (PNG); ``None`` when none is."""
-    found = [(r, json.loads((out / r / "summary.json").read_text())) for r in regimes if (out / r / "summary.json").is_file()]
+    found = [(r, read_json(out / r / "summary.json", DataError)) for r in regimes if (out / r / "summary.json").is_file()]
     if not found:
         return None
     plt = pyplot()
