@@ -26,7 +26,11 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from snooze.core.errors import __all__ as _errors
+from snooze.core.options import NoOptions, Options
 from snooze.core.policies import POLICIES, SKIP_RULES, register_policy, register_skip_rule
+from snooze.core.policies.history import HistoryOptions
+from snooze.core.policies.predictive import PredictiveOptions
+from snooze.core.policies.snooze import SnoozeOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
@@ -34,6 +38,11 @@ from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 __all__ = [
     "Scheduler",
     "SchedulerConfig",
+    "Options",
+    "NoOptions",
+    "SnoozeOptions",
+    "HistoryOptions",
+    "PredictiveOptions",
     "Candidate",
     "Candidates",
     "Batch",
