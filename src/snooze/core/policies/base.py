@@ -107,6 +107,8 @@ class Report:
     @property
     def repeated(self) -> bool:
         """Whether some prompt has more than one group in this report."""
+        if self._repeated is None and self.group_rows.shape[0] < 2:
+            self._repeated = False
         if self._repeated is None:
             ordered = np.sort(self.group_rows)
             self._repeated = bool((ordered[1:] == ordered[:-1]).any())
