@@ -53,6 +53,7 @@ def main() -> dict[str, int]:
     sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(4)]}, config, seed=0)
     for _ in range(6):
         sched.step(lambda cands: [[1.0] * 4 for _ in cands])
+    snooze.check_policy(Patience, config)  # the plug-in contract, checked by running it
     return {"retired": sched.metrics()["filter/retired"], "generated": sched.metrics()["total/gen_groups"]}
 
 

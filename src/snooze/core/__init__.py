@@ -23,6 +23,7 @@ from snooze.core.advantages import grpo_advantages
 from snooze.core.checkpoint import load_state, save_state
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
+from snooze.core.conformance import check_policy
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from snooze.core.errors import __all__ as _errors
@@ -56,6 +57,7 @@ __all__ = [
     "SKIP_RULES",
     "register_policy",
     "register_skip_rule",
+    "check_policy",
     "grpo_advantages",
     "classify_groups",
     "check_rewards",
