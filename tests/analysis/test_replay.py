@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from snooze.analysis import policy_names, replay_policies
-from snooze.logs import RewardLog, RewardLogWriter, read_reward_log
 import snooze
+from snooze.analysis import policy_names, replay_policies
 from snooze.analysis.replay import ReplayPolicy
 from snooze.core.classify import TOO_EASY, TOO_HARD, classify
+from snooze.logs import RewardLog, RewardLogWriter, read_reward_log
 
 G = 4
 EASY, SIGNAL, HARD, FLAT = [1.0] * G, [1.0, 0.0, 1.0, 0.0], [0.0] * G, [0.5] * G

@@ -38,9 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     import dataclasses
 
     from snooze.cli._options import add_options, add_policy_options, integer
-    from snooze.core.options import POLICIES, options_class
     from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
+    from snooze.core.options import POLICIES, options_class
     from snooze.experiments.profiles import PROFILES, Profile
     from snooze.trainer.config import TrainConfig
 
@@ -84,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from snooze.cli._options import build, override, values
-    from snooze.core.options import POLICIES, options_class
     from snooze.core._json import read_json
     from snooze.core.config import SchedulerConfig
     from snooze.core.errors import StateError
+    from snooze.core.options import POLICIES, options_class
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
     from snooze.trainer.config import TrainConfig

@@ -21,7 +21,17 @@ import numpy as np
 
 from snooze.core._checks import as_int, check_band, check_reward_range, check_thresholds, check_weights
 from snooze.core.errors import ConfigError
-from snooze.core.options import POLICIES, Choices, Options, all_flat_names, check_known, field_choices, options_class, policy_of, take_flat
+from snooze.core.options import (
+    POLICIES,
+    Choices,
+    Options,
+    all_flat_names,
+    check_known,
+    field_choices,
+    options_class,
+    policy_of,
+    take_flat,
+)
 
 __all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "migrate", "PolicyName", "OnShort", "OutOfRange", "Mix", "AdvantageScale"]
 

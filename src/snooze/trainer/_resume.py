@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from snooze.core._json import read_json
-from snooze.core.curriculum import Curriculum
 from snooze.core.config import SchedulerConfig
+from snooze.core.curriculum import Curriculum
 from snooze.core.errors import SnoozeError, StateError, StateMismatchError
 from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
 

@@ -58,7 +58,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from snooze.core._checks import as_real
-
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
 from snooze.core._stateful import state_int
 from snooze.core._stream import DatasetStream
