@@ -27,33 +27,40 @@ def _registered(name: str, cls: type) -> type:
 
 
 def test_it_catches_a_policy_that_desyncs_the_asleep_count() -> None:
-    """Writes the snooze counter but does not return Changes(new=...): snooze/asleep would be wrong for the rest of the run."""
+    """The asleep count is the prompt memory's own, derived from the rows a report wrote: a policy that
+    writes the counter of prompts outside its report desyncs it (snooze/asleep wrong for the rest of the run)."""
 
     class Sleepy(Policy):
+        def report(self, memory: Any, report: Any) -> Changes | None:
+            memory.columns["counter"][-1] = 3  # a prompt not in the report
+            return None
+
+    cls = _registered("test_sleepy", Sleepy)
+    try:
+        with pytest.raises(snooze.PolicyConformanceError, match=r"counts broken after step 1: dataset 'b': \(asleep, retired, blocked\) cached as \(0, 0, 0\), the columns hold \(1, 0, 0\)"):
+            snooze.check_policy(cls)
+    finally:
+        POLICIES.unregister("test_sleepy")
+
+
+def test_a_policy_that_does_not_report_its_changes_cannot_desync_the_counts() -> None:
+    """Before, the counts were kept from Changes(new=...): this policy made snooze/asleep stay 0 while
+    prompts slept. Now the memory counts the rows the report wrote."""
+
+    class Quiet(Policy):
         def report(self, memory: Any, report: Any) -> Changes | None:
             p = report.prompts()
             memory.columns["counter"][p.rows[p.easy > 0]] += 2
             return None
 
-    cls = _registered("test_sleepy", Sleepy)
-    try:
-        with pytest.raises(snooze.PolicyConformanceError, match=r"counts broken after step \d+: dataset 'a': \(asleep, retired, blocked\) cached as \(0, 0, 0\), the columns hold \(1, 0, 0\)"):
-            snooze.check_policy(cls)
-    finally:
-        POLICIES.unregister("test_sleepy")
-
-    class Honest(Sleepy):  # the same policy, saying what it did
-        def report(self, memory: Any, report: Any) -> Changes | None:
-            p = report.prompts()
-            before = memory.columns["counter"][p.rows].copy()
-            memory.columns["counter"][p.rows[p.easy > 0]] += 2
-            return Changes(p.ds, new=(before == 0) & (memory.columns["counter"][p.rows] > 0))
-
-    cls = _registered("test_honest", Honest)
+    cls = _registered("test_quiet", Quiet)
     try:
         snooze.check_policy(cls)
+        sched = snooze.Scheduler({"a": [{"id": i} for i in range(8)]}, snooze.SchedulerConfig(batch_size=2, group_size=2, policy="test_quiet"))
+        batch = sched.step(lambda c: [[1.0, 1.0]] * len(c))  # every group too easy: each prompt asleep
+        assert batch.metrics["snooze/asleep"] == int(np.count_nonzero(sched.tables[0].counter)) > 0
     finally:
-        POLICIES.unregister("test_honest")
+        POLICIES.unregister("test_quiet")
 
 
 def test_it_catches_a_skip_mask_of_the_wrong_type_and_state_that_does_not_resume() -> None:

@@ -139,7 +139,9 @@ class Report:
 
 class Changes(NamedTuple):
     """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once); ``None``
-    where the policy changes nothing of the kind."""
+    where the policy changes nothing of the kind. They are the step's metrics (``snooze/new``,
+    ``snooze/regressed``, ``filter/new``); the counts of asleep, retired and blocked prompts are the
+    prompt memory's own, derived from the columns the report wrote."""
 
     ds: np.ndarray  # dataset of each prompt
     new: np.ndarray | None = None  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
