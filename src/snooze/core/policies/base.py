@@ -9,7 +9,7 @@ happens to its prompt's future encounters (docs/concepts.md, "Policies"). It may
 - update the prompt memory from each report (:meth:`Policy.report`).
 
 A **skip rule** is the part of ``snooze`` that decides how a too-easy prompt is skipped
-(``SchedulerConfig.skip``: ``counter`` or ``history``); it has the same three hooks.
+(``SnoozeOptions.skip``: ``counter`` or ``history``); it has the same three hooks.
 
 Both are registered by name, as verl registers its advantage estimators, and
 ``SchedulerConfig.policy`` / ``SnoozeOptions.skip`` accept exactly the registered names. Each declares
@@ -210,7 +210,7 @@ class Policy(_Plugin):
 
 
 class SkipRule(_Plugin):
-    """Base class of the skip rules of ``snooze`` (``SchedulerConfig.skip``)."""
+    """Base class of the skip rules of ``snooze`` (``SnoozeOptions.skip``)."""
 
     marks_easy: bool = True
     """A too-easy outcome marks the prompt ``EASY_SNOOZED``, so its next group can count as regressed."""
