@@ -215,7 +215,7 @@ class DictScheduler:
                     self.batch.append((name, pid, row))
             elif mean >= lo + self.config.easy_threshold * (hi - lo):
                 self.totals["new"] += p[0] == 0
-                p[0] += self.config.snooze_factor
+                p[0] += self.config.options.factor
                 p[1] = 1
 
     def finish_step(self) -> list[tuple[str, int, list[float]]]:

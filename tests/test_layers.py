@@ -84,3 +84,87 @@ def test_the_core_and_the_logs_need_numpy_only(package: str) -> None:
     allowed = THIRD_PARTY[package] | set(sys.stdlib_module_names) | {"snooze"}
     bad = [f"{src}:{line} imports {dst}" for src, dst, line in imports() if package_of(src) == package and dst.split(".")[0] not in allowed]
     assert not bad, "\n".join(bad)
+
+
+def _type_checking_lines(tree: ast.AST) -> set[int]:
+    """Lines of the imports under ``if TYPE_CHECKING:`` (never run)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            out |= {n.lineno for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return out
+
+
+@functools.cache
+def run_time_edges() -> dict[str, set[str]]:
+    """Module -> the snooze modules it imports when it runs (inside functions too; not under TYPE_CHECKING).
+    ``from snooze.core.policies import base`` names the module ``snooze.core.policies.base``."""
+    modules = {".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__") for p in SRC.rglob("*.py")}
+    out: dict[str, set[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        skip = _type_checking_lines(tree)
+        edges = out.setdefault(module, set())
+        for node in ast.walk(tree):
+            if node.__dict__.get("lineno") in skip:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("snooze"):
+                subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+                edges |= subs or {node.module}
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names if a.name.startswith("snooze")}
+    return out
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles among modules of one package (each strongly connected set of more than one module,
+    or a module importing itself), found by Tarjan's algorithm."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(edges.get(v, ())):
+            if package_of(w) != package_of(v):
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1 or v in edges.get(v, ()):
+                found.append(sorted(part))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_inside_a_package() -> None:
+    """Within a package, modules import one way too: no module imports (at run time) one that imports it back."""
+    assert not cycles(run_time_edges()), "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles(run_time_edges()))
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    fake = {"snooze.core.config": {"snooze.core.policies"}, "snooze.core.policies": {"snooze.core.policies.base"},
+            "snooze.core.policies.base": {"snooze.core.config"}, "snooze.core.types": {"snooze.core.config"}}  # fmt: skip
+    assert cycles(fake) == [["snooze.core.config", "snooze.core.policies", "snooze.core.policies.base"]]
+    assert not cycles({"snooze.core.a": {"snooze.logs.b"}, "snooze.logs.b": {"snooze.core.a"}})  # across packages: the order's test
+
+
+def test_the_config_imports_nothing_from_the_policies() -> None:
+    """The config reads the registry (snooze.core.options), which the policies fill: never the policies themselves."""
+    assert not {m for m in run_time_edges()["snooze.core.config"] if m.startswith("snooze.core.policies")}
+    assert not {m for m in run_time_edges()["snooze.core.options"] if m.startswith("snooze.core.policies")}

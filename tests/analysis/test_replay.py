@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import snooze
 from snooze.analysis import policy_names, replay_policies
+from snooze.analysis.replay import ReplayPolicy
+from snooze.core.classify import TOO_EASY, TOO_HARD, classify
 from snooze.logs import RewardLog, RewardLogWriter, read_reward_log
 
 G = 4
@@ -160,3 +163,60 @@ def test_replay_equals_the_spec_rule_one_encounter_at_a_time(outcomes: list, fac
         elif outcome == "easy" or (hard and outcome == "hard"):
             counter[pid] = counter.get(pid, 0) + factor
     assert (got["skipped_groups"], got["missed_signal_groups"]) == (skipped, missed)
+
+
+def _reference_counter(outcomes: list[int], factor: int | None, hard: bool) -> tuple[list[bool], int]:
+    """The snooze counter rule for one prompt's encounters, one at a time (the test's oracle)."""
+    counter, snoozed, retired, regressed, out = 0, False, False, 0, []
+    for o in outcomes:
+        if retired or counter > 0:
+            out.append(True)
+            counter -= 0 if retired else 1
+            continue
+        out.append(False)
+        if o != TOO_EASY and snoozed:
+            regressed += 1
+        snoozed = False
+        if o == TOO_EASY:
+            if factor is None:
+                retired = True
+            elif factor > 0:
+                counter, snoozed = counter + factor, True
+        if hard and o == TOO_HARD:
+            counter += factor or 0
+    return out, regressed
+
+
+def test_a_skewed_log_replays_exactly_and_in_linear_memory(tmp_path) -> None:
+    """Issue 27 item 5: one prompt logged many times beside many logged once. The replay runs the core's
+    policies by depth (no [prompts x depth] table) and skips exactly what the rule, encounter by encounter, skips."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from replay_skewed import write_log
+
+    path = tmp_path / "rewards.jsonl"
+    write_log(path, hot=1500, singles=700, group_size=4, seed=3)
+    log = read_reward_log(path)
+    outcomes = classify(log.rewards, (0.0, 1.0), 0.99, 0.01, 1e-6, None)
+    pols = policy_names([0, 1, 3], snooze_hard=True)
+    got = replay_policies(log, pols)
+    prompt, _ = log.prompt_index()
+    for pol in pols:
+        want_skips, want_regressed = 0, 0
+        for p in np.unique(prompt):
+            skips, reg = _reference_counter(outcomes[prompt == p].tolist(), pol.factor, pol.snooze_hard)
+            want_skips, want_regressed = want_skips + sum(skips), want_regressed + reg
+        assert (got[pol.name]["skipped_groups"], got[pol.name]["regressed"]) == (want_skips, want_regressed), pol.name
+    assert got["snooze:3"]["skipped_groups"] > 0 and got["filter"]["skipped_groups"] > 0
+
+
+def test_policies_that_do_not_replay_are_refused_with_the_reason(tmp_path) -> None:
+    path = tmp_path / "rewards.jsonl"
+    path.write_text('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0]}\n')
+    log = read_reward_log(path)
+    for cfg in (snooze.SchedulerConfig(policy="predictive"), snooze.SchedulerConfig(skip="history")):
+        with pytest.raises(snooze.ConfigError, match="does not replay from a log"):
+            replay_policies(log, [ReplayPolicy("x", None, config=cfg)])
+    backoff = ReplayPolicy("snooze-backoff", None, config=snooze.SchedulerConfig(snooze_factor=2, backoff=2.0))
+    assert replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1  # every counter policy replays, backoff too

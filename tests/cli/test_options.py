@@ -27,7 +27,6 @@ from snooze.trainer.loop import TrainConfig
 # (subcommand, config class, fields, the text that says where the default comes from when the option is left out)
 BACKED = [
     ("compare", Profile, compare.PROFILE_OPTIONS, "the profile's"),
-    ("compare", SchedulerConfig, compare.SNOOZE_OPTIONS, None),
     ("compare", SchedulerConfig, compare.ARM_OPTIONS, None),
     ("compare", TrainConfig, ("device",), None),
     ("replay", SchedulerConfig, replay.SCHEDULER_OPTIONS[:1], "the log's first line"),
@@ -62,6 +61,42 @@ def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> 
         else:
             assert action.option_strings[0] == flag(name)
             assert tuple(action.choices or ()) == tuple(field_choices(cls, name) or ())
+
+
+def test_every_policy_option_is_a_compare_option_of_its_options_class() -> None:
+    """The flags of the policy arms come from the registry of options classes: flag = flat name, help =
+    the option's docstring, left out = the arm's (None), choices = the option's (``skip``: the skip rules)."""
+    actions = _actions("compare")
+    seen = set()
+    for policy in POLICIES:
+        cls = POLICIES[policy].Options
+        for key, owner, field in cls.flat_fields(policy):
+            action = actions[key]
+            seen.add(key)
+            assert action.option_strings[0] == flag(key) and action.default is None
+            assert field_help(owner, field).lower() in action.help.lower() and "(default: the arm's" in action.help
+            if field_choices(owner, field):
+                assert tuple(action.choices) == tuple(field_choices(owner, field))
+    assert {"snooze_factor", "snooze_hard", "backoff", "skip", "history_weight", "predict_margin", "predict_recheck"} <= seen
+    assert tuple(actions["skip"].choices) == ("counter", "history")
+
+
+def test_a_registered_policy_with_options_gets_its_flags() -> None:
+    @dataclass(frozen=True)
+    class ProbeOptions(snooze.Options):
+        level: int = 3
+        """How much to probe."""
+
+    @register_policy("cli_probe")
+    class _Probe(Policy):
+        Options = ProbeOptions
+
+    try:
+        actions = _actions("compare")
+        assert actions["cli_probe_level"].option_strings == ["--cli-probe-level"] and "How much to probe." in actions["cli_probe_level"].help
+        assert SchedulerConfig(policy="cli_probe", cli_probe_level=4).options == ProbeOptions(level=4)
+    finally:
+        POLICIES.unregister("cli_probe")
 
 
 def test_choices_are_read_from_the_registry_when_used() -> None:

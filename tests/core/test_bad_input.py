@@ -369,7 +369,7 @@ def test_config_helpers_refuse_unknown_fields_and_take_numpy_numbers() -> None:
     with pytest.raises(snooze.ConfigError, match="takes a mapping"):
         snooze.SchedulerConfig.from_dict([("batch_size", 2)])
     got = snooze.SchedulerConfig(batch_size=np.int64(8), easy_threshold=np.float32(0.5), snooze_hard=np.bool_(True))
-    assert (got.batch_size, type(got.batch_size), type(got.easy_threshold), got.snooze_hard) == (8, int, float, True)
+    assert (got.batch_size, type(got.batch_size), type(got.easy_threshold), got.options.hard) == (8, int, float, True)
     assert snooze.SchedulerConfig.from_dict(got.to_dict()) == got
     for bad, match in [({"batch_size": np.bool_(True)}, "must be an integer"), ({"batch_size": 2.0}, "must be an integer"),
                        ({"carry_surplus": 1}, "True or False")]:  # fmt: skip

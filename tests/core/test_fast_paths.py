@@ -100,10 +100,11 @@ class _General(Report):
 def _apply(memory: PromptMemory, cfg, ds, rows, outcomes, report=Report) -> dict[str, int]:
     """One report through the policy, as Scheduler.report does it; the counts it adds to the metrics."""
     rewards = np.zeros((rows.shape[0], 2))
+    watched = memory.watch(memory.offsets[ds] + rows)
     changes = make_policy(cfg).report(memory, report(ds, memory.offsets[ds] + rows, outcomes, rewards, (0.0, 1.0)))
+    memory.settle(watched)
     if changes is None:
         return {"new": 0, "regressed": 0, "retired": 0}
-    memory.account(changes.ds, changes.new, changes.retired, changes.blocked)
     return {k: int(np.count_nonzero(getattr(changes, k))) for k in ("new", "regressed", "retired")}
 
 

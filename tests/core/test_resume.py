@@ -112,9 +112,9 @@ def test_a_resume_under_a_changed_config_is_announced_and_a_matching_one_is_not(
         snooze.Scheduler.load(tmp_path / "ckpt", datasets())  # the saved config: nothing to say
         assert not caplog.records
         changed = snooze.Scheduler.load(tmp_path / "ckpt", datasets(), cfg.replace(snooze_factor=5, max_gen_rounds=2))
-    assert changed.config.snooze_factor == 5
+    assert changed.config.options.factor == 5
     (record,) = caplog.records
-    assert f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage() and "snooze_factor: saved 2, now 5" in record.getMessage()
+    assert f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage() and "options.factor: saved 2, now 5" in record.getMessage()
 
 
 def test_a_saved_config_field_that_cannot_be_compared_is_reported_not_raised(caplog):

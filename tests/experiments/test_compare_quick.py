@@ -11,12 +11,13 @@ import pytest
 from snooze.cli.main import main
 from snooze.core.config import SchedulerConfig
 from snooze.experiments.compare import (
+    ARMS,
     DEFAULT_ARMS,
     FACTOR_ARMS,
     FIG3_ARMS,
     MAIN_ARMS,
     PROFILES,
-    _arm_config,
+    Arm,
     _data,
     _strata,
 )
@@ -108,33 +109,43 @@ def test_arm_configs_and_strata() -> None:
     easy, hard = sp
     assert max(r["level"] for r in sp[easy]) < min(r["level"] for r in sp[hard])
     assert len(sp[easy]) + len(sp[hard]) == profile.pool_size and set(st) == set(sp)
-    assert _arm_config("snooze", profile, 5, []).snooze_factor == 5
-    quota = _arm_config("fig3-snooze-quota", profile, 5, list(sp))
+    assert ARMS["snooze"].config(profile, []).options.factor == 5
+    quota = ARMS["fig3-snooze-quota"].config(profile, list(sp))
     assert (quota.policy, quota.mix, quota.weights) == ("snooze", "quota", {easy: 1.0, hard: 1.0})
-    assert _arm_config("fig3-filter", profile, 5, list(sp)).mix == "stream"
+    assert ARMS["fig3-filter"].config(profile, list(sp)).mix == "stream"
     assert len(banned) == 2 * profile.pool_size
 
 
-def test_snooze_options_reach_only_the_snooze_arms() -> None:
-    profile = PROFILES["quick"]
+def _cfg(arm: str, **settings: Any) -> SchedulerConfig:
+    return ARMS[arm].config(PROFILES["quick"], ["a", "b"], settings)
+
+
+def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     arms = MAIN_ARMS + FIG3_ARMS
-    snoozing = {arm for arm in arms if arm.removeprefix("fig3-").removesuffix("-quota").split("-f")[0] == "snooze"}
+    snoozing = {arm for arm in arms if ARMS[arm].policy == "snooze"}
     assert snoozing == {"snooze", "snooze-f1", "snooze-f2", "fig3-snooze", "fig3-snooze-quota"}
-    hard = {arm: _arm_config(arm, profile, 5, ["a", "b"], snooze_hard=True).snooze_hard for arm in arms}
+    hard = {arm: getattr(_cfg(arm, snooze_hard=True).options, "hard", False) for arm in arms}
     assert hard == {arm: arm in snoozing for arm in arms}
-    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).snooze_hard for arm in arms)
-    backoff = {arm: _arm_config(arm, profile, 5, ["a", "b"], backoff=2.0).backoff for arm in arms}
-    assert backoff == {arm: 2.0 if arm in snoozing else 1.0 for arm in backoff}
-    skip = {arm: _arm_config(arm, profile, 5, ["a", "b"], skip="history").skip for arm in arms}
-    assert skip == {arm: "history" if arm in snoozing else "counter" for arm in skip}
-    factors = {arm: _arm_config(arm, profile, 3, ["a", "b"]).snooze_factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
+    assert not any(getattr(_cfg(arm).options, "hard", False) for arm in arms)
+    backoff = {arm: _cfg(arm, backoff=2.0).options.backoff for arm in snoozing}
+    assert backoff == {arm: 2.0 for arm in snoozing}
+    skip = {arm: _cfg(arm, skip="history").options.skip for arm in snoozing}
+    assert skip == {arm: "history" for arm in snoozing}
+    assert all(_cfg(arm, skip="history").options == SchedulerConfig(policy=ARMS[arm].policy).options for arm in set(arms) - snoozing)
+    factors = {arm: _cfg(arm, snooze_factor=3).options.factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
     assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --factor sets the snooze arm only
-    pred = _arm_config("predictive", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3, "predict_recheck": 4.0})
-    assert pred.policy == "predictive" and (pred.predict_margin, pred.predict_recheck) == (0.3, 4.0)
-    assert _arm_config("snooze", profile, 5, ["a", "b"], predictive={"predict_margin": 0.3}).predict_margin == SchedulerConfig().predict_margin
-    carried = {arm: _arm_config(arm, profile, 5, ["a", "b"], every_arm={"carry_surplus": True}).carry_surplus for arm in arms}
+    pred = _cfg("predictive", predict_margin=0.3, predict_recheck=4.0)
+    assert pred.policy == "predictive" and (pred.options.margin, pred.options.recheck) == (0.3, 4.0)
+    assert _cfg("snooze", predict_margin=0.3).options == SchedulerConfig().options
+    carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
-    assert not any(_arm_config(arm, profile, 5, ["a", "b"]).carry_surplus for arm in arms)
+    assert not any(_cfg(arm).carry_surplus for arm in arms)
+
+
+def test_an_arm_is_a_named_config_and_a_new_one_needs_no_code() -> None:
+    mine = Arm("snooze-history", "snooze", {"skip": "history", "history_weight": 0.25})
+    cfg = mine.config(PROFILES["quick"], [])
+    assert (cfg.options.skip, cfg.options.rule.weight, cfg.batch_size) == ("history", 0.25, PROFILES["quick"].batch_size)
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

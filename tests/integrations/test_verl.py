@@ -88,7 +88,7 @@ def test_verl_builds_the_snooze_trainer_and_replay_buffer_from_its_own_config(tm
     assert trainer.trainer_mode == "sync" and trainer.registered_mode == "snooze"  # verl's sync branches apply
     assert trainer.config.data.gen_batch_size is None  # not forced to 1 as verl's exact-refill modes do
     cfg = trainer.snooze.config
-    assert (cfg.batch_size, cfg.group_size, cfg.gen_size, cfg.policy, cfg.snooze_factor) == (B, G, B, "snooze", 5)
+    assert (cfg.batch_size, cfg.group_size, cfg.gen_size, cfg.policy, cfg.options.factor) == (B, G, B, "snooze", 5)
     assert cfg.weights == {"gsm": 4.0, "math": 2.0}  # row counts: verl's own uniform sampling over rows
     assert isinstance(trainer.train_dataloader, SnoozePromptLoader) and trainer.snooze.scheduler.names == ["gsm", "math"]
     assert trainer.snooze.options.reward_log == tmp_path / "ckpt" / "snooze_rewards.jsonl"
@@ -385,6 +385,6 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
     trainer._init_tokenizer()
     trainer._init_dataloader()
     cfg = trainer.snooze.config
-    assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.snooze_factor, cfg.max_gen_rounds) == (
+    assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.options.factor, cfg.max_gen_rounds) == (
         256, 256, 8, "snooze", 5, 8)
     assert trainer.snooze.options.reward_log == tmp_path / "run" / "ckpt" / "snooze_rewards.jsonl"

@@ -1,13 +1,28 @@
 """Counterfactual replay: what would ``filter`` or ``snooze:k`` have skipped in a logged run?
 
 Every logged group is one encounter of its prompt. Each policy replays each prompt's encounters in
-log order under the rules of docs/concepts.md ("Policies"):
+log order, and the policy is the core's own (:mod:`snooze.core.policies`, built from a
+:class:`~snooze.SchedulerConfig`): its ``report`` updates a prompt memory from each rolled-out
+encounter, and an encounter is skipped as the scheduler's draw skips it (snooze counter above 0:
+skipped, the counter goes down by 1; retired: passed over). So:
 
-- ``snooze:k``: a counter starts at 0; a rolled-out encounter that is too easy *adds* ``k`` (and,
-  with hard snoozing, a too-hard one adds ``k`` too); an encounter met with the counter above 0 is
-  skipped before any rollout and the counter goes down by 1.
-- ``filter``: the first too-easy rollout retires the prompt; every later encounter is skipped (an
-  unbounded snooze factor).
+- ``snooze:k``: a rolled-out encounter that is too easy *adds* ``k`` to the counter (and, with hard
+  snoozing, a too-hard one adds ``k`` too); ``backoff`` and the other ``SnoozeOptions`` replay as well.
+- ``filter``: the first too-easy rollout retires the prompt; every later encounter is skipped.
+
+**Which policies replay.** Those whose decisions are each prompt's own: no skip mask, no run-level
+state (``filter``, ``snooze`` under ``skip="counter"``, ``dynamic_sampling``, ``grpo``, and a policy of
+your own of that kind). ``skip="history"`` and ``predictive`` do not, and the replay refuses them:
+their skips draw random numbers from the scheduler's streams (dataset, epoch, clock of groups
+generated), which a log of another policy's run does not hold, and ``predictive`` compares each prompt
+with the signal rate of the draws that would *replace* the skipped ones, draws the log never made. A
+replay of them would be a different random process, not the policy.
+
+**Cost.** Linear in the log: encounters are replayed by depth (every prompt's first encounter in one
+vectorised report, then every second one, ...), each depth touching only the prompts that have an
+encounter that deep, so a prompt logged 20,000 times beside 20,000 prompts logged once costs 40,000
+encounters, not a 20,000 x 20,000 table (``benchmarks/replay_skewed.py``). A prompt's own encounters
+stay in log order; prompts do not interact, so the order between them does not matter.
 
 A skipped encounter saves its group (``G`` rollouts). If the *logged* group of a skipped encounter
 had signal, the policy would have missed that signal group.
@@ -28,25 +43,23 @@ import numpy as np
 
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core._checks import as_int
+from snooze.core._memory import BLOCKED, PromptMemory
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
+from snooze.core.policies import Policy, Report, make_policy
 from snooze.logs import RewardLog
 
 __all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
 
 logger = logging.getLogger(__name__)
 
-_UNBOUNDED = np.int64(2**62)  # ``filter`` as a snooze factor no run can count down
-_PAD = np.int8(-1)
-
-
 @dataclass(frozen=True)
 class ReplayPolicy:
     """One policy to replay."""
 
     name: str
-    """Key in the output: ``filter``, ``snooze:<k>`` or ``snooze-hard:<k>``."""
+    """Key in the output: ``filter``, ``snooze:<k>`` or ``snooze-hard:<k>`` (any name with ``config``)."""
 
     factor: int | None
     """Snooze factor ``k``; ``None`` is ``filter`` (retire on the first too-easy outcome)."""
@@ -54,12 +67,22 @@ class ReplayPolicy:
     snooze_hard: bool = False
     """Also snooze too-hard groups (by the same factor)."""
 
+    config: SchedulerConfig | None = None
+    """The policy as a scheduler config (its ``policy`` and ``options``); ``None``: from ``factor`` and ``snooze_hard``."""
+
+    def scheduler_config(self) -> SchedulerConfig:
+        """The config whose policy is replayed."""
+        if self.config is not None:
+            return self.config
+        if self.factor is None:
+            return SchedulerConfig(policy="filter")
+        return SchedulerConfig(policy="snooze", snooze_factor=self.factor, snooze_hard=self.snooze_hard)
+
 
 def policy_names(factors: list[int], snooze_hard: bool = False) -> list[ReplayPolicy]:
     """``filter``, then ``snooze:<k>`` for each factor, then ``snooze-hard:<k>`` when asked."""
     for k in factors:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise ConfigError(f"snooze factor {k!r}: must be an integer >= 0")
+        as_int(k, "snooze factor", 0)
     out = [ReplayPolicy("filter", None)]
     out += [ReplayPolicy(f"snooze:{k}", k) for k in factors]
     if snooze_hard:
@@ -67,47 +90,66 @@ def policy_names(factors: list[int], snooze_hard: bool = False) -> list[ReplayPo
     return out
 
 
-def _encounter_matrix(log: RewardLog, outcomes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(table [P, J], prompt [N], rank [N])``: outcome of each prompt's j-th encounter (``-1`` pad)."""
-    prompt, keys = log.prompt_index()
-    order = np.argsort(prompt, kind="stable")  # groups by prompt, log order within a prompt
-    counts = np.bincount(prompt, minlength=len(keys))  # [P]
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    rank = np.empty(len(log), dtype=np.int64)
-    rank[order] = np.arange(len(log)) - np.repeat(starts, counts)
-    table = np.full((len(keys), int(counts.max())), _PAD, dtype=np.int8)
-    table[prompt, rank] = outcomes
-    return table, prompt, rank
+def _replayable(pol: ReplayPolicy, group_size: int) -> Policy:
+    """The core's policy for ``pol``, or a :class:`ConfigError` saying why it cannot be replayed (module docstring)."""
+    cfg = pol.scheduler_config().replace(group_size=group_size)
+    policy = make_policy(cfg)
+    policy.bind(["log"], [1])
+    if policy.skip_mask is not None or policy.state_dict():
+        raise ConfigError(f"replay policy {pol.name!r} ({cfg.policy}): a policy with a skip mask or run-level state does "
+                          "not replay from a log (its skips depend on the scheduler's streams and replacement draws; "
+                          "snooze.analysis.replay's docstring says why)")
+    return policy
 
 
-def _replay_table(table: np.ndarray, factor: int | None, snooze_hard: bool) -> tuple[np.ndarray, int]:
-    """Skip mask ``bool [P, J]`` and the number of regressions, vectorised over prompts.
+class _Encounters:
+    """The log's groups by prompt (CSR), prompts ordered by how often they were logged: the prompts with a
+    ``j``-th encounter are the first ``active[j]``, their ``j``-th groups ``line[start + j]``. O(N) memory."""
 
-    The loop runs over encounter depth ``J`` (how often the most frequent prompt came up, usually a
-    handful of epochs), never over prompts.
-    """
-    n_prompts, depth = table.shape
-    period = _UNBOUNDED if factor is None else np.int64(factor)
-    counter = np.zeros(n_prompts, dtype=np.int64)
-    easy_snoozed = np.zeros(n_prompts, dtype=bool)
-    skipped = np.zeros(table.shape, dtype=bool)
-    regressed = 0
-    for j in range(depth):
-        outcome = table[:, j]  # [P]
-        valid = outcome != _PAD
-        asleep = valid & (counter > 0)
-        skipped[:, j] = asleep
-        counter[asleep] -= 1
-        rolled = valid & ~asleep
-        easy = rolled & (outcome == TOO_EASY)
-        not_easy = rolled & (outcome != TOO_EASY)
-        regressed += int(np.count_nonzero(not_easy & easy_snoozed))
-        easy_snoozed[not_easy] = False
-        counter[easy] += period
-        if period > 0:
-            easy_snoozed[easy] = True
-        if snooze_hard:
-            counter[rolled & (outcome == TOO_HARD)] += period
+    def __init__(self, prompt: np.ndarray, n_prompts: int) -> None:
+        self.line = np.argsort(prompt, kind="stable")  # [N] groups by prompt, log order within a prompt
+        counts = np.bincount(prompt, minlength=n_prompts)
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        self.by_count = np.argsort(-counts, kind="stable")  # [P] most encountered first
+        self.start = starts[self.by_count]
+        depth = int(counts.max()) if n_prompts else 0
+        self.active = np.searchsorted(-counts[self.by_count], -np.arange(depth), side="left")  # [J] prompts with a j-th encounter
+
+
+def _replay_policy(enc: _Encounters, policy: Policy, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]) -> tuple[np.ndarray, int]:
+    """Skip mask ``bool [N]`` and the number of regressions: the core policy over each depth of encounters.
+    A stretch of depths where every prompt left is asleep or retired is passed over in one go (as many
+    depths as the shortest snooze, within the depths those prompts all have), so a long-logged prompt
+    costs a report only at its rolled-out encounters."""
+    memory = PromptMemory([enc.by_count.shape[0]], policy.columns)
+    counter, flags = memory.columns["counter"], memory.columns["flags"]
+    skipped = np.zeros(outcomes.shape[0], dtype=bool)
+    zeros = np.zeros(enc.by_count.shape[0], dtype=np.int64)
+    active, depth, regressed, j = enc.active, enc.active.shape[0], 0, 0
+    last = np.searchsorted(-active, -active, side="right")  # [J] first depth with fewer prompts than depth j's
+    while j < depth:
+        n = int(active[j])
+        rows, lines = enc.by_count[:n], enc.line[enc.start[:n] + j]
+        count = counter[rows]
+        asleep = count > 0
+        passed = asleep | ((flags[rows] & BLOCKED) != 0)
+        if passed.all():  # nothing rolled out for a while: skip ahead
+            step = int(min(last[j], j + (count[asleep].min() if asleep.any() else depth))) - j
+            for k in range(step) if step < 4 else ():
+                skipped[enc.line[enc.start[:n] + j + k]] = True
+            if step >= 4:
+                skipped[enc.line[(enc.start[:n, None] + j + np.arange(step)[None, :]).ravel()]] = True
+            counter[rows[asleep]] -= step
+            j += step
+            continue
+        skipped[lines[passed]] = True
+        counter[rows[asleep]] -= 1
+        keep = ~passed
+        rolled, at = rows[keep], lines[keep]
+        changes = policy.report(memory, Report(zeros[: rolled.shape[0]], rolled, outcomes[at], rewards[at], reward_range))
+        if changes is not None and changes.regressed is not None:
+            regressed += int(np.count_nonzero(changes.regressed))
+        j += 1
     return skipped, regressed
 
 
@@ -238,8 +280,10 @@ def replay_policies(
     """
     cfg = config if config is not None else SchedulerConfig(group_size=log.group_size)
     outcomes = _classify(log, cfg)
-    table, prompt, rank = _encounter_matrix(log, outcomes)
-    logger.info("replaying %d groups of %d prompts (depth %d)", len(log), table.shape[0], table.shape[1])
+    replayed = {pol.name: _replayable(pol, log.group_size) for pol in policies}  # refused before any work
+    prompt, keys = log.prompt_index()
+    enc = _Encounters(prompt, len(keys))
+    logger.info("replaying %d groups of %d prompts (depth %d)", len(log), len(keys), enc.active.shape[0])
     signal = outcomes == SIGNAL
     dapo = None
     if shape is not None:
@@ -248,8 +292,7 @@ def replay_policies(
     dataset = np.fromiter((names[n] for n in log.datasets), dtype=np.int64, count=len(log))
     out: dict[str, dict[str, Any]] = {}
     for pol in policies:
-        skip_table, regressed = _replay_table(table, pol.factor, pol.snooze_hard)
-        skipped = skip_table[prompt, rank]
+        skipped, regressed = _replay_policy(enc, replayed[pol.name], outcomes, log.rewards, cfg.reward_range)
         out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
         if shape is not None and dapo is not None:
             out[pol.name]["simulated"] = _simulated(

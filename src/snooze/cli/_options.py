@@ -1,19 +1,24 @@
 """Command-line options made from config dataclass fields: the field is the one source of its flag,
 its type, its default, its choices and its help.
 
-``--snooze-factor`` is :attr:`SchedulerConfig.snooze_factor`: its type from the annotation, its
-default from the field, its choices from :func:`snooze.core.config.field_choices` (a ``Literal``, or
+``--max-gen-rounds`` is :attr:`SchedulerConfig.max_gen_rounds`: its type from the annotation, its
+default from the field, its choices from :func:`snooze.core.options.field_choices` (a ``Literal``, or
 the policy/skip registries), its help from the field's docstring (the first paragraph, markup
-removed). Nothing about a field is written in the CLI. A command that overrides another source of
+removed). Nothing about a field is written in the CLI. A policy's options come from its registered
+options class (:func:`add_policy_options`): ``--snooze-factor`` is ``SnoozeOptions.factor``, named by
+its flat name. A command that overrides another source of
 defaults (``snooze compare``'s profile) adds the fields with ``unset="the profile's"``: an option not
 given is ``None`` and leaves the profile's value alone.
 
 >>> import argparse
 >>> from snooze.core.config import SchedulerConfig
 >>> p = argparse.ArgumentParser()
->>> add_options(p, SchedulerConfig, ["snooze_factor", "skip"])
->>> values(p.parse_args(["--snooze-factor", "3"]), ["snooze_factor", "skip"])
-{'snooze_factor': 3, 'skip': 'counter'}
+>>> add_options(p, SchedulerConfig, ["max_gen_rounds"])
+>>> names = add_policy_options(p, "snooze")
+>>> values(p.parse_args(["--snooze-factor", "3"]), ["max_gen_rounds", *names])["snooze_factor"]
+3
+>>> SchedulerConfig(**values(p.parse_args(["--skip", "history"]), names)).options.skip
+'history'
 """
 
 from __future__ import annotations
@@ -33,10 +38,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from snooze.core._checks import INT64_MAX, INT64_MIN
-from snooze.core.config import field_choices
 from snooze.core.errors import ConfigError
+from snooze.core.options import POLICIES, field_choices, options_class
 
-__all__ = ["add_options", "values", "build", "override", "naming_options", "field_help", "flag", "integer"]
+__all__ = ["add_options", "add_policy_options", "values", "build", "override", "naming_options", "field_help", "flag", "integer"]
 
 T = TypeVar("T")
 
@@ -114,15 +119,16 @@ def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _argument(cls: type, name: str, unset: str | None) -> tuple[list[str], dict[str, Any]]:
-    """The ``add_argument`` flags and keywords of field ``name``."""
+def _argument(cls: type, name: str, unset: str | None, key: str | None = None) -> tuple[list[str], dict[str, Any]]:
+    """The ``add_argument`` flags and keywords of field ``name`` (``key``: its flag and dest, if not ``name``)."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
+    key = key or name
     tp, _ = _base(typing.get_type_hints(cls, include_extras=True)[name])
     default = f.default if f.default is not dataclasses.MISSING else None
-    kw: dict[str, Any] = {"dest": name, "default": None if unset is not None else default}
-    flags = [flag(name)]
+    kw: dict[str, Any] = {"dest": key, "default": None if unset is not None else default}
+    flags = [flag(key)]
     if tp is bool and unset is None:
-        flags = [flag(name)] if not default else ["--no-" + name.replace("_", "-")]
+        flags = [flag(key)] if not default else ["--no-" + key.replace("_", "-")]
         kw["action"] = "store_false" if default else "store_true"
     elif tp is bool:
         kw["action"] = argparse.BooleanOptionalAction
@@ -141,7 +147,7 @@ def _argument(cls: type, name: str, unset: str | None) -> tuple[list[str], dict[
     if tp is bool and unset is None and default:
         text = f"Turn off: {text[0].lower()}{text[1:]}"
     if typing.get_origin(tp) is tuple:  # argparse takes "-1,1" for an option: the "=" form passes it
-        text += f" A negative LOW needs the = form: {flag(name)}=-1,1."
+        text += f" A negative LOW needs the = form: {flag(key)}=-1,1."
     kw["help"] = (text + (f" (default: {shown})" if shown else "")).replace("%", "%%")
     return flags, kw
 
@@ -162,6 +168,21 @@ def add_options(
     for name in names:
         flags, kw = _argument(cls, name, unset)
         parser.add_argument(*flags, *(aliases or {}).get(name, ()), **kw)
+
+
+def add_policy_options(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, policy: str, unset: str | None = None,
+    aliases: Mapping[str, Sequence[str]] | None = None,
+) -> list[str]:
+    """One option per option of the registered ``policy``'s options class (and the classes it holds:
+    ``snooze``'s skip rules), flagged by its flat name (``--snooze-factor``, ``--history-weight``);
+    their values, by flat name, are ``SchedulerConfig`` keywords. Returns the flat names."""
+    names = []
+    for key, cls, field in options_class(POLICIES, policy).flat_fields(policy):
+        flags, kw = _argument(cls, field, unset, key)
+        parser.add_argument(*flags, *(aliases or {}).get(key, ()), **kw)
+        names.append(key)
+    return names
 
 
 def values(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:

@@ -27,20 +27,20 @@ PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_s
 TRAIN_OPTIONS = ("device", "checkpoint_every")
 """Fields of :class:`~snooze.trainer.config.TrainConfig` given to every run."""
 
-SNOOZE_OPTIONS = ("snooze_factor", "backoff", "skip", "snooze_hard")
-"""Fields of :class:`~snooze.SchedulerConfig` set on the snooze arms (``--factor`` is ``--snooze-factor``)."""
-
 ARM_OPTIONS = ("carry_surplus",)
-"""Fields of :class:`~snooze.SchedulerConfig` set on every arm."""
+"""Fields of :class:`~snooze.SchedulerConfig` set on every arm. Each policy's options (from the registry
+of options classes) are set on the arms of that policy."""
 
-PREDICTIVE_OPTIONS = ("predict_margin", "predict_hard_margin", "predict_recheck", "predict_backoff")
-"""Fields of :class:`~snooze.SchedulerConfig` set on the ``predictive`` arm."""
+_UNSET = "the arm's, else {default}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from snooze.cli._options import add_options, integer
+    import dataclasses
+
+    from snooze.cli._options import add_options, add_policy_options, integer
     from snooze.cli._paths import input_file, output_folder
     from snooze.core.config import SchedulerConfig
+    from snooze.core.options import POLICIES, options_class
     from snooze.experiments.profiles import PROFILES, Profile
     from snooze.trainer.config import TrainConfig
 
@@ -51,8 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)
-    add_options(parser.add_argument_group("the snooze arms (SchedulerConfig fields)"), SchedulerConfig, SNOOZE_OPTIONS, aliases={"snooze_factor": ["--factor"]})
-    add_options(parser.add_argument_group("the predictive arm (SchedulerConfig fields)"), SchedulerConfig, PREDICTIVE_OPTIONS)
+    for policy in POLICIES:  # one group per policy with options: the flags of its options class
+        cls = options_class(POLICIES, policy)
+        if dataclasses.fields(cls):
+            group = parser.add_argument_group(f"the {policy} arms ({cls.__name__})")
+            add_policy_options(group, policy, unset=_UNSET, aliases={"snooze_factor": ["--factor"]})
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
         "--jobs", type=integer, default=None,
@@ -84,15 +87,18 @@ def run(args: argparse.Namespace) -> int:
     from snooze.core._json import read_json
     from snooze.core.config import SchedulerConfig
     from snooze.core.errors import StateError
+    from snooze.core.options import POLICIES, options_class
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
     from snooze.trainer.config import TrainConfig
 
     _check(args)
-    snooze_arms = values(args, SNOOZE_OPTIONS)
-    predictive = values(args, PREDICTIVE_OPTIONS)
-    every_arm = values(args, ARM_OPTIONS)
-    build(SchedulerConfig, {**snooze_arms, **predictive, **every_arm})  # checked now, before anything is trained
+    settings = values(args, ARM_OPTIONS)
+    for policy in POLICIES:  # each policy's options, checked now (by its options class), before anything is trained
+        given = values(args, [key for key, _, _ in options_class(POLICIES, policy).flat_fields(policy)])
+        build(SchedulerConfig, given, policy=policy)
+        settings.update(given)
+    build(SchedulerConfig, values(args, ARM_OPTIONS))
     train_options = values(args, TRAIN_OPTIONS)
     build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))
@@ -116,11 +122,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
         summary = run_compare(
-            args.out, profile, arms, seeds, factor=snooze_arms["snooze_factor"], device=args.device, cache_dir=args.cache,
-            on_step=on_step, curriculum=args.curriculum, snooze_hard=snooze_arms["snooze_hard"], backoff=snooze_arms["backoff"],
-            threads=args.threads, skip=snooze_arms["skip"], jobs=jobs, predictive=predictive,
-            every_arm=every_arm,
-            checkpoint_every=train_options["checkpoint_every"],
+            args.out, profile, arms, seeds, settings, jobs=jobs, threads=args.threads, cache_dir=args.cache, device=args.device,
+            curriculum=args.curriculum, checkpoint_every=train_options["checkpoint_every"], on_step=on_step,
         )  # fmt: skip
     finally:
         for bar in bars:

@@ -23,10 +23,15 @@ from snooze.core.advantages import grpo_advantages
 from snooze.core.checkpoint import load_state, save_state
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
 from snooze.core.config import SchedulerConfig
+from snooze.core.conformance import check_policy
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from snooze.core.errors import __all__ as _errors
+from snooze.core.options import NoOptions, Options
 from snooze.core.policies import POLICIES, SKIP_RULES, register_policy, register_skip_rule
+from snooze.core.policies.history import HistoryOptions
+from snooze.core.policies.predictive import PredictiveOptions
+from snooze.core.policies.snooze import SnoozeOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
@@ -34,6 +39,11 @@ from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
 __all__ = [
     "Scheduler",
     "SchedulerConfig",
+    "Options",
+    "NoOptions",
+    "SnoozeOptions",
+    "HistoryOptions",
+    "PredictiveOptions",
     "Candidate",
     "Candidates",
     "Batch",
@@ -47,6 +57,7 @@ __all__ = [
     "SKIP_RULES",
     "register_policy",
     "register_skip_rule",
+    "check_policy",
     "grpo_advantages",
     "classify_groups",
     "check_rewards",

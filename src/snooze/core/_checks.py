@@ -21,7 +21,7 @@ import numpy as np
 from snooze.core.errors import ConfigError
 
 __all__ = [
-    "as_int", "as_real", "finite_float", "shown", "lone_surrogate", "check_weights", "check_reward_range", "check_thresholds",
+    "is_int", "as_int", "as_real", "finite_float", "shown", "lone_surrogate", "check_weights", "check_reward_range", "check_thresholds",
     "check_band", "INT64_MIN", "INT64_MAX",
 ]
 
@@ -30,6 +30,12 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # integer ids and steps are held as 
 
 def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_))
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer: any integer type (``int``, numpy's) but ``bool``. The one test of
+    an integer in snooze (config fields, state, logs, curricula, adapters' options)."""
+    return isinstance(value, numbers.Integral) and not _is_bool(value)
 
 
 def finite_float(value: Any) -> float | None:
@@ -49,8 +55,7 @@ def finite_float(value: Any) -> float | None:
 def as_int(value: Any, what: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """``value`` as a Python ``int`` (any integer type but ``bool``) in ``[minimum, maximum]`` (each bound
     where given)."""
-    ok = not _is_bool(value) and isinstance(value, numbers.Integral)
-    if not ok or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+    if not is_int(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         if minimum is not None and maximum is not None:
             bound = f" in [{minimum}, {maximum}]"
         else:
@@ -70,7 +75,7 @@ def as_real(value: Any, what: str, low: float = -math.inf, high: float = math.in
 
 def shown(value: Any) -> str:
     """``repr(value)``, shortened for an integer of many digits (a message must stay one readable line)."""
-    if isinstance(value, numbers.Integral) and not _is_bool(value) and abs(int(value)) >= 10**30:
+    if is_int(value) and abs(int(value)) >= 10**30:
         return f"<an integer of {abs(int(value)).bit_length()} bits>"  # (repr of over 4,300 digits raises ValueError)
     return repr(value)
 

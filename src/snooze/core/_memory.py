@@ -93,15 +93,27 @@ class PromptMemory:
         bounds = list(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
         self.tables = [PromptTable({k: v[lo:hi] for k, v in self.columns.items()}) for lo, hi in bounds]
 
-    def account(self, ds: np.ndarray, new: np.ndarray | None, retired: np.ndarray | None, blocked: np.ndarray | None) -> None:
-        """Keep each table's counts right after a report: ``new`` prompts asleep, newly ``retired`` and
-        newly ``blocked`` ones, one flag per prompt of dataset ``ds`` (``None``: none)."""
+    def watch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Before a policy writes ``rows`` (of the whole memory): what :meth:`settle` needs to keep the
+        cached counts right from the columns themselves, whatever the policy says it did."""
+        u = np.unique(rows)
+        return u, self.columns["counter"][u] > 0, self.columns["flags"][u].copy()
+
+    def settle(self, watched: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """The cached counts of each table after a policy wrote the watched rows: asleep, retired and
+        blocked prompts counted from the columns before and after (derived by the memory, its owner;
+        a policy cannot desync them by what its ``Changes`` say)."""
+        u, asleep0, flags0 = watched
+        flags1 = self.columns["flags"][u]
+        ds = np.searchsorted(self.offsets, u, side="right") - 1
         D = len(self.tables)
-        per = [np.bincount(ds[m], minlength=D).tolist() if m is not None else [0] * D for m in (new, retired, blocked)]
-        for d, t in enumerate(self.tables):
-            t.n_asleep += per[0][d]
-            t.n_retired += per[1][d]
-            t.n_blocked += per[2][d]
+        pairs = (("n_asleep", asleep0, self.columns["counter"][u] > 0), ("n_retired", (flags0 & RETIRED) != 0, (flags1 & RETIRED) != 0),
+                 ("n_blocked", (flags0 & BLOCKED) != 0, (flags1 & BLOCKED) != 0))  # fmt: skip
+        for name, before, after in pairs:
+            delta = np.bincount(ds, weights=after.astype(np.int64) - before.astype(np.int64), minlength=D)
+            if delta.any():
+                for d, t in enumerate(self.tables):
+                    setattr(t, name, getattr(t, name) + int(delta[d]))
 
     def set_excluded(self, d: int, rows: np.ndarray, excluded: bool) -> int:
         """Set or clear ``EXCLUDED`` on dataset ``d``'s ``rows``; how many changed."""

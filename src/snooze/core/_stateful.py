@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from snooze.core._checks import is_int
 from snooze.core.errors import StateError
 
 __all__ = ["Stateful", "state_int", "state_ints", "state_reals", "state_array", "check_rows"]
@@ -31,7 +32,7 @@ class Stateful(Protocol):
 
 def state_int(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
     """``value`` as an ``int`` in ``[low, high]``, or a :class:`StateError` naming ``what``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low or (high is not None and value > high):
+    if not is_int(value) or value < low or (high is not None and value > high):
         raise StateError(f"{what}={value!r} is out of range; the state is corrupt")
     return int(value)
 

@@ -1,9 +1,11 @@
-"""`SchedulerConfig`: every knob of batch construction, validated once, frozen.
+"""`SchedulerConfig`: every knob of batch construction, validated once, frozen; the policy's own
+knobs are its options (``options``: :mod:`snooze.core.options`).
 
 Each field's docstring is its only help text; the CLI builds its options from the fields (name,
 type, default, docstring, choices: :mod:`snooze.cli._options`). The choices of a field are its
-``Literal`` values, or, for ``policy`` and ``skip``, the names registered in
-:mod:`snooze.core.policies` (:func:`field_choices` reads either). Thresholds and the reward band are
+``Literal`` values, or, for ``policy``, the names registered in :mod:`snooze.core.policies`
+(:func:`field_choices` reads either). This module imports nothing from the policies: it reads their
+registry (:mod:`snooze.core.options`) when a config is made. Thresholds and the reward band are
 fractions of the reward range, so the same config works for rewards in ``[0, 1]`` and in ``[-1, 1]``;
 whether a group carries signal does not depend on the range.
 """
@@ -11,64 +13,34 @@ whether a group carries signal does not depend on the range.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
-import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights
+from snooze.core._checks import as_int, check_band, check_reward_range, check_thresholds, check_weights
 from snooze.core.errors import ConfigError
-from snooze.core.policies import POLICIES, SKIP_RULES
+from snooze.core.options import (
+    POLICIES,
+    Choices,
+    Options,
+    all_flat_names,
+    check_known,
+    field_choices,
+    options_class,
+    policy_of,
+    take_flat,
+)
 
-__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "PolicyName", "SkipName", "OnShort", "OutOfRange", "Mix", "AdvantageScale"]
-
-
-@dataclass(frozen=True)
-class Choices:
-    """``Annotated`` metadata: a ``str`` field whose allowed values are a registry's names, read when used."""
-
-    names: Callable[[], tuple[str, ...]]
+__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "migrate", "PolicyName", "OnShort", "OutOfRange", "Mix", "AdvantageScale"]
 
 
 PolicyName = Annotated[str, Choices(lambda: tuple(POLICIES))]
-SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
 OnShort = Literal["partial", "pad", "raise"]
 OutOfRange = Literal["raise", "accept"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)
-
-
-def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
-    """The values field ``name`` of dataclass ``cls`` may take: its ``Literal`` values, or the names of
-    the registry in its ``Choices`` annotation; ``None`` when it is not a choice. The one source of a
-    field's choices (config validation and the CLI read it).
-
-    >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
-    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive'))
-    >>> field_choices(SchedulerConfig, "batch_size") is None
-    True
-    """
-    return _choices_of(_hints(cls)[name])
-
-
-def _choices_of(tp: Any) -> tuple[Any, ...] | None:
-    origin = typing.get_origin(tp)
-    if origin is Annotated:
-        base, *extras = typing.get_args(tp)
-        found = [m.names() for m in extras if isinstance(m, Choices)]
-        return found[0] if found else _choices_of(base)
-    if origin is Literal:
-        return typing.get_args(tp)
-    return None
 
 
 @dataclass(frozen=True)
@@ -90,58 +62,17 @@ class SchedulerConfig:
     too-easy prompts for their next ``snooze_factor`` encounters), ``predictive`` (drop; skip an
     encounter when the prompt's predicted chance of a signal group is below the stream's signal rate)."""
 
-    snooze_factor: int = 5
-    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
-    0 behaves as ``dynamic_sampling``; the seed's experiments use 5."""
+    options: Options | None = None
+    """The policy's own options, an instance of its options class (``SnoozeOptions``, ``PredictiveOptions``,
+    ...; a mapping of option name to value is taken too), ``None``: the policy's defaults. The flat names of
+    earlier releases (``snooze_factor=5``, ``predict_margin=1.0``) are taken as keywords and moved here
+    (docs/concepts.md, "Policy options")."""
 
     easy_threshold: float = 0.99
     """A no-signal group whose mean is at least this fraction of the reward range is too easy."""
 
     hard_threshold: float = 0.01
     """A no-signal group whose mean is at most this fraction of the reward range is too hard."""
-
-    snooze_hard: bool = False
-    """Also snooze too-hard prompts (off by default: the seed snoozes only the easy side)."""
-
-    hard_snooze_factor: int | None = None
-    """Encounters a too-hard prompt is skipped for when ``snooze_hard``; ``None``: ``snooze_factor``."""
-
-    backoff: float = 1.0
-    """Growth of the snooze period for prompts that stay easy after waking: the k-th consecutive
-    too-easy outcome adds ``round(snooze_factor * backoff**(k-1))``. 1.0 is the seed's behaviour."""
-
-    max_snooze: int = 1_000_000
-    """Cap on a single snooze period under ``backoff`` (encounters)."""
-
-    skip: SkipName = "counter"
-    """How ``snooze`` decides to skip a too-easy prompt: ``counter`` (the seed's rule: a too-easy
-    outcome adds ``snooze_factor`` encounters to skip) or ``history`` (beyond the seed, docs/concepts.md:
-    each encounter is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is the chance its
-    group would be all-correct, ``p`` the prompt's pass rate averaged over its past groups, and
-    ``k = snooze_factor`` caps it so a prompt that stays solved is skipped for ``k`` encounters on
-    average, as under ``counter``; a prompt whose groups start failing comes back at once)."""
-
-    history_weight: float = 0.5
-    """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
-
-    predict_margin: float = 0.5
-    """``policy="predictive"``: skip an encounter when the prompt's predicted chance of a signal group
-    is below this times the signal rate of the stream's recent draws (1.0: exactly when a replacement
-    draw is expected to give more signal; smaller skips less; 0.5 was chosen on dev seeds,
-    docs/reference-experiment.md)."""
-
-    predict_hard_margin: float | None = None
-    """``policy="predictive"``: the margin of prompts whose last groups were too hard (all wrong);
-    ``None``: ``predict_margin``; 0: never skip a prompt for being too hard."""
-
-    predict_recheck: float = 2.0
-    """``policy="predictive"``: passes after which a skipped prompt is looked at again (drawn in
-    [1/2, 3/2) of it at each group), so forgetting is seen and predictions stay measured. A pass is as
-    many groups of the prompt's dataset as it has prompts (what DAPO generates to look at each once)."""
-
-    predict_backoff: float = 2.0
-    """``policy="predictive"``: the re-look period grows by this factor per too-easy group in a row
-    after the first (1.0: a fixed period)."""
 
     signal_tol: float = 1e-6
     """A group carries signal when the population std of its rewards exceeds this times
@@ -190,46 +121,40 @@ class SchedulerConfig:
     shuffle: bool = True
     """Each epoch of a dataset is a fresh seeded permutation; ``False``: the dataset's own order, every epoch."""
 
-    def __post_init__(self) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        """Fields by name (or, in their order, by position); the flat option names of earlier releases
+        (``snooze_factor=5``) are moved into ``options`` (:func:`migrate`). An unknown keyword is a
+        :class:`ConfigError` naming the nearest field, as ``from_dict`` and ``replace`` report it."""
+        names = [f.name for f in dataclasses.fields(self)]
+        if len(args) > len(names):
+            raise ConfigError(f"SchedulerConfig takes at most {len(names)} positional arguments, got {len(args)}; pass fields by name")
+        twice = sorted(set(names[: len(args)]) & set(kwargs))
+        if twice:
+            raise ConfigError(f"SchedulerConfig: field(s) {twice} given both by position and by name")
+        given = migrate({**dict(zip(names, args)), **kwargs})
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, given.get(f.name, f.default))
+        self._check()
+
+    def _check(self) -> None:
         for name, minimum in _INTS.items():
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum))
-        for name in ("policy", "skip", "on_short", "mix", "advantage", "out_of_range"):
+        for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
-        for name in ("snooze_hard", "carry_surplus", "shuffle"):
+        for name in ("carry_surplus", "shuffle"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: must be True or False")
             _set(self, name, bool(getattr(self, name)))
-        _set(self, "history_weight", as_real(self.history_weight, "history_weight", allowed="in (0, 1]"))
-        if not 0.0 < self.history_weight <= 1.0:
-            raise ConfigError(f"history_weight={self.history_weight!r}: must be in (0, 1]")
         easy, hard, tol = check_thresholds(self.easy_threshold, self.hard_threshold, self.signal_tol)
         _set(self, "easy_threshold", easy)
         _set(self, "hard_threshold", hard)
         _set(self, "signal_tol", tol)
-        _set(self, "backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
         _set(self, "reward_range", check_reward_range(self.reward_range))
         _set(self, "reward_band", check_band(self.reward_band))
         if self.weights is not None:
             _set(self, "weights", check_weights(self.weights))
-        self._check_predictive()
-
-    def _check_predictive(self) -> None:
-        """The ``predictive`` policy's fields."""
-        _set(self, "predict_backoff", as_real(self.predict_backoff, "predict_backoff", 1.0,
-                                              allowed="a finite number >= 1.0 (1.0 disables it)"))
-        m = as_real(self.predict_margin, "predict_margin", 0.0,
-                    allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)")
-        if m <= 0:
-            raise ConfigError(f"predict_margin={self.predict_margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
-        _set(self, "predict_margin", m)
-        if self.predict_hard_margin is not None:
-            _set(self, "predict_hard_margin", as_real(self.predict_hard_margin, "predict_hard_margin", 0.0,
-                 allowed="a finite number >= 0 (0: never skip too-hard prompts), or None"))
-        r = as_real(self.predict_recheck, "predict_recheck", 0.0, allowed="a finite number of passes > 0")
-        if r <= 0:
-            raise ConfigError(f"predict_recheck={self.predict_recheck!r}: must be a finite number of passes > 0")
-        _set(self, "predict_recheck", r)
+        _set(self, "options", _policy_options(self.policy, self.options))
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -242,45 +167,63 @@ class SchedulerConfig:
         """Where a recorded reward may lie: ``reward_range``, or anything finite under ``out_of_range="accept"``."""
         return (-np.inf, np.inf) if self.out_of_range == "accept" else self.reward_range
 
-    @property
-    def drops_zero_signal(self) -> bool:
-        """Whether zero-signal groups are kept out of the batch (every built-in policy but ``grpo``)."""
-        return not POLICIES[self.policy].trains_on_zero_signal
-
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (used in saved state and run metadata)."""
         out = dataclasses.asdict(self)
         out["reward_range"] = list(self.reward_range)
         out["reward_band"] = None if self.reward_band is None else list(self.reward_band)
+        out["options"] = self.options.to_dict() if self.options is not None else None
         return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SchedulerConfig:
-        """Inverse of :meth:`to_dict`; unknown keys are an error that names them."""
+        """Inverse of :meth:`to_dict`, and the one-time migration of a saved config of an earlier release
+        (flat option names, every policy's among them: the options of policies other than the saved one
+        had no effect and are dropped, :func:`migrate`); unknown keys are an error that names them."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}")
-        _check_fields(cls, data)
-        kwargs = dict(data)
+        kwargs = migrate(data)
         for key in ("reward_range", "reward_band"):
             if isinstance(kwargs.get(key), list):  # JSON has no tuples
                 kwargs[key] = tuple(kwargs[key])
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> SchedulerConfig:
-        """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`."""
-        _check_fields(type(self), changes)
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`.
+        A flat option name changes that option of the current options; a new ``policy`` without
+        ``options`` starts from that policy's defaults."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if "policy" in changes and changes["policy"] != self.policy and "options" not in changes:
+            fields["options"] = None
+        return type(self)(**{**fields, **changes})
 
 
 def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
-    """``"snooze_factor: saved 5, now 2"`` for each field of ``now`` that differs from ``saved`` (a state's
-    ``meta.config``; a field it lacks, from an older snooze, counts as its default).
+    """``"options.factor: saved 5, now 2"`` for each field (and option) of ``now`` that differs from
+    ``saved`` (a state's ``meta.config``, migrated first when an earlier release wrote it; a field it
+    lacks counts as its default).
 
     >>> config_changes(SchedulerConfig(snooze_factor=5).to_dict(), SchedulerConfig(snooze_factor=2))
-    ['snooze_factor: saved 5, now 2']
+    ['options.factor: saved 5, now 2']
     """
-    default, current = SchedulerConfig().to_dict(), now.to_dict()
-    return [f"{k}: saved {saved.get(k, default[k])!r}, now {v!r}" for k, v in current.items() if _differs(saved.get(k, default[k]), v)]
+    try:
+        saved = SchedulerConfig.from_dict(saved).to_dict()
+    except ConfigError:  # a damaged saved config: compared as it is (each damaged field counts as changed)
+        pass
+    default = _flat_items(SchedulerConfig(policy=now.policy).to_dict())
+    current, before = _flat_items(now.to_dict()), _flat_items(saved)
+    return [f"{k}: saved {before.get(k, default.get(k))!r}, now {v!r}" for k, v in current.items() if _differs(before.get(k, default.get(k)), v)]
+
+
+def _flat_items(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"options": {"factor": 5}}`` -> ``{"options.factor": 5}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if k in ("options", "rule") and isinstance(v, Mapping):
+            out.update(_flat_items(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _differs(saved: Any, now: Any) -> bool:
@@ -290,10 +233,9 @@ def _differs(saved: Any, now: Any) -> bool:
         return True
 
 
-_INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "snooze_factor": 0, "hard_snooze_factor": 0,
-         "max_snooze": 1, "max_gen_rounds": 1, "epochs": 1}  # fmt: skip
+_INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1}
 """Integer fields and their minimum."""
-_OPTIONAL = ("gen_batch_size", "hard_snooze_factor", "epochs")
+_OPTIONAL = ("gen_batch_size", "epochs")
 """Integer fields that may be ``None``."""
 
 
@@ -301,40 +243,75 @@ def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
     object.__setattr__(cfg, name, value)  # frozen: the checked value (a numpy number as a Python one) replaces the given one
 
 
-def _check_fields(cls: type, data: Mapping[Any, Any]) -> None:
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known, key=repr)
-    if unknown:
-        near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known, n=1)]
-        hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
-        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}")
+def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
+    """``SchedulerConfig`` keywords with the flat option names moved into ``options``, the options built
+    (an error names the flat name it came from); a key that is neither a field nor a flat name is a
+    :class:`ConfigError` naming the nearest name.
+
+    Each registered policy's options have flat names (:func:`snooze.core.options.flat_names`:
+    ``snooze_factor`` -> ``SnoozeOptions.factor``, ``history_weight`` -> ``HistoryOptions.weight`` under
+    ``skip="history"``, ``predict_margin`` -> ``PredictiveOptions.margin``, ...). Those of the
+    config's policy set its options (over ``options`` where both are given). Those of another policy
+    are checked (a bad value is an error still) and dropped: they never had an effect, and a saved
+    config of an earlier release holds every policy's (the one-time migration of old states)."""
+    out = dict(given)
+    if isinstance(out.get("options"), Options) and "policy" not in out:
+        out["policy"] = policy_of(out["options"])
+    policy = out.get("policy", _DEFAULT_POLICY)
+    names = all_flat_names()
+    flat = {k: out.pop(k) for k in list(out) if isinstance(k, str) and k not in _FIELDS and k in names}
+    check_known(SchedulerConfig, out, names)
+    if not flat:
+        return out
+    _check_choice_value("policy", policy, tuple(POLICIES))
+    options, rest = take_flat(policy, out.get("options"), flat)
+    if len(rest) < len(flat):
+        try:
+            options = _policy_options(policy, options)
+        except ConfigError as exc:  # name the flat keyword the caller wrote (``predict_margin=0``, not ``margin=0``)
+            text = str(exc)
+            used = {f: k for k, f in _fields_of(policy).items() if k in flat and k not in rest}
+            bad = next((f for f in used if text.startswith(f"{f}=")), None)
+            raise ConfigError(used[bad] + text[len(bad):] if bad else text) from None
+        out["options"] = options
+    for key, value in rest.items():  # another policy's: checked as its options would check it, then dropped
+        cls, field = names[key]
+        try:
+            cls.from_dict({field: value})
+        except ConfigError as exc:
+            text = str(exc)
+            raise ConfigError(key + text[len(field):] if text.startswith(f"{field}=") else text) from None
+    return out
 
 
-def _fields_checked(init: Callable[..., None]) -> Callable[..., None]:
-    """The dataclass ``__init__`` with an unknown keyword (a misspelt field) or too many positional
-    arguments as a :class:`ConfigError`, as ``from_dict`` and ``replace`` report them, not a ``TypeError``."""
-
-    @functools.wraps(init)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        _check_fields(type(self), kwargs)
-        fields = [f.name for f in dataclasses.fields(self)]
-        if len(args) > len(fields):
-            raise ConfigError(f"{type(self).__name__} takes at most {len(fields)} positional arguments, got {len(args)}; "
-                              "pass fields by name")
-        twice = sorted(set(fields[: len(args)]) & set(kwargs))
-        if twice:
-            raise ConfigError(f"{type(self).__name__}: field(s) {twice} given both by position and by name")
-        init(self, *args, **kwargs)
-
-    return checked
+def _fields_of(policy: str) -> dict[str, str]:
+    """Flat name -> field of every option of the policy's options (the names an error may start with)."""
+    return {key: field for key, _, field in options_class(POLICIES, policy).flat_fields(policy)}
 
 
-SchedulerConfig.__init__ = _fields_checked(SchedulerConfig.__init__)  # type: ignore[method-assign]
+def _policy_options(policy: str, options: Any) -> Options:
+    """``options`` as the policy's options class: ``None`` its defaults, a mapping built into it."""
+    cls = options_class(POLICIES, policy)
+    if options is None:
+        return cls()
+    if isinstance(options, Mapping):
+        return cls.from_dict(options)
+    if type(options) is not cls:
+        raise ConfigError(f"options={options!r}: policy {policy!r} takes {cls.__name__} (or a mapping of its fields), "
+                          f"not {type(options).__name__}")
+    return options
 
 
 def _check_choice(cfg: SchedulerConfig, name: str) -> None:
-    value, allowed = getattr(cfg, name), field_choices(type(cfg), name) or ()
+    _check_choice_value(name, getattr(cfg, name), field_choices(type(cfg), name) or ())
+
+
+def _check_choice_value(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}={value!r}: must be one of {', '.join(map(repr, allowed))}")
 
 
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(SchedulerConfig))
+_DEFAULT_POLICY = next(f.default for f in dataclasses.fields(SchedulerConfig) if f.name == "policy")

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from snooze.core._checks import INT64_MAX, check_weights, finite_float, shown
+from snooze.core._checks import INT64_MAX, check_weights, finite_float, is_int, shown
 from snooze.core._files import read_regular
 from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError, StateError
@@ -119,7 +119,7 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
         )
     if "step" in raw:
         step = raw["step"]
-        if isinstance(step, bool) or not isinstance(step, int) or not 1 <= step <= INT64_MAX or len(raw) != 1:
+        if not is_int(step) or not 1 <= step <= INT64_MAX or len(raw) != 1:
             raise ConfigError(f"{_where(source, path)}: {{'step': N}} needs one integer N in [1, 2**63 - 1] and nothing else")
         return Condition(step=step)
     unknown = sorted(set(raw) - {"metric", "op", "value", "for_steps"})
@@ -133,7 +133,7 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
         raise ConfigError(f"{_where(source, path)}.op: {op!r} is not one of {list(_OPS)}")
     if finite_float(value) is None:
         raise ConfigError(f"{_where(source, path)}.value: {shown(value)} is not a finite number")
-    if isinstance(for_steps, bool) or not isinstance(for_steps, int) or not 1 <= for_steps <= INT64_MAX:
+    if not is_int(for_steps) or not 1 <= for_steps <= INT64_MAX:
         raise ConfigError(f"{_where(source, path)}.for_steps: {shown(for_steps)} is not an integer in [1, 2**63 - 1]")
     if not isinstance(raw["metric"], str) or not raw["metric"]:
         raise ConfigError(f"{_where(source, path)}.metric: {raw['metric']!r} is not a metric name")

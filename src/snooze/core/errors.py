@@ -17,6 +17,7 @@ __all__ = [
     "StateError",
     "StateMismatchError",
     "IntegrationError",
+    "PolicyConformanceError",
 ]
 
 
@@ -66,3 +67,7 @@ class StateMismatchError(StateError):
 
 class IntegrationError(SnoozeError, RuntimeError):
     """A training framework handed the adapter something it cannot use."""
+
+
+class PolicyConformanceError(SnoozeError, AssertionError):
+    """A policy broke the plug-in contract (:func:`snooze.check_policy` says which rule, and how)."""

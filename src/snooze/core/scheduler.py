@@ -281,7 +281,9 @@ class Scheduler:
         at = self.memory.offsets[ds] + rows
         if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
             self._undo.keep_memory(self.memory.columns, at)
+        watched = self.memory.watch(at)
         changes = self.policy.report(self.memory, Report(ds, at, outcomes, arr, cfg.reward_range))
+        self.memory.settle(watched)  # the cached counts, from the columns the policy wrote
         self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
             self._count_changes(changes)
@@ -290,7 +292,6 @@ class Scheduler:
         return outcomes
 
     def _count_changes(self, changes: Changes) -> None:
-        self.memory.account(changes.ds, changes.new, changes.retired, changes.blocked)
         for key, flags in (("snooze/new", changes.new), ("snooze/regressed", changes.regressed), ("filter/new", changes.retired)):
             if flags is not None:
                 self.counts.add(key, np.count_nonzero(flags))

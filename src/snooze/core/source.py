@@ -43,6 +43,7 @@ class Source:
         self.ids = _check_ids(name, ids)
         self._get_record = get_record
         self._fingerprint: str | None = None
+        self._index: dict[Any, int] | None = None  # id -> row, built at the first rows_of
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -77,7 +78,9 @@ class Source:
     def rows_of(self, ids: Iterable[Any]) -> np.ndarray:
         """Row numbers of the given ids (``-1`` where an id is unknown, or is not a string or an integer:
         ``True`` is not the id ``1``)."""
-        index = {v: i for i, v in enumerate(self.ids.tolist())}
+        if self._index is None:  # built once: the ids never change (was a dict of the whole dataset per call)
+            self._index = {v: i for i, v in enumerate(self.ids.tolist())}
+        index = self._index
         keys = (_plain(i) for i in ids)
         return np.array([index.get(k, -1) if type(k) in (int, str) else -1 for k in keys], dtype=np.int64)
 

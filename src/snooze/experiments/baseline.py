@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from snooze.core._checks import is_int
 from snooze.core._files import open_regular
 from snooze.core._json import read_json
 from snooze.core.errors import ConfigError, DataError
@@ -57,7 +58,7 @@ class BaselineConfig:
     def __post_init__(self) -> None:
         for name in ("samples", "pool_size", "test_size", "chunk"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_int(value) or value < 1:
                 raise ConfigError(f"BaselineConfig.{name}={value!r}: must be an integer >= 1")
         check_temperature(self.temperature, "BaselineConfig.temperature")
 

@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,47 +37,63 @@ from snooze.experiments.summary import summarise, summary_table
 from snooze.logs import METRICS_FILE
 
 __all__ = [
-    "Profile", "PROFILES", "ARMS", "DEFAULT_ARMS", "MAIN_ARMS", "FIG3_ARMS", "FACTOR_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
+    "Profile", "PROFILES", "Arm", "arm_of", "ARMS", "DEFAULT_ARMS", "MAIN_ARMS", "FIG3_ARMS", "FACTOR_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-MAIN_ARMS: tuple[str, ...] = ("grpo", "dynamic_sampling", "filter", "snooze", "snooze-f1", "snooze-f2", "predictive")
-FIG3_ARMS: tuple[str, ...] = ("fig3-filter", "fig3-snooze", "fig3-snooze-quota")
-ARMS: tuple[str, ...] = MAIN_ARMS + FIG3_ARMS
+@dataclass(frozen=True)
+class Arm:
+    """One arm of the comparison: a named scheduler config over the task mix (or, ``fig3``, over the
+    figure-3 strata at equal weight). ``settings``: ``SchedulerConfig`` keywords of the arm, flat option
+    names included (``{"snooze_factor": 1}``); they win over the comparison's own (``run_compare``'s
+    ``settings``). ``cost``: start order with several jobs (higher first: the ones that generate most)."""
+
+    name: str
+    policy: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    fig3: bool = False
+    cost: int = 0
+
+    def config(self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None) -> SchedulerConfig:
+        """The arm's ``SchedulerConfig`` under ``profile``: the profile's sizes, the comparison's
+        ``settings`` (each arm takes those of its policy and of every policy: another policy's options are
+        dropped), then the arm's own; figure-3 arms weigh the ``strata`` equally."""
+        base = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
+        if self.fig3:
+            base["weights"] = {s: 1.0 for s in strata}
+        return SchedulerConfig(**base, policy=self.policy, **{**dict(settings or {}), **self.settings})
+
+
+ARMS: dict[str, Arm] = {a.name: a for a in (
+    Arm("grpo", "grpo", cost=0),
+    Arm("dynamic_sampling", "dynamic_sampling", cost=7),
+    Arm("filter", "filter", cost=3),
+    Arm("snooze", "snooze", cost=4),
+    Arm("snooze-f1", "snooze", {"snooze_factor": 1}, cost=6),
+    Arm("snooze-f2", "snooze", {"snooze_factor": 2}, cost=5),
+    Arm("predictive", "predictive", cost=2),
+    Arm("fig3-filter", "filter", fig3=True, cost=1),
+    Arm("fig3-snooze", "snooze", fig3=True, cost=8),
+    Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9),
+)}  # fmt: skip
 """Every arm ``snooze compare`` knows, in the order of its table."""
-FACTOR_ARMS: dict[str, int] = {"snooze-f1": 1, "snooze-f2": 2}
+MAIN_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if not a.fig3)
+FIG3_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.fig3)
+FACTOR_ARMS: dict[str, int] = {n: a.settings["snooze_factor"] for n, a in ARMS.items() if "snooze_factor" in a.settings}
 """Snooze arms at a fixed factor (the ``snooze`` arm takes ``--factor``, 5 by default)."""
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in ARMS if a not in FACTOR_ARMS)
 """The arms run when ``--arms`` is not given: all but the factor sweep, so the default profile keeps its
 15-minute budget on 2 cores (``--arms all`` adds snooze at factors 1 and 2: about 5 minutes more)."""
-_COST = {"fig3-snooze-quota": 0, "fig3-snooze": 1, "dynamic_sampling": 2, "snooze-f1": 3, "snooze-f2": 4, "snooze": 5, "filter": 6,
-         "predictive": 7, "fig3-filter": 8, "grpo": 9}  # fmt: skip
-"""Order runs start in with several jobs: the ones that generate most first (a shorter makespan)."""
 
 
-def _arm_config(
-    arm: str,
-    profile: Profile,
-    factor: int,
-    strata: Sequence[str],
-    snooze_hard: bool = False,
-    backoff: float = 1.0,
-    skip: str = "counter",
-    predictive: Mapping[str, Any] | None = None,
-    every_arm: Mapping[str, Any] | None = None,
-) -> SchedulerConfig:
-    factor = FACTOR_ARMS.get(arm, factor)
-    base = SchedulerConfig(batch_size=profile.batch_size, group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds, snooze_factor=factor, **(every_arm or {}))
-    policy = "snooze" if arm in FACTOR_ARMS else arm.removeprefix("fig3-").removesuffix("-quota")
-    cfg = base.replace(policy=policy)
-    if policy == "snooze":
-        cfg = cfg.replace(snooze_hard=snooze_hard, backoff=backoff, skip=skip)
-    if policy == "predictive" and predictive:
-        cfg = cfg.replace(**predictive)
-    if arm.startswith("fig3-"):
-        cfg = cfg.replace(weights={s: 1.0 for s in strata}, mix="quota" if arm.endswith("-quota") else "stream")
-    return cfg
+def arm_of(arm: str | Arm) -> Arm:
+    """An arm by name (or the :class:`Arm` itself); an unknown name is a :class:`ConfigError`."""
+    if isinstance(arm, Arm):
+        return arm
+    if arm not in ARMS:
+        raise ConfigError(f"unknown arm {arm!r}: choose from {', '.join(ARMS)}")
+    return ARMS[arm]
 
 
 def _data(profile: Profile, tasks: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], set[str]]:
@@ -174,30 +190,24 @@ def _base_accuracy(profile: Profile, model_cfg: Any, state: Mapping[str, Any], t
 def run_compare(
     out: Path,
     profile: Profile,
-    arms: Sequence[str],
+    arms: Sequence[str | Arm],
     seeds: int,
-    factor: int = 5,
-    device: str = "cpu",
-    cache_dir: Path | None = None,
-    on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
-    curriculum: Path | None = None,
-    snooze_hard: bool = False,
-    backoff: float = 1.0,
-    threads: int | None = None,
-    skip: str = "counter",
+    settings: Mapping[str, Any] | None = None,
+    *,
     jobs: int = 1,
-    predictive: Mapping[str, Any] | None = None,
+    threads: int | None = None,
+    cache_dir: Path | None = None,
+    device: str = "cpu",
+    curriculum: Path | None = None,
     checkpoint_every: int = 50,
-    every_arm: Mapping[str, Any] | None = None,
+    on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
 
+    ``arms``: names in :data:`ARMS` or :class:`Arm` objects of your own. ``settings``: ``SchedulerConfig``
+    keywords for every arm, flat option names included (``{"snooze_factor": 3, "predict_margin": 0.3,
+    "carry_surplus": True}``: each arm takes its policy's; an arm's own settings win).
     ``curriculum``: a curriculum file for the main arms (each run loads its own copy).
-    ``snooze_hard``: the snooze arms also snooze too-hard groups (``SchedulerConfig.snooze_hard``).
-    ``backoff``: the snooze arms' period grows by this factor per consecutive too-easy outcome.
-    ``skip``: the snooze arms' skipping rule (``SchedulerConfig.skip``: ``counter`` or ``history``).
-    ``predictive``: ``SchedulerConfig`` fields of the ``predictive`` arm (``predict_margin``, ...; default: the config's).
-    ``every_arm``: ``SchedulerConfig`` fields set on every arm (``carry_surplus``; default: the config's).
     ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
     ``threads``: torch CPU threads of each run (default 1). A run's numbers depend on its thread count,
@@ -211,35 +221,33 @@ def run_compare(
     from snooze.experiments.runner import RunSpec, run_all
 
     t0 = time.perf_counter()
-    unknown = sorted(set(arms) - set(ARMS))
-    if unknown:
-        raise ConfigError(f"unknown arm(s) {unknown}: choose from {', '.join(ARMS)}")
+    chosen = [arm_of(a) for a in arms]
+    settings = dict(settings or {})
     threads = threads or 1
     pools, tests, banned = _data(profile, profile.tasks)
+    strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
+    configs = {a.name: a.config(profile, list(strata_pools if a.fig3 else pools), settings) for a in chosen}  # checked before anything runs
     if curriculum is not None:
-        if not any(a in MAIN_ARMS for a in arms):
+        if all(a.fig3 for a in chosen):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
-    strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
     out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused comparison writes nothing
     torch.set_num_threads(threads)
     model_cfg, base = profile_base(profile, cache_dir, device, banned)
     base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
     specs = []
-    for arm in sorted(arms, key=lambda a: _COST.get(a, 0)) if jobs > 1 else arms:
-        fig3 = arm in FIG3_ARMS
-        sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive, every_arm)
-        for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if fig3 else seeds)):
-            cur = curriculum if not fig3 else None
-            specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
+    for arm in sorted(chosen, key=lambda a: -a.cost) if jobs > 1 else chosen:
+        for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if arm.fig3 else seeds)):
+            specs.append(RunSpec(arm.name, seed, out / arm.name / f"seed{seed}", "fig3" if arm.fig3 else "main", configs[arm.name],
+                                 train_config(profile, seed, device, checkpoint_every), None if arm.fig3 else curriculum))  # fmt: skip
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
     resumed = sum((s.run_dir / METRICS_FILE).exists() for s in specs)  # runs this invocation does not train from the start
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)
-    runs = {arm: [s.run_dir for s in specs if s.arm == arm] for arm in arms}
-    summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0, resumed)
+    runs = {arm.name: [s.run_dir for s in specs if s.arm == arm.name] for arm in chosen}
+    fig3 = {a.name for a in chosen if a.fig3}
+    summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0, resumed, fig3)
     meta = {
-        "profile": asdict(profile), "factor": factor, "snooze_hard": snooze_hard, "backoff": backoff, "skip": skip,
-        "predictive": dict(predictive or {}), "every_arm": dict(every_arm or {}),
+        "profile": asdict(profile), "settings": settings, "arms": {n: c.to_dict() for n, c in configs.items()},
         "jobs": jobs, "threads": threads,
         "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "val_by_task": base.val_by_task, "task_steps": base.task_steps,
                    "key": base.key, "cached": base.cached, "seconds": base.seconds},
@@ -248,7 +256,7 @@ def run_compare(
         "resumed_runs": resumed,
     }  # fmt: skip
     if curriculum is not None:
-        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(read_regular(curriculum)).hexdigest(), "arms": [a for a in runs if a in MAIN_ARMS]}
+        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(read_regular(curriculum)).hexdigest(), "arms": [a for a in runs if a not in fig3]}
     else:
         meta["curriculum"] = None
     (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))
@@ -257,7 +265,7 @@ def run_compare(
 
 def _write_outputs(
     out: Path, profile: Profile, runs: Mapping[str, list[Path]], pools: Mapping[str, Any], strata_pools: Mapping[str, Any],
-    base_acc: Mapping[str, Mapping[str, float]], wall: float, resumed: int = 0,
+    base_acc: Mapping[str, Mapping[str, float]], wall: float, resumed: int = 0, fig3: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``summary.json``, ``summary.md``, ``regime.json`` and the figures, from the run folders. ``wall``:
     this invocation's seconds; ``resumed``: runs that had logs when it started (then ``wall`` is not the
@@ -266,8 +274,10 @@ def _write_outputs(
     from snooze.logs import read_metrics
     from snooze.trainer.loop import read_result
 
+    fig3 = set(FIG3_ARMS) if fig3 is None else fig3
+
     def prompts(arm: str) -> int:
-        return sum(len(v) for v in (strata_pools if arm in FIG3_ARMS else pools).values())
+        return sum(len(v) for v in (strata_pools if arm in fig3 else pools).values())
 
     summary = {arm: summarise([read_result(d) for d in dirs], prompts(arm)) for arm, dirs in runs.items()}
     if "dynamic_sampling" in summary:

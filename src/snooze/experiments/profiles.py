@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from snooze.core._checks import finite_float, shown
+from snooze.core._checks import finite_float, is_int, shown
 from snooze.core.errors import ConfigError
 from snooze.trainer.config import check_temperature
 
@@ -105,9 +105,9 @@ class Profile:
                 "max_gen_rounds", "n_head", "warmup_eval_every", "updates_per_batch", "fig3_seeds")  # fmt: skip
         for name in ints:
             value = getattr(self, name)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            if not (is_int(value) and value >= 1):
                 raise ConfigError(f"Profile.{name}={value!r}: must be an integer >= 1")
-        if isinstance(self.first_seed, bool) or not (isinstance(self.first_seed, int) and self.first_seed >= 0):
+        if not (is_int(self.first_seed) and self.first_seed >= 0):
             raise ConfigError(f"Profile.first_seed={self.first_seed!r}: must be an integer >= 0")
         if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
             raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, finite_float, lone_surrogate, shown  # steps are read into int64
+from snooze.core._checks import INT64_MAX, finite_float, is_int, lone_surrogate, shown  # steps are read into int64
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
 from snooze.logs._jsonl import LineWriter, fail, read_lines
@@ -81,7 +81,7 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
         if field not in obj:
             raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
     step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= INT64_MAX:
+    if not is_int(step) or not 0 <= step <= INT64_MAX:
         raise fail(path, line, "step", f"{shown(step)} is not an integer in [0, 2**63 - 1]")
     if not isinstance(dataset, str) or not dataset:
         raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")

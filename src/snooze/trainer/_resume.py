@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from snooze.core._json import read_json
+from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
-from snooze.core.errors import StateError, StateMismatchError
+from snooze.core.errors import SnoozeError, StateError, StateMismatchError
 from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
 
 __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
@@ -64,6 +65,20 @@ def _differ(was: Any, new: Any, default: Any, path: str, skip: set[str]) -> Iter
         yield f"{path}: saved {show[0]}, now {show[1]}"
 
 
+def _migrated(saved: dict[str, Any]) -> dict[str, Any]:
+    """``saved`` with its scheduler section as this snooze writes it (an earlier release's flat policy
+    options moved into ``options``, once: SchedulerConfig.from_dict); a section that does not load is
+    compared as it is (each damaged field then differs)."""
+    section = saved.get("scheduler")
+    if not isinstance(section, Mapping):
+        return saved
+    try:
+        now = SchedulerConfig.from_dict(section).to_dict()
+    except SnoozeError:
+        return saved
+    return {**saved, "scheduler": json.loads(json.dumps(now, default=str))}
+
+
 def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str,
                  defaults: Mapping[str, Any]) -> None:
     """Refuse to resume with another configuration, or another curriculum (or none), than the run's.
@@ -92,7 +107,7 @@ def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curricu
         )
     if saved is not None and not isinstance(saved, dict):
         raise StateError(f"{path}: not a run configuration (a JSON object); {_FIX}")
-    differ = config_differences(saved, config, defaults) if saved is not None else []
+    differ = config_differences(_migrated(saved), config, defaults) if saved is not None else []
     if differ:
         shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
         raise StateMismatchError(f"{run_dir}: the checkpoint was written with another configuration ({shown}; see {path}); {_FIX}")

@@ -9,18 +9,29 @@ happens to its prompt's future encounters (docs/concepts.md, "Policies"). It may
 - update the prompt memory from each report (:meth:`Policy.report`).
 
 A **skip rule** is the part of ``snooze`` that decides how a too-easy prompt is skipped
-(``SchedulerConfig.skip``: ``counter`` or ``history``); it has the same three hooks.
+(``SnoozeOptions.skip``: ``counter`` or ``history``); it has the same three hooks.
 
 Both are registered by name, as verl registers its advantage estimators, and
-``SchedulerConfig.policy`` / ``.skip`` accept exactly the registered names::
+``SchedulerConfig.policy`` / ``SnoozeOptions.skip`` accept exactly the registered names. Each declares
+its knobs as a frozen options dataclass (:class:`~snooze.core.options.Options`), which
+``SchedulerConfig.options`` holds, the CLI turns into flags and a saved state keeps::
+
+    @dataclass(frozen=True)
+    class MyOptions(Options):
+        every: int = 2  # (its docstring, under it, is its --help)
 
     @register_policy("my_policy")
     class MyPolicy(Policy):
+        Options = MyOptions
         columns = (Column("seen", np.uint8),)
 
         def report(self, memory, report):
             memory.columns["seen"][report.group_rows] = 1
             return None
+
+    SchedulerConfig(policy="my_policy", options=MyOptions(every=3))   # or my_policy_every=3
+
+The runnable version is ``examples/custom_policy.py`` (a test executes it).
 
 A new policy is one module holding such a class, imported once so that it registers (the built-in
 ones are imported by :mod:`snooze.core.policies`).
@@ -28,15 +39,16 @@ ones are imported by :mod:`snooze.core.policies`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from snooze.core._memory import Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import TOO_EASY, TOO_HARD, group_means
-from snooze.core.errors import ConfigError, StateError
+from snooze.core.errors import StateError
+from snooze.core.options import POLICIES, SKIP_RULES, NoOptions, Options, Registry
 
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
@@ -48,6 +60,8 @@ __all__ = [
     "Prompts",
     "Changes",
     "Column",
+    "Options",
+    "NoOptions",
     "Registry",
     "POLICIES",
     "SKIP_RULES",
@@ -93,6 +107,8 @@ class Report:
     @property
     def repeated(self) -> bool:
         """Whether some prompt has more than one group in this report."""
+        if self._repeated is None and self.group_rows.shape[0] < 2:
+            self._repeated = False
         if self._repeated is None:
             ordered = np.sort(self.group_rows)
             self._repeated = bool((ordered[1:] == ordered[:-1]).any())
@@ -123,7 +139,9 @@ class Report:
 
 class Changes(NamedTuple):
     """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once); ``None``
-    where the policy changes nothing of the kind."""
+    where the policy changes nothing of the kind. They are the step's metrics (``snooze/new``,
+    ``snooze/regressed``, ``filter/new``); the counts of asleep, retired and blocked prompts are the
+    prompt memory's own, derived from the columns the report wrote."""
 
     ds: np.ndarray  # dataset of each prompt
     new: np.ndarray | None = None  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
@@ -136,6 +154,9 @@ class _Plugin:
     """What policies and skip rules share: a name, a config, columns, an optional mask, a report hook."""
 
     name: ClassVar[str] = ""
+    Options: ClassVar[type[Options]] = NoOptions
+    """Its options class: a frozen dataclass subclassing :class:`~snooze.core.options.Options`
+    (``SchedulerConfig.options`` holds an instance; :class:`NoOptions`: none)."""
     columns: tuple[Column, ...] = ()
     skip_mask: SkipMask | None = None
     """Extra skips at an encounter, before any rollout (``None``: only the snooze counter skips)."""
@@ -149,6 +170,8 @@ class _Plugin:
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
+        self.options: Any = config.options
+        """This plug-in's options (an instance of its ``Options``)."""
 
     def state_dict(self) -> dict[str, Any]:
         """Run-level state beyond the per-prompt columns (none for the built-in ones)."""
@@ -187,7 +210,7 @@ class Policy(_Plugin):
 
 
 class SkipRule(_Plugin):
-    """Base class of the skip rules of ``snooze`` (``SchedulerConfig.skip``)."""
+    """Base class of the skip rules of ``snooze`` (``SnoozeOptions.skip``)."""
 
     marks_easy: bool = True
     """A too-easy outcome marks the prompt ``EASY_SNOOZED``, so its next group can count as regressed."""
@@ -200,47 +223,10 @@ class SkipRule(_Plugin):
     def report(self, memory: PromptMemory, report: Report) -> None:
         """Update the rule's own columns from a report (before the policy's update)."""
 
+    def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__(config)
+        self.options = config.options.rule  # a skip rule's options live in its policy's (SnoozeOptions.rule)
 
-T = TypeVar("T", bound=_Plugin)
-
-
-class Registry(Mapping[str, type[T]], Generic[T]):
-    """Name -> class. ``register(name)`` is a class decorator; iterating gives the names in order."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._classes: dict[str, type[T]] = {}
-
-    def register(self, name: str) -> Callable[[type[T]], type[T]]:
-        def add(cls: type[T]) -> type[T]:
-            if not isinstance(name, str) or not name.isidentifier():
-                raise ConfigError(f"{self.kind} name {name!r}: must be a Python identifier (it is a config value)")
-            if name in self._classes and self._classes[name] is not cls:
-                raise ConfigError(f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})")
-            cls.name = name
-            self._classes[name] = cls
-            return cls
-
-        return add
-
-    def __getitem__(self, name: str) -> type[T]:
-        return self._classes[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._classes)
-
-    def __len__(self) -> int:
-        return len(self._classes)
-
-    def __repr__(self) -> str:
-        return f"Registry({self.kind}: {', '.join(self._classes)})"
-
-
-POLICIES: Registry[Policy] = Registry("policy")
-"""Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, and any you add."""
-
-SKIP_RULES: Registry[SkipRule] = Registry("skip rule")
-"""Every registered skip rule of ``snooze`` by name: ``counter``, ``history``, and any you add."""
 
 register_policy = POLICIES.register
 register_skip_rule = SKIP_RULES.register

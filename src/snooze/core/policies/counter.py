@@ -1,6 +1,6 @@
-"""``skip="counter"``: the seed's rule. A too-easy outcome adds ``snooze_factor`` encounters to the
-prompt's snooze counter; with ``backoff`` the k-th consecutive one adds
-``round(snooze_factor * backoff**(k-1))``, capped at ``max_snooze``."""
+"""``skip="counter"``: the seed's rule. A too-easy outcome adds ``SnoozeOptions.factor`` encounters to
+the prompt's snooze counter; with ``backoff`` the k-th consecutive one adds
+``round(factor * backoff**(k-1))``, capped at ``max``. It has no options of its own."""
 
 from __future__ import annotations
 
@@ -22,12 +22,13 @@ class CounterRule(SkipRule):
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
-        self.marks_easy = config.snooze_factor > 0  # factor 0 is DAPO: nothing sleeps, nothing regresses
-        self._fixed = np.int32(config.snooze_factor) if config.backoff == 1.0 else None
+        self.snooze = snooze = config.options  # SnoozeOptions: factor, backoff, max
+        self.marks_easy = snooze.factor > 0  # factor 0 is DAPO: nothing sleeps, nothing regresses
+        self._fixed = np.int32(snooze.factor) if snooze.backoff == 1.0 else None
 
     def easy_periods(self, streak: np.ndarray) -> np.ndarray | np.integer:
         if self._fixed is not None:
             return self._fixed
-        cfg = self.config
-        grown = cfg.snooze_factor * np.power(float(cfg.backoff), streak.astype(np.float64))
-        return np.minimum(np.rint(grown), cfg.max_snooze).astype(np.int64)
+        opts = self.snooze
+        grown = opts.factor * np.power(float(opts.backoff), streak.astype(np.float64))
+        return np.minimum(np.rint(grown), opts.max).astype(np.int64)

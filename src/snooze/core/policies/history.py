@@ -1,9 +1,9 @@
 """``skip="history"``: probabilistic skipping from each prompt's pass-rate history (docs/concepts.md).
 
 Each prompt keeps one byte, its pass rate ``p`` averaged over its past groups
-(``p <- p + history_weight * (mean - p)``; the first group sets it; 0 = no group yet, ``1 + 254 p``
+(``p <- p + weight * (mean - p)``, :class:`HistoryOptions`; the first group sets it; 0 = no group yet, ``1 + 254 p``
 otherwise). At each encounter it is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is
-the chance its group would be all-correct (wasted), and the cap ``k / (k + 1)`` (``k = snooze_factor``)
+the chance its group would be all-correct (wasted), and the cap ``k / (k + 1)`` (``k = SnoozeOptions.factor``)
 makes a prompt that stays solved sit out ``k`` encounters on average, as under the counter rule.
 The randomness is a hash of ``(seed, dataset, epoch, row)``, so nothing is saved for it and a resumed
 run skips exactly what the uninterrupted one does.
@@ -11,18 +11,22 @@ run skips exactly what the uninterrupted one does.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from snooze.core._checks import as_real
 from snooze.core._memory import Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
+from snooze.core.errors import ConfigError
+from snooze.core.options import Options
 from snooze.core.policies.base import Report, SkipRule, register_skip_rule
 
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["HistoryRule", "encounter_uniform"]
+__all__ = ["HistoryRule", "HistoryOptions", "encounter_uniform"]
 
 _LEVELS = 254  # history byte h: 0 = no group seen yet; 1..255 = pass rate (h - 1) / 254
 
@@ -37,16 +41,31 @@ def encounter_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.n
     return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
 
+@dataclass(frozen=True)
+class HistoryOptions(Options):
+    """The options of ``skip="history"`` (``SnoozeOptions(skip="history", rule=HistoryOptions(...))``)."""
+
+    weight: float = 0.5
+    """``skip="history"``: weight of the newest group in the pass-rate average (1.0: the last group only)."""
+
+    def check(self) -> None:
+        w = as_real(self.weight, "weight", allowed="in (0, 1]")
+        if not 0.0 < w <= 1.0:
+            raise ConfigError(f"weight={self.weight!r}: must be in (0, 1]")
+        self._set("weight", w)
+
+
 @register_skip_rule("history")
 class HistoryRule(SkipRule):
     """One pass-rate byte per prompt; an encounter skipped with probability ``min(p**G, k/(k+1))``."""
 
+    Options = HistoryOptions
     columns = (Column("history", np.uint8),)
     patience = None  # every encounter is rolled out with probability >= 1 - k/(k+1): the walk always ends
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
-        k = config.snooze_factor
+        k = config.options.factor
         p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])  # byte 0: no group seen yet
         self.skip_lut = np.minimum(p**config.group_size, k / (k + 1))  # [256] skip probability per byte
         self.skip_lut[0] = 0.0
@@ -60,7 +79,7 @@ class HistoryRule(SkipRule):
 
     def report(self, memory: PromptMemory, report: Report) -> None:
         """Fold each group's pass rate into its prompt's byte, in report order when a prompt repeats."""
-        h, rows, means, w = memory.columns["history"], report.group_rows, report.means(), self.config.history_weight
+        h, rows, means, w = memory.columns["history"], report.group_rows, report.means(), self.options.weight
 
         def fold(byte: np.ndarray, m: np.ndarray) -> np.ndarray:
             old = np.where(byte > 0, (byte.astype(np.float64) - 1.0) / _LEVELS, m)

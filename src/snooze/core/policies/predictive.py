@@ -5,7 +5,7 @@ The trade, explicitly. Rolling a prompt out costs one group. Skipping it costs n
 stream then draws another prompt in its place, whose group carries signal with probability ``r_d``:
 the signal rate of the groups of the prompt's dataset generated lately (weighted over about its last
 256 groups). A skip pays when the skipped prompt's own chance ``q`` of a signal group is below
-``r_d``. So an encounter is skipped when ``q < predict_margin * r_d``: margin 1 is exactly that trade;
+``r_d``. So an encounter is skipped when ``q < margin * r_d``: margin 1 is exactly that trade;
 below 1 skips only prompts that are clearly worse than a replacement, which keeps the batch closer to
 DAPO's (measured in docs/reference-experiment.md: at margin 1 held-out accuracy falls far below
 DAPO's). **Decision — the rate of the prompt's own dataset.** In quota mode the replacement is the
@@ -29,8 +29,8 @@ all-wrong group 0.3-0.4 (it is being learned), and after 8+ on a 300-prompt pool
 model that took "all wrong" for as settled as "all correct" would skip the prompts about to give signal.
 
 Nothing is known of an unseen prompt: it is never skipped. A skipped prompt is looked at again once
-its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * predict_recheck`` *passes*,
-times ``predict_backoff ** (k - 1)`` after k too-easy groups in a row: forgetting (``snooze/regressed``)
+its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * recheck`` *passes*,
+times ``backoff ** (k - 1)`` after k too-easy groups in a row: forgetting (``snooze/regressed``)
 is caught and the codes' rates stay measured. Ages are counted on the run's *clock*, the groups
 generated so far (all datasets), and a pass is as many groups as the datasets have prompts (the
 generation DAPO would spend to look at every prompt once): a period does not run out when most of the
@@ -52,22 +52,25 @@ progress, saved as ``meta.policy``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from snooze.core._checks import as_real
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
 from snooze.core._stateful import state_int
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import SIGNAL, TOO_EASY, TOO_HARD
-from snooze.core.errors import StateError
+from snooze.core.errors import ConfigError, StateError
+from snooze.core.options import Options
 from snooze.core.policies.base import Changes, Policy, Report, register_policy
 from snooze.core.policies.history import encounter_uniform
 
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["Predictive", "CATEGORIES", "N_CODES", "category", "next_code", "decay", "RATE_HALFLIFE", "CODE_HALFLIFE", "PRIOR_GROUPS"]
+__all__ = ["Predictive", "PredictiveOptions", "CATEGORIES", "N_CODES", "category", "next_code", "decay", "RATE_HALFLIFE", "CODE_HALFLIFE", "PRIOR_GROUPS"]
 
 CATEGORIES = ("E", "S+", "S-", "H", "F")
 """A group's outcome as a code sees it: too easy, signal with mean >= 1/2, signal below, too hard, flat."""
@@ -128,20 +131,60 @@ def next_code(code: np.ndarray, cat: np.ndarray) -> np.ndarray:
     return (1 + RUN_CAP * cat + grown - 1).astype(np.uint8)
 
 
+@dataclass(frozen=True)
+class PredictiveOptions(Options):
+    """The options of ``policy="predictive"`` (flat names of earlier releases: ``predict_<field>``)."""
+
+    flat = {"margin": "predict_margin", "hard_margin": "predict_hard_margin", "recheck": "predict_recheck", "backoff": "predict_backoff"}
+
+    margin: float = 0.5
+    """Skip an encounter when the prompt's predicted chance of a signal group is below this times the
+    signal rate of the stream's recent draws (1.0: exactly when a replacement draw is expected to give
+    more signal; smaller skips less; 0.5 was chosen on dev seeds, docs/reference-experiment.md)."""
+
+    hard_margin: float | None = None
+    """The margin of prompts whose last groups were too hard (all wrong); ``None``: ``margin``; 0: never
+    skip a prompt for being too hard."""
+
+    recheck: float = 2.0
+    """Passes after which a skipped prompt is looked at again (drawn in [1/2, 3/2) of it at each group),
+    so forgetting is seen and predictions stay measured. A pass is as many groups of the prompt's
+    dataset as it has prompts (what DAPO generates to look at each once)."""
+
+    backoff: float = 2.0
+    """The re-look period grows by this factor per too-easy group in a row after the first (1.0: a fixed period)."""
+
+    def check(self) -> None:
+        self._set("backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
+        m = as_real(self.margin, "margin", 0.0, allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        if m <= 0:
+            raise ConfigError(f"margin={self.margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        self._set("margin", m)
+        if self.hard_margin is not None:
+            self._set("hard_margin", as_real(self.hard_margin, "hard_margin", 0.0,
+                                             allowed="a finite number >= 0 (0: never skip too-hard prompts), or None"))
+        r = as_real(self.recheck, "recheck", 0.0, allowed="a finite number of passes > 0")
+        if r <= 0:
+            raise ConfigError(f"recheck={self.recheck!r}: must be a finite number of passes > 0")
+        self._set("recheck", r)
+
+
 @register_policy("predictive")
 class Predictive(Policy):
-    """Skip an encounter when the prompt's code predicts less signal than ``predict_margin`` times its dataset's rate."""
+    """Skip an encounter when the prompt's code predicts less signal than ``margin`` times its dataset's rate."""
 
+    Options = PredictiveOptions
     columns = (Column("code", np.uint8, maximum=N_CODES - 1), Column("looked", np.int32, minimum=0))
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
-        self.margin = float(config.predict_margin)
-        hard = config.predict_margin if config.predict_hard_margin is None else config.predict_hard_margin
+        opts = self.options
+        self.margin = float(opts.margin)
+        hard = opts.margin if opts.hard_margin is None else opts.hard_margin
         self.by_code = np.where((np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin)  # [N_CODES] margin of each code
         self.by_code[0] = 0.0  # an unseen prompt is never skipped
-        self.recheck = float(config.predict_recheck)
-        self.growth = np.array([config.predict_backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
+        self.recheck = float(opts.recheck)
+        self.growth = np.array([opts.backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
         self.bind([], [])
 
     def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
@@ -176,8 +219,8 @@ class Predictive(Policy):
         return np.concatenate([r[:, None], q.reshape(D, _C * RUN_CAP)], axis=1)
 
     def margins(self) -> np.ndarray:
-        """The margin in force per dataset and code ``[D, N_CODES]``: ``predict_margin`` (codes of a run
-        of too-hard groups: ``predict_hard_margin``; unseen: 0), halved at each relaxation of this step,
+        """The margin in force per dataset and code ``[D, N_CODES]``: ``margin`` (codes of a run
+        of too-hard groups: ``hard_margin``; unseen: 0), halved at each relaxation of this step,
         0 (no code is low) after :data:`RELAX_LIMIT` of them."""
         scale = np.where(self.relaxed < RELAX_LIMIT, 0.5**self.relaxed, 0.0)
         return scale[:, None] * self.by_code[None, :]

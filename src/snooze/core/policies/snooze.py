@@ -1,39 +1,138 @@
 """``snooze``: dynamic data snoozing (the design note's third remedy; docs/concepts.md, "Snoozing, exactly").
 
 Zero-signal groups are dropped (as DAPO). A too-easy outcome snoozes the prompt: how, is the skip
-rule's (``SchedulerConfig.skip``): ``counter`` adds ``snooze_factor`` encounters to its counter (the
-seed's rule), ``history`` skips it with a probability from its pass rate. Either way the prompt is
-marked ``EASY_SNOOZED`` and, if its next group is not too easy, it has *regressed*. With
-``snooze_hard`` a too-hard outcome adds ``hard_snooze_factor`` to the counter as well.
+rule's (``SnoozeOptions.skip``): ``counter`` adds ``factor`` encounters to its counter (the seed's
+rule), ``history`` skips it with a probability from its pass rate. Either way the prompt is marked
+``EASY_SNOOZED`` and, if its next group is not too easy, it has *regressed*. With ``hard`` a too-hard
+outcome adds ``hard_factor`` to the counter as well.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 
-from snooze.core._memory import EASY_SNOOZED, PromptMemory
-from snooze.core.policies.base import SKIP_RULES, Changes, Policy, Report, register_policy
+from snooze.core._checks import as_int, as_real
+from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory
+from snooze.core.errors import ConfigError
+from snooze.core.options import Choices, Options, options_class
+from snooze.core.policies.base import SKIP_RULES, Changes, Policy, Report, SkipMask, register_policy
 
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["Snooze"]
+__all__ = ["Snooze", "SnoozeOptions"]
+
+
+SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
+"""A registered skip rule's name (read when used: a rule registered later is a choice too)."""
+
+
+@dataclass(frozen=True)
+class SnoozeOptions(Options):
+    """The options of ``policy="snooze"`` (flat names of earlier releases in brackets in the docs)."""
+
+    flat = {"factor": "snooze_factor", "hard": "snooze_hard", "hard_factor": "hard_snooze_factor", "backoff": "backoff",
+            "max": "max_snooze", "skip": "skip", "rule": None}  # fmt: skip
+
+    factor: int = 5
+    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
+    0 behaves as ``dynamic_sampling``; the seed's experiments use 5."""
+
+    hard: bool = False
+    """Also snooze too-hard prompts (off by default: the seed snoozes only the easy side)."""
+
+    hard_factor: int | None = None
+    """Encounters a too-hard prompt is skipped for when ``hard``; ``None``: ``factor``."""
+
+    backoff: float = 1.0
+    """Growth of the snooze period for prompts that stay easy after waking: the k-th consecutive
+    too-easy outcome adds ``round(factor * backoff**(k-1))``. 1.0 is the seed's behaviour."""
+
+    max: int = 1_000_000
+    """Cap on a single snooze period under ``backoff`` (encounters)."""
+
+    skip: SkipName = "counter"
+    """How a too-easy prompt is skipped: ``counter`` (the seed's rule: a too-easy outcome adds ``factor``
+    encounters to skip) or ``history`` (beyond the seed, docs/concepts.md: each encounter is skipped with
+    probability ``min(p**G, k / (k + 1))``: ``p**G`` is the chance its group would be all-correct, ``p``
+    the prompt's pass rate averaged over its past groups, and ``k = factor`` caps it so a prompt that
+    stays solved is skipped for ``k`` encounters on average, as under ``counter``; a prompt whose groups
+    start failing comes back at once), or any registered skip rule."""
+
+    rule: Any = None
+    """The skip rule's own options (``HistoryOptions(weight=...)`` for ``history``; a mapping is taken);
+    ``None``: its defaults."""
+
+    def check(self) -> None:
+        self._set("factor", as_int(self.factor, "factor", 0))
+        if self.hard_factor is not None:
+            self._set("hard_factor", as_int(self.hard_factor, "hard_factor", 0))
+        self._set("max", as_int(self.max, "max", 1))
+        if not isinstance(self.hard, (bool, np.bool_)):
+            raise ConfigError(f"hard={self.hard!r}: must be True or False")
+        self._set("hard", bool(self.hard))
+        self._set("backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
+        if not isinstance(self.skip, str) or self.skip not in SKIP_RULES:
+            raise ConfigError(f"skip={self.skip!r}: must be one of {', '.join(map(repr, SKIP_RULES))}")
+        cls = options_class(SKIP_RULES, self.skip)
+        rule = self.rule
+        if rule is None or isinstance(rule, Mapping):
+            rule = cls.from_dict(rule or {})
+        elif type(rule) is not cls:
+            raise ConfigError(f"rule={rule!r}: skip rule {self.skip!r} takes {cls.__name__}, not {type(rule).__name__}")
+        self._set("rule", rule)
+
+    @classmethod
+    def flat_fields(cls, name: str) -> list[tuple[str, type[Options], str]]:
+        """Its own, then every skip rule's (``history_weight``)."""
+        out = super().flat_fields(name)
+        for rule in SKIP_RULES:
+            out += options_class(SKIP_RULES, rule).flat_fields(rule)
+        return out
+
+    @classmethod
+    def take_flat(cls, name: str, base: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
+        """Its own flat names, then its skip rule's (``history_weight`` under ``skip="history"``)."""
+        base = super().take_flat(name, base, flat)
+        skip = base.get("skip", "counter")
+        if isinstance(skip, str) and skip in SKIP_RULES:
+            rule = base.get("rule")
+            rule_base = rule.to_dict() if isinstance(rule, Options) else dict(rule or {})
+            before = len(flat)
+            rule_base = options_class(SKIP_RULES, skip).take_flat(skip, rule_base, flat)
+            if len(flat) < before:
+                base["rule"] = rule_base
+        return base
 
 
 @register_policy("snooze")
 class Snooze(Policy):
-    """The counter, streak and ``EASY_SNOOZED`` updates; the skip rule adds its columns, mask and periods."""
+    """The counter, streak and ``EASY_SNOOZED`` updates; the skip rule has its columns, mask and periods."""
+
+    Options = SnoozeOptions
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
-        self.rule = SKIP_RULES[config.skip](config)
-        self.columns = self.rule.columns
-        self.skip_mask = self.rule.skip_mask
-        self.patience = self.rule.patience
-        hard = config.snooze_factor if config.hard_snooze_factor is None else config.hard_snooze_factor
-        self.hard_period = np.int32(hard if config.snooze_hard else 0)
+        opts = self.options
+        self.rule = SKIP_RULES[opts.skip](config)
+        hard = opts.factor if opts.hard_factor is None else opts.hard_factor
+        self.hard_period = np.int32(hard if opts.hard else 0)
+
+    @property
+    def columns(self) -> tuple[Column, ...]:  # type: ignore[override]
+        return self.rule.columns  # type: ignore[no-any-return]
+
+    @property
+    def skip_mask(self) -> SkipMask | None:  # type: ignore[override]
+        return self.rule.skip_mask  # type: ignore[no-any-return]
+
+    @property
+    def patience(self) -> int | None:  # type: ignore[override]
+        return self.rule.patience  # type: ignore[no-any-return]
 
     def report(self, memory: PromptMemory, report: Report) -> Changes:
         """Each prompt once, its groups together: a prompt issued twice in one round gets both periods."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError, SchedulerConfig
+from snooze.core._checks import is_int
 from snooze.integrations._paths import log_path
 
 __all__ = ["SnoozeOptions", "read_options", "OPTIONS_KEY"]
@@ -131,7 +132,7 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
             )
         value = _select(config, verl_key)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int):  # 2.5 was truncated to 2, 'abc' a ValueError
+            if not is_int(value):  # 2.5 was truncated to 2, 'abc' a ValueError
                 raise IntegrationError(f"{verl_key}={value!r}: must be an integer (the snooze trainer reads {name} from it)")
             fields[name] = value
     if "batch_size" not in fields or "group_size" not in fields:
@@ -180,7 +181,7 @@ def read_options(config: Any) -> SnoozeOptions:
     if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < math.inf:  # inf: polls never
         raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a finite number of seconds above 0")
     seed = 0 if seed is None else seed
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
     return SnoozeOptions(
         scheduler=scheduler,

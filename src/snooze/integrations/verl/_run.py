@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze import SIGNAL, Candidate, IntegrationError, Scheduler, StateError
+from snooze import POLICIES, SIGNAL, Candidate, IntegrationError, Scheduler, StateError
 from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
@@ -98,7 +98,7 @@ class SnoozeRun:
             del self.open[uid]
             self._step[cand.ticket] = uid
         kept_as_padding = self.config.on_short == "pad"
-        return np.zeros(len(cands), dtype=bool) if kept_as_padding or not self.config.drops_zero_signal else outcomes != SIGNAL
+        return np.zeros(len(cands), dtype=bool) if kept_as_padding or POLICIES[self.config.policy].trains_on_zero_signal else outcomes != SIGNAL
 
     def cancel(self, uids: Sequence[str]) -> None:
         """Withdraw groups whose rollouts failed (verl marks them ``failure``): counted, never trained on."""

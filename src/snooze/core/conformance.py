@@ -1,0 +1,173 @@
+"""``check_policy``: the plug-in contract of a policy, checked by running it (docs/concepts.md, "Writing a policy").
+
+A policy of your own is a class registered with :func:`~snooze.register_policy`. Run
+``snooze.check_policy(MyPolicy)`` in its tests: it builds schedulers over two small datasets with
+deterministic rewards and checks, step by step,
+
+- **skip mask**: what ``skip_mask`` returns is a ``bool`` array of the encounters' shape;
+- **counts**: each dataset's cached counts (asleep, retired, blocked) equal what its columns hold, after
+  every step and after a failed round (a policy that writes the snooze counter without returning
+  ``Changes(new=...)`` desyncs ``snooze/asleep``, and is caught here);
+- **rejected calls**: a report with a NaN reward, or a round whose rollout raises, leaves the state as
+  it was;
+- **state round-trip**: ``state_dict`` loaded into a fresh scheduler gives the same ``state_dict``;
+- **exact resume**: a run saved half-way and resumed proposes, trains on and counts exactly what the
+  uninterrupted run does.
+
+The first rule broken is a :class:`~snooze.PolicyConformanceError` naming it and the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from snooze.core._memory import BLOCKED, RETIRED
+from snooze.core.config import SchedulerConfig
+from snooze.core.errors import ConfigError, PolicyConformanceError, RewardError
+from snooze.core.options import POLICIES
+from snooze.core.scheduler import Scheduler
+
+__all__ = ["check_policy"]
+
+
+def _datasets() -> dict[str, list[dict[str, Any]]]:
+    return {"a": [{"id": f"a{i}", "p": (i % 10) / 9} for i in range(40)], "b": [{"id": i, "p": (i % 5) / 4} for i in range(25)]}
+
+
+def _rewards(cands: Any, group_size: int) -> np.ndarray:
+    """Each candidate's group from its prompt's pass rate and its ticket: the same in any run that issues it."""
+    out = np.empty((len(cands), group_size))
+    for i, c in enumerate(cands):
+        seed = int.from_bytes(hashlib.sha256(f"{c.dataset}/{c.id}/{c.ticket}".encode()).digest()[:8], "little")
+        out[i] = np.random.default_rng(seed).random(group_size) < c.record["p"]
+    return out
+
+
+def _flat(state: Mapping[str, Any]) -> dict[str, Any]:
+    arrays = {k: (v.dtype.str, v.shape, v.tobytes()) for k, v in state["arrays"].items()}
+    return {"meta": state["meta"], "arrays": arrays}
+
+
+def _same_state(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    fa, fb = _flat(a), _flat(b)
+    bad = [f"meta.{k}" for k in sorted(set(fa["meta"]) | set(fb["meta"])) if fa["meta"].get(k) != fb["meta"].get(k)]
+    return bad + [f"array {k}" for k in sorted(set(fa["arrays"]) | set(fb["arrays"])) if fa["arrays"].get(k) != fb["arrays"].get(k)]
+
+
+def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
+    return PolicyConformanceError(f"check_policy: {rule} broken {where}: {detail}")
+
+
+def _check_counts(sched: Scheduler, where: str) -> None:
+    for d, t in enumerate(sched.tables):
+        held = (int(np.count_nonzero(t.counter)), int(np.count_nonzero(t.flags & RETIRED)), int(np.count_nonzero(t.flags & BLOCKED)))
+        cached = (t.n_asleep, t.n_retired, t.n_blocked)
+        if held != cached:
+            raise _fail("counts", where, f"dataset {sched.names[d]!r}: (asleep, retired, blocked) cached as {cached}, the columns "
+                        f"hold {held}; a report that puts prompts to sleep, retires or blocks them must say so in its "
+                        "Changes(new=..., retired=..., blocked=...)")
+
+
+def _check_mask(sched: Scheduler, where: str) -> None:
+    policy = sched.policy
+    if policy.skip_mask is None:
+        return
+    for d, t in enumerate(sched.tables):
+        rows = np.arange(t.n, dtype=np.int64)
+        awake = (t.counter == 0) & ((t.flags & BLOCKED) == 0)
+        got = policy.skip_mask(t, sched.streams[d], rows, awake)
+        if not isinstance(got, np.ndarray) or got.dtype != np.bool_ or got.shape != rows.shape:
+            shown = f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}".strip()
+            raise _fail("skip mask", where, f"dataset {sched.names[d]!r}: returned {shown}, not a bool array of shape {rows.shape}")
+
+
+def _check_rejected(sched: Scheduler, where: str) -> None:
+    """A bad report and a failing round leave the state unchanged."""
+    cands = sched.propose()
+    after_propose = sched.state_dict()
+    bad = _rewards(cands, sched.config.group_size)
+    bad[0, 0] = np.nan
+    try:
+        sched.report(cands, bad)
+    except RewardError:
+        pass
+    else:
+        raise _fail("rejected report", where, "a NaN reward was recorded")
+    changed = _same_state(after_propose, sched.state_dict())
+    if changed:
+        raise _fail("rejected report", where, f"a report refused for a NaN reward changed {changed[:5]}")
+    sched.report(cands, _rewards(cands, sched.config.group_size))
+    sched.finish_step()  # the next step starts with a round: the failing rollout is its first
+    before = sched.state_dict()
+    called = []
+
+    def broken(c: Any) -> Any:
+        called.append(len(c))
+        raise _Boom
+
+    try:
+        sched.step(broken)
+    except _Boom:
+        pass
+    if not called:
+        return  # nothing left to draw: no round to fail
+    changed = _same_state(before, sched.state_dict())
+    if changed:
+        raise _fail("undo", where, f"a round whose rollout raised changed {changed[:5]}")
+    _check_counts(sched, where + " (after a failed round)")
+
+
+class _Boom(Exception):
+    pass
+
+
+def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps: int = 8, seed: int = 0) -> None:
+    """Check that registered policy ``policy_cls`` keeps the plug-in contract (module docstring); raise
+    :class:`~snooze.PolicyConformanceError` at the first rule it breaks. ``config``: the config to run it
+    under (its ``policy`` must be the policy's name; default: small batches over two datasets,
+    ``gen_batch_size`` above ``batch_size``, partial batches); ``steps``: steps of the uninterrupted run."""
+    name = getattr(policy_cls, "name", "")
+    if not name or POLICIES.get(name) is not policy_cls:
+        raise ConfigError(f"check_policy({getattr(policy_cls, '__name__', policy_cls)!r}): register it first (@register_policy(name))")
+    cfg = config if config is not None else SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=name)
+    if cfg.policy != name:
+        raise ConfigError(f"check_policy: config.policy={cfg.policy!r}, but the policy is registered as {name!r}")
+    G = cfg.group_size
+
+    def rollout(cands: Any) -> np.ndarray:
+        return _rewards(cands, G)
+
+    whole = Scheduler(_datasets(), cfg, seed=seed)
+    trace = []
+    for k in range(steps):
+        batch = whole.step(rollout)
+        trace.append(([(c.dataset, c.id) for c in batch.candidates], batch.metrics))
+        _check_counts(whole, f"after step {k + 1}")
+        _check_mask(whole, f"after step {k + 1}")
+    half = Scheduler(_datasets(), cfg, seed=seed)
+    for _ in range(steps // 2):
+        half.step(rollout)
+    state = half.state_dict()
+    again = Scheduler(_datasets(), cfg, seed=seed)
+    again.load_state_dict(state)
+    changed = _same_state(state, again.state_dict())
+    if changed:
+        raise _fail("state round-trip", f"at step {steps // 2}", f"state_dict -> load_state_dict -> state_dict changed {changed[:5]}")
+    _check_rejected(_loaded(state, cfg, seed), f"at step {steps // 2}")
+    for k in range(steps // 2, steps):
+        batch = again.step(rollout)
+        got = ([(c.dataset, c.id) for c in batch.candidates], batch.metrics)
+        if got != trace[k]:
+            what = "the batch" if got[0] != trace[k][0] else sorted(m for m in got[1] if got[1][m] != trace[k][1].get(m))[:5]
+            raise _fail("exact resume", f"at step {k + 1}", f"resumed at step {steps // 2}, {what} differs from the uninterrupted run's")
+        _check_counts(again, f"after step {k + 1} (resumed)")
+
+
+def _loaded(state: Mapping[str, Any], cfg: SchedulerConfig, seed: int) -> Scheduler:
+    sched = Scheduler(_datasets(), cfg, seed=seed)
+    sched.load_state_dict(state)
+    return sched

@@ -1,0 +1,238 @@
+"""Policy options and the registries: each registered policy (and skip rule) declares its own knobs.
+
+A policy's knobs are a frozen dataclass of its own, subclassing :class:`Options`, named by the
+policy's ``Options`` attribute; :class:`~snooze.SchedulerConfig` holds an instance of it as
+``options`` and keeps only the fields of batch construction::
+
+    SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=5))
+    SchedulerConfig(options=PredictiveOptions(margin=1.0))      # policy read from the options' class
+    SchedulerConfig(policy="snooze", options={"factor": 5})     # a mapping: the policy's class built from it
+
+Each option also has a *flat name* (``SnoozeOptions.factor`` is ``snooze_factor``): the keyword the
+config took before the options had classes of their own. ``SchedulerConfig(snooze_factor=5)``, a
+saved config of an earlier release and the command line (``--snooze-factor``) go through it; a flat
+name is the options class's ``flat`` entry, or ``<registered name>_<field>``.
+
+This module imports nothing from :mod:`snooze.core.policies` (the policies import it): the config
+reads the registries here, filled when the policies are imported (:mod:`snooze.core` does so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
+
+from snooze.core.errors import ConfigError
+
+__all__ = ["Choices", "field_choices", "Options", "NoOptions", "Registry", "POLICIES", "SKIP_RULES", "options_class", "flat_names", "all_flat_names", "take_flat", "policy_of", "check_known"]
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every options class: frozen, validated in ``check`` (values replaced by the checked
+    ones through :meth:`_set`), JSON-safe through :meth:`to_dict` / :meth:`from_dict`."""
+
+    flat: ClassVar[Mapping[str, str | None]] = {}
+    """Field -> its flat name, where it is not ``<registered name>_<field>`` (the names of earlier
+    releases); ``None``: the field has none (an options object nested in this one)."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Validate (and normalise) the fields; raise :class:`ConfigError` naming the field. Nothing by default."""
+
+    def _set(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: each field by name (a nested options object as its own dict)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Options:
+        """Inverse of :meth:`to_dict`; an unknown key is a :class:`ConfigError` that names it."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{cls.__name__} takes a mapping of option name to value, got {type(data).__name__}")
+        check_known(cls, data)
+        return cls(**data)
+
+    @classmethod
+    def flat_fields(cls, name: str) -> list[tuple[str, type[Options], str]]:
+        """``(flat name, options class, field)`` of every option reachable from these options of the
+        registered ``name`` (the CLI makes one flag of each). Its own; extended by a class that nests another's."""
+        return [(key, cls, field) for key, field in flat_names(cls, name).items()]
+
+    @classmethod
+    def take_flat(cls, name: str, base: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
+        """``base`` (options of the registered ``name``, as a dict) with the flat names of ``flat`` that are
+        this class's applied, and taken out of ``flat``. An options class holding another's (``snooze``
+        holds its skip rule's) extends it."""
+        for key, field in flat_names(cls, name).items():
+            if key in flat:
+                base[field] = flat.pop(key)
+        return base
+
+    def replace(self, **changes: Any) -> Options:
+        """A copy with some options changed (validated again)."""
+        check_known(type(self), changes)
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    """The options of a policy that has none (``grpo``, ``dynamic_sampling``, ``filter``, ``counter``)."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Options):
+        return value.to_dict()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def check_known(cls: type, data: Mapping[Any, Any], also: Iterable[str] = ()) -> None:
+    """An unknown key of dataclass ``cls`` is a :class:`ConfigError` naming it, with the nearest field
+    (or name of ``also``: the flat option names, for ``SchedulerConfig``)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known, key=repr)
+    if unknown:
+        near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known | set(also), n=1)]
+        hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
+        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}")
+
+
+T = TypeVar("T")
+
+
+class Registry(Mapping[str, type[T]], Generic[T]):
+    """Name -> class. ``register(name)`` is a class decorator; iterating gives the names in order."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._classes: dict[str, type[T]] = {}
+
+    def register(self, name: str) -> Callable[[type[T]], type[T]]:
+        def add(cls: type[T]) -> type[T]:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ConfigError(f"{self.kind} name {name!r}: must be a Python identifier (it is a config value)")
+            if name in self._classes and self._classes[name] is not cls:
+                raise ConfigError(f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})")
+            opts = getattr(cls, "Options", NoOptions)
+            if not (isinstance(opts, type) and issubclass(opts, Options) and dataclasses.is_dataclass(opts)):
+                raise ConfigError(f"{self.kind} {name!r}: its Options must be a dataclass subclassing snooze.core.options.Options")
+            cls.name = name  # type: ignore[attr-defined]
+            self._classes[name] = cls
+            return cls
+
+        return add
+
+    def unregister(self, name: str) -> None:
+        """Remove a registered class (tests and notebooks that register a class of their own)."""
+        del self._classes[name]
+
+    def __getitem__(self, name: str) -> type[T]:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind}: {', '.join(self._classes)})"
+
+
+POLICIES: Registry[Any] = Registry("policy")
+"""Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive``, and any you add."""
+
+SKIP_RULES: Registry[Any] = Registry("skip rule")
+"""Every registered skip rule of ``snooze`` by name: ``counter``, ``history``, and any you add."""
+
+
+@dataclass(frozen=True)
+class Choices:
+    """``Annotated`` metadata: a ``str`` field whose allowed values are a registry's names, read when used."""
+
+    names: Callable[[], tuple[str, ...]]
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
+    """The values field ``name`` of dataclass ``cls`` may take: its ``Literal`` values, or the names of
+    the registry in its ``Choices`` annotation; ``None`` when it is not a choice. The one source of a
+    field's choices (config validation and the CLI read it).
+
+    >>> from snooze.core.config import SchedulerConfig
+    >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
+    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive'))
+    >>> field_choices(SchedulerConfig, "batch_size") is None
+    True
+    """
+    return _choices_of(_hints(cls)[name])
+
+
+def _choices_of(tp: Any) -> tuple[Any, ...] | None:
+    origin = typing.get_origin(tp)
+    if origin is Annotated:
+        base, *extras = typing.get_args(tp)
+        found = [m.names() for m in extras if isinstance(m, Choices)]
+        return found[0] if found else _choices_of(base)
+    if origin is Literal:
+        return typing.get_args(tp)
+    return None
+
+
+def options_class(registry: Registry[Any], name: str) -> type[Options]:
+    """The options class of the policy (or skip rule) ``name``."""
+    return getattr(registry[name], "Options", NoOptions)  # type: ignore[no-any-return]
+
+
+def flat_names(cls: type[Options], name: str) -> dict[str, str]:
+    """Flat name -> field of options class ``cls`` of the registered ``name`` (``{"snooze_factor": "factor", ...}``)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        key = cls.flat.get(f.name, f"{name}_{f.name}")
+        if key is not None:
+            out[key] = f.name
+    return out
+
+
+def all_flat_names() -> dict[str, tuple[type[Options], str]]:
+    """Every registered flat name -> ``(the options class it belongs to, its field)``, policies' then skip rules'."""
+    out: dict[str, tuple[type[Options], str]] = {}
+    for registry in (POLICIES, SKIP_RULES):
+        for name in registry:
+            cls = options_class(registry, name)
+            for key, field in flat_names(cls, name).items():
+                out.setdefault(key, (cls, field))
+    return out
+
+
+def take_flat(policy: str, options: Any, flat: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(options with the flat names of policy's options applied, the flat names left)``. ``options``:
+    ``None``, a mapping or an instance (as ``SchedulerConfig.options`` takes them); returned as a dict
+    when a flat name applied, unchanged otherwise."""
+    cls = options_class(POLICIES, policy)
+    rest = dict(flat)
+    base = options.to_dict() if isinstance(options, Options) else dict(options) if isinstance(options, Mapping) else {}
+    taken = cls.take_flat(policy, base, rest)
+    return (taken if len(rest) < len(flat) else options), rest
+
+
+def policy_of(options: Options) -> str:
+    """The registered policy whose options class ``options`` is (``policy`` need not be given with them)."""
+    names = [n for n in POLICIES if options_class(POLICIES, n) is type(options)]
+    if len(names) != 1:
+        raise ConfigError(f"options={options!r}: {'policies ' + ', '.join(map(repr, names)) + ' take' if names else 'no registered policy takes'} "
+                          f"{type(options).__name__}; give policy= too")
+    return names[0]
