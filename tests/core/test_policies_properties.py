@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
 import numpy as np
 from helpers_core import records, reference_issued, rewards_for, stream_order
 from hypothesis import given, settings
@@ -23,7 +24,7 @@ KINDS = st.sampled_from(["signal", "easy", "hard", "flat"])
     seed=st.integers(0, 2**16),
 )
 def test_issued_prompts_match_the_reference_semantics(kinds, policy, factor, round_size, rounds, seed):
-    cfg = snooze.SchedulerConfig(batch_size=round_size, group_size=4, policy=policy, snooze_factor=factor)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=round_size, group_size=4, policy=policy, snooze_factor=factor)
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     issued: list[int] = []
     for _ in range(rounds):
@@ -40,7 +41,7 @@ def test_issued_prompts_match_the_reference_semantics(kinds, policy, factor, rou
 def test_snoozed_prompt_skips_exactly_its_next_k_encounters(k, n, seed):
     """An always-easy prompt is rolled out at encounters 0, k+1, 2(k+1), ... and skipped at all others."""
     kinds = ["easy"] + ["signal"] * (n - 1)
-    cfg = snooze.SchedulerConfig(batch_size=1, group_size=4, policy="snooze", snooze_factor=k)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=4, policy="snooze", snooze_factor=k)
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     epochs = 3 * (k + 1)
     rolled = 0
@@ -58,7 +59,7 @@ def test_snoozed_prompt_skips_exactly_its_next_k_encounters(k, n, seed):
 @given(n=st.integers(1, 15), seed=st.integers(0, 999), rounds=st.integers(1, 8))
 def test_filter_never_rolls_out_a_too_easy_prompt_again(n, seed, rounds):
     kinds = ["easy"] * n + ["signal"] * 3
-    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=2, group_size=4, policy="filter")
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     seen: set[int] = set()
     for _ in range(rounds):
@@ -72,7 +73,7 @@ def test_filter_never_rolls_out_a_too_easy_prompt_again(n, seed, rounds):
 @settings(max_examples=30, deadline=None)
 @given(kinds=st.lists(KINDS, min_size=1, max_size=20), seed=st.integers(0, 999), m=st.integers(1, 9))
 def test_dynamic_sampling_rolls_out_every_encounter(kinds, seed, m):
-    cfg = snooze.SchedulerConfig(batch_size=m, group_size=4, policy="dynamic_sampling")
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=m, group_size=4, policy="dynamic_sampling")
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     issued: list[int] = []
     for _ in range(5):
@@ -94,7 +95,7 @@ def test_dynamic_sampling_rolls_out_every_encounter(kinds, seed, m):
 def test_batch_is_full_of_signal_whenever_data_allows(n_signal, n_zero, batch_size, policy, seed):
     kinds = ["signal"] * n_signal + ["easy", "hard", "flat"] * (n_zero // 3 + 1)
     # Endless data with some signal prompts: enough rounds always fill the batch.
-    cfg = snooze.SchedulerConfig(batch_size=batch_size, group_size=4, policy=policy, max_gen_rounds=10_000)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=batch_size, group_size=4, policy=policy, max_gen_rounds=10_000)
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     for _ in range(3):
         batch = sched.step(rewards_for)
@@ -116,7 +117,7 @@ def test_quota_shares_stay_within_one_group_of_target(weights, batch_size, seed,
         name: records(["easy"] * (easy_share * (i + 1)) + ["signal"] * 5, prefix=name)
         for i, name in enumerate(names)
     }
-    cfg = snooze.SchedulerConfig(
+    cfg = snooze.SchedulerConfig(audit=0.0, 
         batch_size=batch_size, group_size=4, mix="quota", weights=dict(zip(names, weights)), max_gen_rounds=1000
     )
     sched = snooze.Scheduler(data, cfg, seed=seed)
@@ -145,7 +146,7 @@ def test_quota_shares_stay_within_one_group_of_target(weights, batch_size, seed,
     seed=st.integers(0, 999),
 )
 def test_metrics_add_up(kinds_a, kinds_b, policy, mix, carry, on_short, batch_size, gen, rounds, epochs, seed):
-    cfg = snooze.SchedulerConfig(
+    cfg = snooze.SchedulerConfig(audit=0.0, 
         batch_size=batch_size, gen_batch_size=gen, group_size=4, policy=policy, mix=mix, carry_surplus=carry,
         on_short=on_short, max_gen_rounds=rounds, epochs=epochs, snooze_factor=2,
     )
@@ -179,7 +180,7 @@ def test_stream_mix_holds_weights_over_encounters_and_gives_skipped_draws_away(w
     """Stream mix interleaves *encounters* by weight; a snoozed prompt's encounter is replaced from the
     mixed stream, so time saved on a mastered dataset goes to the others (docs/concepts.md, "Mixing datasets")."""
     data = {"easy": records(["easy"] * 20, "e"), "sig": records(["signal"] * 20, "s")}
-    cfg = snooze.SchedulerConfig(batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb})
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb})
     sched = snooze.Scheduler(data, cfg, seed=seed)
     issued = {"easy": 0, "sig": 0}
     for _ in range(30):

@@ -4,6 +4,7 @@ skipped, a skipped prompt comes back within its period, both sides are skipped, 
 
 from __future__ import annotations
 
+# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
 import re
 
 import numpy as np
@@ -26,7 +27,7 @@ def _rewards(p: float, seed: int, row: int, k: int) -> list[float]:
 
 
 def _sched(n: int, seed: int, **kw) -> snooze.Scheduler:
-    cfg = snooze.SchedulerConfig(batch_size=1000, group_size=G, policy="predictive", max_gen_rounds=1000, **kw)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1000, group_size=G, policy="predictive", max_gen_rounds=1000, **kw)
     return snooze.Scheduler({"d": [{"id": i} for i in range(n)]}, cfg, seed=seed)
 
 
@@ -215,7 +216,7 @@ def test_a_corrupt_policy_state_is_refused_and_changes_nothing(change, message) 
 )
 def test_bad_options_are_config_errors(field, value, message) -> None:
     with pytest.raises(snooze.ConfigError, match=re.escape(message)):
-        snooze.SchedulerConfig(policy="predictive", **{field: value})
+        snooze.SchedulerConfig(audit=0.0, policy="predictive", **{field: value})
 
 
 def test_a_pool_skipped_through_relaxes_instead_of_starving_the_step() -> None:

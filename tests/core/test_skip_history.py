@@ -3,6 +3,7 @@ pass-rate history (docs/concepts.md, "skip=\"history\""), checked against a plai
 
 from __future__ import annotations
 
+# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
 import numpy as np
 import pytest
 
@@ -14,7 +15,7 @@ G, K = 4, 3
 
 
 def _sched(pass_rates: list[float], **kw) -> snooze.Scheduler:
-    cfg = snooze.SchedulerConfig(batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history", **kw)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history", **kw)
     return snooze.Scheduler({"d": [{"id": i, "p": p} for i, p in enumerate(pass_rates)]}, cfg, seed=3)
 
 
@@ -89,7 +90,7 @@ def test_a_half_solved_prompt_is_skipped_at_its_all_correct_chance():
 
 def test_regressions_are_counted_once_per_relapse():
     """A prompt whose groups alternate all-correct / half-correct regresses at every half-correct group."""
-    cfg = snooze.SchedulerConfig(batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history")
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history")
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(5)]}, cfg, seed=1)
     seen: dict[int, int] = {}
     relapses = regressed = 0
@@ -112,7 +113,7 @@ def test_history_is_kept_only_when_used(skip, tmp_path):
     sched = (
         _sched([1.0, 0.5])
         if skip == "history"
-        else snooze.Scheduler({"d": [{"id": 0}, {"id": 1}]}, snooze.SchedulerConfig(group_size=G))
+        else snooze.Scheduler({"d": [{"id": 0}, {"id": 1}]}, snooze.SchedulerConfig(audit=0.0, group_size=G))
     )
     columns = sched.tables[0].columns
     assert ("history" in columns) == (skip == "history") and (skip != "history" or columns["history"].shape[0] == 2)
@@ -124,7 +125,7 @@ def test_history_is_kept_only_when_used(skip, tmp_path):
 def test_a_counter_state_loads_into_history_mode_as_unseen(tmp_path):
     counter = snooze.Scheduler(
         {"d": [{"id": i, "p": 1.0} for i in range(6)]},
-        snooze.SchedulerConfig(batch_size=2, group_size=G, snooze_factor=K),
+        snooze.SchedulerConfig(audit=0.0, batch_size=2, group_size=G, snooze_factor=K),
         seed=3,
     )
     for _ in range(4):

@@ -23,6 +23,9 @@ def _same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
     if "run_id" not in w:
         g.pop("run_id")
     w["config"] = snooze.SchedulerConfig.from_dict(w["config"]).to_dict()  # an old flat config, migrated once
+    if "diagnosis" not in w["metrics"]:  # the audit's counts, added after these states were written
+        g["metrics"] = {k: v for k, v in g["metrics"].items() if k != "diagnosis"}
+        g["last_metrics"] = {k: v for k, v in g["last_metrics"].items() if k in w["last_metrics"]}  # and its new metrics
     assert g == w
     assert sorted(got["arrays"]) == sorted(want["arrays"])
     for k, a in want["arrays"].items():
@@ -42,6 +45,8 @@ def test_a_state_saved_before_the_redesign_loads_and_continues_exactly(name: str
     trace = json.loads(json.dumps(make.drive(sched, make.SCENARIOS[name]["steps_after"])))
     assert len(trace) == len(expected["trace"])
     for i, (got, want) in enumerate(zip(trace, expected["trace"])):
+        if isinstance(want, dict) and "metrics" in want:  # metrics added since (snooze/audit/*, gen/exhausted) are extra keys
+            got = {**got, "metrics": {k: v for k, v in got["metrics"].items() if k in want["metrics"]}}
         assert got == want, f"{name}: entry {i} of the continuation differs"
     _same_state(sched.state_dict(), load_state(FIXTURES / f"{name}.after"))
 

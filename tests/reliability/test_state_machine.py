@@ -3,6 +3,7 @@ checked after every action against the pure-Python model in ``model.py``."""
 
 from __future__ import annotations
 
+# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,7 +51,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     )
     def setup(self, sizes, policy, factor, mix, carry, epochs, batch_size, seed) -> None:  # noqa: ANN001
         self.sizes = sizes
-        self.cfg = snooze.SchedulerConfig(
+        self.cfg = snooze.SchedulerConfig(audit=0.0, 
             batch_size=batch_size, group_size=G, policy=policy, snooze_factor=factor, mix=mix,
             carry_surplus=carry, epochs=epochs, weights={"a": 1.0, "b": 2.0}, max_gen_rounds=3,
         )  # fmt: skip

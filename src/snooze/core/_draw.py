@@ -5,8 +5,10 @@ j-th next encounter is due at ``(drawn_d + j + 0.5) / p_d`` (``p`` the weights o
 the walk, normalised), so cumulative encounters per dataset never stray more than one from ``p_d``
 times the total. The walk takes encounters in that order until it has met ``need`` awake prompts:
 a prompt is *skipped* when its snooze counter is above 0 (the counter goes down by one) or the
-policy's skip mask says so, and *passed over* when it is retired or excluded. Everything met on the
-way is spent; the rest of the stream is untouched. ``mix="stream"`` walks every dataset by weight;
+policy's skip mask says so, and *passed over* when it is retired or excluded. A share
+``config.audit`` of the encounters the policy skips (asleep, masked or retired; never excluded ones) is
+*audited*: met as if awake, and flagged (:mod:`._audit`), while its counter goes down as for any skip.
+Everything met on the way is spent; the rest of the stream is untouched. ``mix="stream"`` walks every dataset by weight;
 ``mix="quota"`` walks one dataset at a time, for the candidates its open quota is allotted.
 
 The walk works in chunks (one vectorised pass each, sized from the share of prompts awake); the
@@ -21,7 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from snooze.core._memory import BLOCKED, PromptTable
+from snooze.core._audit import audit_uniform
+from snooze.core._memory import BLOCKED, EXCLUDED, PromptTable
 from snooze.core._mixing import interleave_order, largest_remainder
 from snooze.core._stream import DatasetStream
 from snooze.core.policies import Policy
@@ -36,14 +39,17 @@ class Walk:
 
     ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``passed``
     (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met;
-    ``counted_down`` the rows whose snooze counter went down by one, per dataset (what undoes the walk)."""
+    ``counted_down`` the rows whose snooze counter went down by one, per dataset (what undoes the walk);
+    ``auditable`` the encounters the policy skipped (asleep, masked, retired), audited ones among them;
+    :meth:`audit` flags the prompts met that are audits."""
 
-    __slots__ = ("parts", "encounters", "skipped", "passed", "counted_down")
+    __slots__ = ("parts", "encounters", "skipped", "passed", "counted_down", "auditable")
 
     def __init__(self, datasets: int) -> None:
-        self.parts: list[tuple[np.ndarray | int, np.ndarray]] = []  # per pass: (owners, or its one dataset; rows)
+        self.parts: list[tuple[np.ndarray | int, np.ndarray, np.ndarray]] = []  # per pass: (owners, or its dataset; rows; audit)
         self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
         self.counted_down: list[tuple[int, np.ndarray]] = []
+        self.auditable = 0
 
     def spend(self, d: int, used: int, skipped: int, passed: int, down: np.ndarray) -> None:
         self.encounters[d] += used
@@ -56,19 +62,25 @@ class Walk:
         """``[K]`` row of each awake prompt met."""
         if len(self.parts) == 1:
             return self.parts[0][1]
-        return np.concatenate([r for _, r in self.parts]) if self.parts else np.empty(0, dtype=np.int64)
+        return np.concatenate([r for _, r, _ in self.parts]) if self.parts else np.empty(0, dtype=np.int64)
+
+    def audit(self) -> np.ndarray:
+        """``[K]`` whether each prompt met is an audit of a skipped encounter."""
+        return np.concatenate([a for _, _, a in self.parts]) if self.parts else np.empty(0, dtype=bool)
 
     def owners(self) -> np.ndarray:
         """``[K]`` dataset of each awake prompt met."""
-        owners = [np.full(r.shape[0], o, dtype=np.int64) if isinstance(o, int) else o for o, r in self.parts]
+        owners = [np.full(r.shape[0], o, dtype=np.int64) if isinstance(o, int) else o for o, r, _ in self.parts]
         return np.concatenate(owners).astype(np.int64, copy=False) if owners else np.empty(0, dtype=np.int64)
 
 
 class _Peek(NamedTuple):
     rows: np.ndarray  # [M] the next encounters of one dataset (one epoch)
-    awake: np.ndarray  # [M] rolled out if reached
+    awake: np.ndarray  # [M] rolled out if reached (audits among them)
     counter: np.ndarray  # [M] their snooze counters
     masked: np.ndarray | None  # [M] skipped by the policy's mask (None: no mask)
+    audit: np.ndarray | None  # [M] skipped by the policy but rolled out as an audit (None: audit off)
+    auditable: np.ndarray | None  # [M] skipped by the policy (asleep, masked or retired; not excluded)
 
 
 def drawable(tables: Sequence[PromptTable], streams: Sequence[DatasetStream], weights: np.ndarray) -> np.ndarray:
@@ -92,15 +104,20 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> 
     awake = counter == 0
     if table.n_blocked:
         awake &= (table.flags[rows] & BLOCKED) == 0
-    if policy.skip_mask is None:
-        return _Peek(rows, awake, counter, None)
-    masked = policy.skip_mask(table, stream, rows, awake)
-    return _Peek(rows, awake & ~masked, counter, masked)
+    masked = None if policy.skip_mask is None else policy.skip_mask(table, stream, rows, awake)
+    if masked is not None:
+        awake = awake & ~masked
+    share = policy.config.audit
+    if not share:
+        return _Peek(rows, awake, counter, masked, None, None)
+    auditable = ~awake & ((table.flags[rows] & EXCLUDED) == 0) if table.n_blocked else ~awake
+    audit = auditable & (audit_uniform(stream.seed, stream.key, stream.epoch, rows) < share)
+    return _Peek(rows, awake | audit, counter, masked, audit, auditable)
 
 
-def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) -> tuple[np.ndarray, int, int, np.ndarray]:
+def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int, out: Walk, d: int) -> np.ndarray:
     """Spend the first ``used`` encounters of a peek made just before: sleeping prompts' counters go
-    down by one. Returns ``(awake rows met, skipped, passed, rows counted down)``."""
+    down by one, and ``out`` counts them for dataset ``d``. Returns the awake rows met (audits among them)."""
     seen, awake, counter = peek.rows[:used], peek.awake[:used], peek.counter[:used]
     asleep = counter > 0
     left = counter[asleep]
@@ -110,7 +127,12 @@ def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int) 
     skipped = left.shape[0] + (int(np.count_nonzero(peek.masked[:used])) if peek.masked is not None else 0)
     stream.advance(used)
     taken = seen[awake]
-    return taken, skipped, used - taken.shape[0] - skipped, down
+    audited = 0
+    if peek.audit is not None and peek.auditable is not None:
+        audited = int(np.count_nonzero(peek.audit[:used]))
+        out.auditable += int(np.count_nonzero(peek.auditable[:used]))
+    out.spend(d, used, skipped, used - (taken.shape[0] - audited) - skipped, down)
+    return taken
 
 
 def walk(
@@ -141,26 +163,31 @@ def walk(
             cut, met = _cut(peek.awake, need)
             if cut == 0:
                 break
-            taken, s, q, down = _consume(tables[d], streams[d], peek, cut)
-            out.spend(d, cut, s, q, down)
-            out.parts.append((d, taken))
+            taken = _consume(tables[d], streams[d], peek, cut, out, d)
+            out.parts.append((d, taken, _taken_audit(peek, cut)))
             if dry is not None:
-                dry.spent(d, cut, taken.shape[0] + down.shape[0])
+                dry.spent(d, cut, taken.shape[0] + int(np.count_nonzero(peek.counter[:cut])))
         else:
-            peeks, owners, awake, rows = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
+            peeks, owners, awake, rows, audit = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
             cut, met = _cut(awake, need)
             if cut == 0:
                 break
             for d, k in enumerate(np.bincount(owners[:cut], minlength=D).tolist()):
                 if k:
-                    taken, s, q, down = _consume(tables[d], streams[d], peeks[d], k)
-                    out.spend(d, k, s, q, down)
+                    taken = _consume(tables[d], streams[d], peeks[d], k, out, d)
                     if dry is not None:
-                        dry.spent(d, k, taken.shape[0] + down.shape[0])
+                        dry.spent(d, k, taken.shape[0] + int(np.count_nonzero(peeks[d].counter[:k])))
             take = awake[:cut]
-            out.parts.append((owners[:cut][take], rows[:cut][take]))  # the awake prompts, in mixed-stream order
+            out.parts.append((owners[:cut][take], rows[:cut][take], audit[:cut][take]))  # the awake prompts, in mixed-stream order
         need -= met
     return out
+
+
+def _taken_audit(peek: _Peek, used: int) -> np.ndarray:
+    """Of the first ``used`` encounters of ``peek``, the audit flag of each awake prompt met."""
+    if peek.audit is None:
+        return np.zeros(int(np.count_nonzero(peek.awake[:used])), dtype=bool)
+    return peek.audit[:used][peek.awake[:used]]
 
 
 class _Dry:
@@ -186,14 +213,15 @@ def walk_quota(
     weights: np.ndarray,
     active: Callable[[], np.ndarray],
     open_slots: Callable[[np.ndarray], np.ndarray],
-    walk_one: Callable[[int, int], np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    walk_one: Callable[[int, int], tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Quota mix: split ``n`` among the datasets whose batch quota is open (in proportion to their
     ``open_slots``, by largest remainder; by weight once no quota is open), walk each one's stream for its
-    share (``walk_one(d, k)`` -> rows), and split again what a dataset could not give. Returns ``(owners,
-    rows, per-dataset counts)``, the candidates interleaved by dataset."""
+    share (``walk_one(d, k)`` -> rows, audit flags), and split again what a dataset could not give. Returns
+    ``(owners, rows, audit flags, per-dataset counts)``, the candidates interleaved by dataset."""
     D = weights.shape[0]
     rows_by_ds: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * D
+    audit_by_ds: list[np.ndarray] = [np.empty(0, dtype=bool)] * D
     want = n
     while want > 0:
         now = active()
@@ -203,15 +231,16 @@ def walk_quota(
         alloc = largest_remainder(want, slots if slots.sum() > 0 else np.where(now, weights, 0.0))
         got_any = False
         for d in np.flatnonzero(alloc):
-            rows = walk_one(int(d), int(alloc[d]))
+            rows, audit = walk_one(int(d), int(alloc[d]))
             rows_by_ds[d] = np.concatenate([rows_by_ds[d], rows])
+            audit_by_ds[d] = np.concatenate([audit_by_ds[d], audit])
             got_any |= rows.shape[0] > 0
             want -= rows.shape[0]
         if not got_any and np.array_equal(active(), now):
             break  # no dataset gave a prompt and none ran out: nothing more to draw
     counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
     order = interleave_order(counts)  # slot -> index into the rows grouped by dataset
-    return np.repeat(np.arange(D), counts)[order], np.concatenate(rows_by_ds)[order], counts
+    return np.repeat(np.arange(D), counts)[order], np.concatenate(rows_by_ds)[order], np.concatenate(audit_by_ds)[order], counts
 
 
 def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:
@@ -230,9 +259,9 @@ def _mixed_pass(
     active: list[int],
     drawn: np.ndarray,
     need: int,
-) -> tuple[dict[int, _Peek], np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[dict[int, _Peek], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One pass over several datasets: peek each, then order the encounters by stride scheduling.
-    Returns ``(peeks, owners, awake, rows)`` of at most ``m`` encounters in mixed-stream order.
+    Returns ``(peeks, owners, awake, rows, audit)`` of at most ``m`` encounters in mixed-stream order.
 
     Stops where a dataset's epoch ends inside the chunk, so no encounter is taken past a point
     where that dataset's stream would have gone on."""
@@ -257,4 +286,6 @@ def _mixed_pass(
     at = (np.cumsum(counts) - counts)[owners[order]] + rank[order]  # [M] index into the peeks, concatenated
     awake = np.concatenate([peeks[d].awake for d in active])[at]
     rows = np.concatenate([peeks[d].rows for d in active])[at]
-    return peeks, owners[order], awake, rows
+    audit = np.concatenate([peeks[d].audit if peeks[d].audit is not None else np.zeros(peeks[d].rows.shape[0], dtype=bool)
+                            for d in active])[at]  # fmt: skip
+    return peeks, owners[order], awake, rows, audit

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze.core._audit import Diagnosis
 from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL
 
@@ -36,6 +37,8 @@ class StepEnd(NamedTuple):
     asleep: Sequence[int]  # [D] prompts with a snooze counter above 0, per dataset
     retired: int  # prompts retired by filter, all datasets
     epochs: Sequence[int]  # [D] each dataset's current epoch
+    bound: bool = False  # max_gen_rounds was reached with the batch not full
+    audit: float = 0.0  # SchedulerConfig.audit (named in the audit's warning)
 
 
 class StepMetrics:
@@ -47,6 +50,7 @@ class StepMetrics:
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
+        self.diagnosis = Diagnosis()  # the audit's counts and the exhaustion window (snooze.core._audit)
         self.start_step(np.empty(0, dtype=np.int32))
 
     @property
@@ -68,10 +72,13 @@ class StepMetrics:
 
     def snapshot(self) -> tuple[Any, ...]:
         """A copy of every count, for :meth:`restore` (a withdrawn round; cheaper than ``state_dict``)."""
-        return dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
+        counts = dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
+        return counts, self.diagnosis.snapshot()
 
     def restore(self, snap: tuple[Any, ...]) -> None:
-        self.totals, self.scalars, self.outcomes, self.ds = snap
+        counts, diagnosis = snap
+        self.totals, self.scalars, self.outcomes, self.ds = counts
+        self.diagnosis.restore(diagnosis)
 
     def add(self, key: str, value: int) -> None:
         self.scalars[key] += int(value)
@@ -111,6 +118,7 @@ class StepMetrics:
         out: dict[str, Any] = {"step": self.steps}
         self._generation(out, gen, train, end)
         self._advance_totals(gen, train, end.group_size)
+        self.diagnosis.finish(out, end.bound, gen, train, end.audit)
         self._per_dataset(out, end)
         t = self.totals
         for key, value in t.items():
@@ -179,6 +187,7 @@ class StepMetrics:
             "scalars": dict(self.scalars),
             "outcomes": self.outcomes.tolist(),
             "ds": {k: v.tolist() for k, v in self.ds.items()},
+            "diagnosis": self.diagnosis.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -187,4 +196,5 @@ class StepMetrics:
         scalars = {k: state_int(state["scalars"].get(k, 0), f"metrics scalars[{k!r}]") for k in _SCALARS}
         outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))
         ds = {k: state_ints(state["ds"][k], f"metrics ds[{k!r}]", (len(self.names),)) for k in _DS_KEYS}
+        self.diagnosis.load_state_dict(state.get("diagnosis", {}))  # absent in states saved before the audit
         self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

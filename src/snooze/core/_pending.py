@@ -33,7 +33,8 @@ def new_run_id() -> str:
 
 
 class PendingSet:
-    """Columns ``ticket`` (sorted, unique), ``ds`` and ``row``; ``next_ticket`` is the next one to issue."""
+    """Columns ``ticket`` (sorted, unique), ``ds``, ``row`` and ``audit`` (the candidate is an audit of a skipped
+    encounter, snooze.core._audit); ``next_ticket`` is the next one to issue."""
 
     def __init__(self, sizes: Sequence[int] = (), issuer: str | None = None) -> None:
         self.sizes = list(sizes)  # rows per dataset, to check a loaded state
@@ -42,6 +43,7 @@ class PendingSet:
         self.ticket = np.empty(0, dtype=np.int64)
         self.ds = np.empty(0, dtype=np.int64)
         self.row = np.empty(0, dtype=np.int64)
+        self.audit = np.empty(0, dtype=bool)
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -49,15 +51,16 @@ class PendingSet:
     def __contains__(self, ticket: object) -> bool:
         return bool(self.find(np.array([ticket], dtype=np.int64))[0] >= 0)
 
-    def issue(self, ds: np.ndarray, row: np.ndarray) -> np.ndarray:
+    def issue(self, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> np.ndarray:
         """Tickets for newly drawn prompts ``(ds[i], row[i])``, held until reported. ``[N]`` -> ``[N]``."""
         ticket = np.arange(self.next_ticket, self.next_ticket + ds.shape[0], dtype=np.int64)
-        self.add(ticket, ds, row)
+        self.add(ticket, ds, row, audit)
         self.next_ticket += int(ds.shape[0])
         return ticket
 
-    def add(self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray) -> None:
-        """Append tickets (all above the ones held)."""
+    def add(self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> None:
+        """Append tickets (all above the ones held); ``audit`` ``None``: none of them is an audit."""
+        self.audit = np.concatenate([self.audit, np.zeros(ds.shape[0], dtype=bool) if audit is None else audit.astype(bool)])
         self.ticket = np.concatenate([self.ticket, ticket.astype(np.int64)])
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
@@ -66,6 +69,7 @@ class PendingSet:
         """Take back every ticket issued since the set had ``length`` entries and ``next_ticket`` was next
         (a failed round of :meth:`Scheduler.step`; tickets are appended in issue order)."""
         self.ticket, self.ds, self.row = self.ticket[:length], self.ds[:length], self.row[:length]
+        self.audit = self.audit[:length]
         self.next_ticket = next_ticket
 
     def find(self, ticket: np.ndarray) -> np.ndarray:
@@ -109,21 +113,23 @@ class PendingSet:
         """Remove the entries at ``index`` (from :meth:`find`, all found); return their ``(ds, row)``."""
         ds, row = self.ds[index], self.row[index]
         if index.shape[0] == len(self):  # the whole set (a report of everything out): nothing to keep
-            self.ticket, self.ds, self.row = self.ticket[:0], self.ds[:0], self.row[:0]
+            self.ticket, self.ds, self.row, self.audit = self.ticket[:0], self.ds[:0], self.row[:0], self.audit[:0]
             return ds, row
         keep = np.ones(len(self), dtype=bool)
         keep[index] = False
-        self.ticket, self.ds, self.row = self.ticket[keep], self.ds[keep], self.row[keep]
+        self.ticket, self.ds, self.row, self.audit = self.ticket[keep], self.ds[keep], self.row[keep], self.audit[keep]
         return ds, row
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``) and ``issuer`` (the run id)."""
+        """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``audit`` (the tickets
+        of audit candidates, a list) and ``issuer`` (the run id)."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
-        return {"next_ticket": self.next_ticket, "pending": rows, "issuer": self.issuer}
+        return {"next_ticket": self.next_ticket, "pending": rows, "audit": self.ticket[self.audit].tolist(), "issuer": self.issuer}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """``issuer`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own."""
+        """``issuer`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
+        state written before the audit): no candidate is an audit."""
         issuer = state.get("issuer")
         if issuer is not None and (not isinstance(issuer, str) or not _RUN_ID.match(issuer)):
             raise StateError(f"run_id={issuer!r} is not a run id (16 hex digits); the state is corrupt")
@@ -134,7 +140,11 @@ class PendingSet:
             arr[:, 0].min() < 0 or arr[:, 0].max() >= next_ticket or np.unique(arr[:, 0]).shape[0] != arr.shape[0]
         ):
             raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
+        audit = state_ints(state.get("audit", []), "pending audit tickets", (None,))
+        if not np.isin(audit, arr[:, 0]).all():
+            raise StateError("the pending audit tickets are not all pending; the state is corrupt")
         order = np.argsort(arr[:, 0], kind="stable")
         self.issuer = issuer if issuer is not None else self.issuer
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()
+        self.audit = np.isin(self.ticket, audit)

@@ -12,6 +12,7 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.metrics, .last_metrics      the step's counters and totals; the last finished step's metrics
     meta.step, .round                header copies of metrics.totals.steps and metrics.scalars.gen/rounds
     meta.policy                      the policy's own state, only when it keeps any (none built in)
+    meta.pending_audit               tickets of pending candidates that audit a skipped encounter (absent: none)
     arrays.ds<d>.<column>            the prompt memory (counter, flags, streak; history under skip="history")
     arrays.<buffer>.<column>         the step's batch, surplus and zero-signal groups
 
@@ -83,6 +84,8 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
     }
     if parts.policy:
         meta["policy"] = parts.policy
+    if parts.pending.get("audit"):  # tickets of pending audit candidates (absent: none, as in older states)
+        meta["pending_audit"] = parts.pending["audit"]
     arrays: dict[str, np.ndarray] = {"pending": parts.pending["pending"]}
     for d, columns in enumerate(parts.memory["datasets"]):
         arrays.update({f"ds{d}.{name}": a for name, a in columns.items()})
@@ -153,7 +156,8 @@ def unpack(
         memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
         mix={"weights": meta["weights"] if meta["config"]["weights"] == config.to_dict()["weights"] else None,
              "drawn": meta["drawn"]},  # fmt: skip
-        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"], "issuer": meta.get("run_id")},
+        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"], "issuer": meta.get("run_id"),
+                 "audit": meta.get("pending_audit", [])},
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
         metrics=dict(meta["metrics"]),
         last_metrics=_last_metrics(meta["last_metrics"]),
@@ -268,6 +272,8 @@ def _migrate(
         drawn[d] = state_int(int(meta["drawn"][i]), f"drawn[{i}]")
     metrics = StepMetrics(names)  # a fresh step; the totals carry on
     metrics.totals = {k: int(meta["metrics"]["totals"][k]) for k in metrics.totals}
+    metrics.diagnosis.load_state_dict(meta["metrics"].get("diagnosis", {}))  # the audit's totals carry on too
+    metrics.diagnosis.start_step()
     log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
     return Parts(
         streams=streams,

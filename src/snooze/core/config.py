@@ -80,6 +80,13 @@ class SchedulerConfig:
     noise that follows the rewards' own size, never ``reward_range``. 1e-6 sits far above float32
     rounding (~6e-8 relative) and far below any real reward difference; 0 counts any spread."""
 
+    audit: float = 0.05
+    """Share of the encounters a policy skips before any rollout (snoozed, retired by ``filter``, masked
+    by ``predictive`` or ``skip="history"``) that are rolled out anyway, to measure what skipping gives up
+    (``snooze/audit/*``, docs/concepts.md "The audit"). Chosen per encounter by a hash of (seed, dataset,
+    prompt, epoch), so it needs no state; audit groups never change the policy's memory, and only those
+    with signal may be trained on. In [0, 1); 0 turns it off (what a state saved before the field loads with)."""
+
     max_gen_rounds: int = 8
     """Generation rounds per step before giving up on filling the batch. Never generate forever."""
 
@@ -155,6 +162,9 @@ class SchedulerConfig:
         if self.weights is not None:
             _set(self, "weights", check_weights(self.weights))
         _set(self, "options", _policy_options(self.policy, self.options))
+        _set(self, "audit", as_real(self.audit, "audit", 0.0, allowed=_AUDIT_ALLOWED))
+        if self.audit >= 1.0:
+            raise ConfigError(f"audit={self.audit!r}: must be {_AUDIT_ALLOWED}")
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -182,7 +192,7 @@ class SchedulerConfig:
         had no effect and are dropped, :func:`migrate`); unknown keys are an error that names them."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}")
-        kwargs = migrate(data)
+        kwargs = {**_LEGACY, **migrate(data)}  # a field a saved config lacks takes the value that keeps its run as it was
         for key in ("reward_range", "reward_band"):
             if isinstance(kwargs.get(key), list):  # JSON has no tuples
                 kwargs[key] = tuple(kwargs[key])
@@ -210,7 +220,7 @@ def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
         saved = SchedulerConfig.from_dict(saved).to_dict()
     except ConfigError:  # a damaged saved config: compared as it is (each damaged field counts as changed)
         pass
-    default = _flat_items(SchedulerConfig(policy=now.policy).to_dict())
+    default = _flat_items({**SchedulerConfig(policy=now.policy).to_dict(), **_LEGACY})
     current, before = _flat_items(now.to_dict()), _flat_items(saved)
     return [f"{k}: saved {before.get(k, default.get(k))!r}, now {v!r}" for k, v in current.items() if _differs(before.get(k, default.get(k)), v)]
 
@@ -232,6 +242,12 @@ def _differs(saved: Any, now: Any) -> bool:
     except (TypeError, ValueError):  # a damaged saved field (an array, ...) that cannot be compared: not the same
         return True
 
+
+_AUDIT_ALLOWED = "a finite number in [0, 1) (0.05: one in twenty skipped encounters is rolled out; 0: no audit)"
+
+_LEGACY: dict[str, Any] = {"audit": 0.0}
+"""Fields added after states were first saved, with the value a config saved without them means: the
+behaviour before the field existed (``audit=0``), so a saved run continues exactly."""
 
 _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1}
 """Integer fields and their minimum."""

@@ -230,21 +230,23 @@ class Scheduler:
         if self.config.mix == "stream":
             w = self._walk(int(n))
             self.mix.drawn += w.encounters
-            owners, rows = w.owners(), w.rows().astype(np.int64, copy=False)
+            owners, rows, audit = w.owners(), w.rows().astype(np.int64, copy=False), w.audit()
         else:
-            owners, rows, counts = walk_quota(int(n), self.weights, self._active, self._open_slots, self._walk_one)
+            owners, rows, audit, counts = walk_quota(int(n), self.weights, self._active, self._open_slots, self._walk_one)
             self.mix.drawn += counts  # quota mix: issued candidates, not encounters
-        return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows), self.run_id)
+        return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows, audit), self.run_id)
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
         self.counts.add_skips(w.skipped, w.passed)
+        self.counts.diagnosis.add_skips(w.auditable)
         if self._undo is not None:
             self._undo.counted_down += w.counted_down
         return w
 
-    def _walk_one(self, d: int, need: int) -> np.ndarray:
-        return self._walk(need, d).rows()  # restricted to dataset d
+    def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
+        w = self._walk(need, d)  # restricted to dataset d
+        return w.rows(), w.audit()
 
     def _open_slots(self, active: np.ndarray) -> np.ndarray:
         return np.maximum(self._quotas() - self._filled(), 0) * active
@@ -281,14 +283,19 @@ class Scheduler:
         at = self.memory.offsets[ds] + rows
         if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
             self._undo.keep_memory(self.memory.columns, at)
-        watched = self.memory.watch(at)
-        changes = self.policy.report(self.memory, Report(ds, at, outcomes, arr, cfg.reward_range))
+        audit = self.pending.audit[index]
+        mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
+        report = Report(ds, at, outcomes, arr, cfg.reward_range) if not audit.any() else \
+            Report(ds[mine], at[mine], outcomes[mine], arr[mine], cfg.reward_range)  # fmt: skip
+        watched = self.memory.watch(report.group_rows)
+        changes = self.policy.report(self.memory, report)
         self.memory.settle(watched)  # the cached counts, from the columns the policy wrote
         self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
             self._count_changes(changes)
         self.counts.record_generated(ds, outcomes)
-        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr))
+        self.counts.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit)
         return outcomes
 
     def _count_changes(self, changes: Changes) -> None:
@@ -296,11 +303,13 @@ class Scheduler:
             if flags is not None:
                 self.counts.add(key, np.count_nonzero(flags))
 
-    def _accept(self, groups: GroupBuffer) -> None:
-        """Move acceptable groups into the batch while there is room; the rest to surplus or zero."""
+    def _accept(self, groups: GroupBuffer, audit: np.ndarray) -> None:
+        """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
+        audit group is acceptable only with signal, and never padding material."""
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
+        acceptable &= ~audit | (groups.outcome == SIGNAL)
         if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.zero.extend(groups, ~acceptable)
+            self.zero.extend(groups, ~acceptable & ~audit)
         self.counts.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)
@@ -349,6 +358,7 @@ class Scheduler:
             starved = self._quotas() - self._filled() > 0
             if not self.batch_full:
                 self.surplus.move_head(self.batch, cfg.batch_size - len(self.batch))  # starved slots go to the rest
+        bound = not self.batch_full and self.round >= cfg.max_gen_rounds  # the round limit, not the data, stopped it
         if not self.batch_full and cfg.on_short == "raise":
             raise BatchShortError.at(self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted)
         padded = self.zero.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
@@ -357,6 +367,7 @@ class Scheduler:
         end = StepEnd(
             self.batch.ds, batch.signal, padded, starved, cfg.group_size,
             [t.asleep() for t in self.tables], sum(t.retired() for t in self.tables), [s.epoch for s in self.streams],
+            bound, cfg.audit,
         )  # fmt: skip
         batch.metrics = self.last_metrics = self.counts.finish(end)
         carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)

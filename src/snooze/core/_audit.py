@@ -1,0 +1,188 @@
+"""The audit and the exhaustion diagnosis: what skipping gives up, and when the pool is used up
+(docs/concepts.md, "The audit" and "Exhaustion"; docs/metrics.md).
+
+**Audit.** A share ``SchedulerConfig.audit`` of the encounters a policy skips before any rollout is
+rolled out anyway. Which ones is a hash of ``(seed, dataset, row, epoch)`` (a prompt comes up once
+per epoch, so the epoch is its encounter number): stateless, the same on every machine and across a
+resume, and independent of everything the run has seen, so the audited encounters are a uniform
+random sample of the skipped ones. Audit groups never reach the policy (its memory evolves as if they
+had been skipped), so their signal rate is an unbiased estimate of the signal rate of the encounters
+the policy skips, and ``(skipped - audited) x that rate`` estimates the signal groups given up.
+
+**Exhaustion.** When ``max_gen_rounds`` binds at every one of the last :data:`EXHAUSTED_WINDOW` steps
+and those steps trained on less than :data:`EXHAUSTED_USED` of what they generated, the pool is
+used up: ``gen/exhausted`` is 1, and the first time it happens in a run a warning says so.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from snooze.core._stateful import state_int
+from snooze.core.classify import SIGNAL, group_means
+from snooze.core.errors import StateError
+
+__all__ = ["audit_uniform", "Diagnosis", "AUDIT_MIN_GROUPS", "AUDIT_WARN_RATIO", "EXHAUSTED_WINDOW", "EXHAUSTED_USED"]
+
+log = logging.getLogger("snooze.core.scheduler")  # the scheduler's logger: users filter one name
+
+AUDIT_MIN_GROUPS = 50
+"""Audit groups (and drawn groups) needed before the audit may warn: at 50 groups the standard error of
+a signal rate near 0.3 is about 0.065, small beside the gap the warning looks for."""
+AUDIT_WARN_RATIO = 0.5
+"""Warn when skipped encounters carry signal at least this share as often as drawn ones: skipping then
+gives up half a drawn encounter's worth of signal or more for every encounter it saves."""
+EXHAUSTED_WINDOW = 10
+"""Steps in a row at which ``max_gen_rounds`` must bind (the batch not full after the last round)."""
+EXHAUSTED_USED = 0.05
+"""Used share of generation (groups trained / groups generated) over the window below which the pool
+counts as used up. A step that stops at the round limit uses at most ``batch_size / (max_gen_rounds x
+gen_batch_size)`` of it (1/8 at the defaults); 0.05 means less than 40% of each batch was filled."""
+
+_SALT = np.uint64(0x5A0D17A0D17C0FFE)  # keeps the audit's hash apart from the streams' permutations
+_COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips")
+_SUMS = ("audit_pass", "drawn_pass")
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on ``uint64`` (arithmetic mod 2**64): every input bit reaches every output bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def audit_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.ndarray:
+    """``[M]`` uniforms in [0, 1), one per encounter of rows ``rows`` of the dataset with stream key ``key``
+    (:func:`~snooze.core._stream.dataset_key`) in ``epoch`` of a run seeded ``seed``. An encounter is
+    audited when its uniform is below ``audit``: a pure function of its arguments."""
+    base = np.array([int(seed) % 2**64], dtype=np.uint64) ^ _SALT
+    base = _mix(_mix(base) ^ np.uint64(key % 2**64))
+    base = _mix(base ^ np.uint64(int(epoch) % 2**64))
+    h = _mix(base ^ np.asarray(rows).astype(np.uint64))
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+class Diagnosis:
+    """The audit's counts (per step and run totals), the exhaustion window and which warnings were given.
+    Part of the step metrics' state (``metrics.diagnosis``); a state without it starts at zero."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {k: 0 for k in _COUNTS} | {k: 0.0 for k in _SUMS}
+        self.window: list[list[int]] = []  # the last EXHAUSTED_WINDOW steps: [bound (0/1), generated, trained]
+        self.warned: dict[str, bool] = {"audit": False, "exhausted": False}
+        self.start_step()
+
+    def start_step(self) -> None:
+        self.step: dict[str, float] = {k: 0 for k in _COUNTS} | {k: 0.0 for k in _SUMS}
+
+    def snapshot(self) -> tuple[Any, ...]:
+        return dict(self.totals), dict(self.step), [list(w) for w in self.window], dict(self.warned)
+
+    def restore(self, snap: tuple[Any, ...]) -> None:
+        self.totals, self.step, self.window, self.warned = snap
+
+    def add_skips(self, n: int) -> None:
+        """Encounters the policy skipped (audited ones among them): the population the audit samples."""
+        self.step["skips"] += int(n)
+
+    def record(self, audit: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]) -> None:
+        """A report's groups: ``audit`` ``[N]`` marks the audit groups, the rest are the stream's draws."""
+        low, high = reward_range
+        means = np.clip((group_means(rewards) - low) / (high - low), 0.0, 1.0)
+        signal = outcomes == SIGNAL
+        for name, sel in (("audit", audit), ("drawn", ~audit)):
+            self.step[f"{name}_groups"] += int(np.count_nonzero(sel))
+            self.step[f"{name}_signal"] += int(np.count_nonzero(signal & sel))
+            self.step[f"{name}_pass"] += float(means[sel].sum())
+
+    def finish(self, out: dict[str, Any], bound: bool, generated: int, trained: int, audit_share: float) -> None:
+        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``gen/exhausted`` and their totals to
+        ``out``; advance the totals and the window; warn (once per run) when the numbers say so."""
+        s, t = self.step, self.totals
+        for k in t:
+            t[k] += s[k]
+        rate = _rate(t["audit_signal"], t["audit_groups"])
+        for prefix, c in (("snooze/", s), ("total/", t)):
+            sep = "/" if prefix == "snooze/" else "_"
+            for name in ("audit", "drawn"):
+                key = f"{prefix}{name}{sep}"
+                out[key + "groups"] = int(c[f"{name}_groups"])
+                out[key + "signal_rate"] = _rate(c[f"{name}_signal"], c[f"{name}_groups"])
+                out[key + "pass_rate"] = _rate(c[f"{name}_pass"], c[f"{name}_groups"])
+            # signal groups given up: skipped encounters not rolled out x the run's audited signal rate so far
+            out[f"{prefix}audit{sep}given_up"] = max(int(c["skips"] - c["audit_groups"]), 0) * rate
+        self.window = (self.window + [[int(bound), int(generated), int(trained)]])[-EXHAUSTED_WINDOW:]
+        out["gen/exhausted"] = int(self.exhausted())
+        if out["gen/exhausted"] and not self.warned["exhausted"]:
+            self.warned["exhausted"] = True
+            gen, used = sum(w[1] for w in self.window), sum(w[2] for w in self.window)
+            log.warning(
+                "the pool is used up: max_gen_rounds bound at each of the last %d steps, which trained on %d of the %d "
+                "groups they generated (%.1f%%, under %.0f%%); add data, stop, or lower max_gen_rounds",
+                EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0, 100 * EXHAUSTED_USED,
+            )  # fmt: skip
+        self._warn_audit(audit_share)
+        self.start_step()
+
+    def exhausted(self) -> bool:
+        """Every step of a full window bound, and together they used less than :data:`EXHAUSTED_USED`."""
+        if len(self.window) < EXHAUSTED_WINDOW or not all(w[0] for w in self.window):
+            return False
+        gen = sum(w[1] for w in self.window)
+        return gen > 0 and sum(w[2] for w in self.window) < EXHAUSTED_USED * gen
+
+    def _warn_audit(self, audit_share: float) -> None:
+        t = self.totals
+        if self.warned["audit"] or t["audit_groups"] < AUDIT_MIN_GROUPS or t["drawn_groups"] < AUDIT_MIN_GROUPS:
+            return
+        audited, drawn = _rate(t["audit_signal"], t["audit_groups"]), _rate(t["drawn_signal"], t["drawn_groups"])
+        if drawn > 0 and audited >= AUDIT_WARN_RATIO * drawn:
+            self.warned["audit"] = True
+            given_up = max(int(t["skips"] - t["audit_groups"]), 0) * audited
+            log.warning(
+                "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group %.0f%% "
+                "of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups so far. "
+                "Lower snooze_factor (or predict_margin), or use policy='dynamic_sampling' to skip nothing",
+                t["audit_groups"], audit_share, 100 * audited, 100 * drawn, t["drawn_groups"], given_up,
+            )  # fmt: skip
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"totals": dict(self.totals), "step": dict(self.step), "window": [list(w) for w in self.window],
+                "warned": dict(self.warned)}  # fmt: skip
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Counts integers >= 0, pass sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` triples."""
+        if not isinstance(state, Mapping):
+            raise StateError("metrics.diagnosis is not a mapping; the state is corrupt")
+        totals, step = (_counts(state.get(part, {}), part) for part in ("totals", "step"))
+        window = state.get("window", [])
+        if not isinstance(window, list) or len(window) > EXHAUSTED_WINDOW or not all(isinstance(w, list) and len(w) == 3 for w in window):
+            raise StateError("metrics.diagnosis.window is not a list of [bound, generated, trained]; the state is corrupt")
+        window = [[state_int(v, "metrics.diagnosis.window") for v in w] for w in window]
+        warned = state.get("warned", {})
+        if not isinstance(warned, Mapping) or not all(isinstance(warned.get(k, False), bool) for k in self.warned):
+            raise StateError("metrics.diagnosis.warned is not a mapping of warning to True/False; the state is corrupt")
+        self.totals, self.step, self.window = totals, step, window
+        self.warned = {k: bool(warned.get(k, False)) for k in self.warned}
+
+
+def _counts(part: Any, what: str) -> dict[str, float]:
+    if not isinstance(part, Mapping):
+        raise StateError(f"metrics.diagnosis.{what} is not a mapping; the state is corrupt")
+    out: dict[str, float] = {k: state_int(part.get(k, 0), f"metrics.diagnosis.{what}[{k!r}]") for k in _COUNTS}
+    for k in _SUMS:
+        v = part.get(k, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+            raise StateError(f"metrics.diagnosis.{what}[{k!r}]={v!r} is not a finite number >= 0; the state is corrupt")
+        out[k] = float(v)
+    return out
+
+
+def _rate(num: float, den: float) -> float:
+    return float(num) / float(den) if den else 0.0
