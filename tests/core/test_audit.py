@@ -1,0 +1,212 @@
+"""The audit of skipped encounters and the exhaustion diagnosis (snooze.core._audit; issue 24 items 4, 5)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import snooze
+from snooze.core import _audit
+from snooze.core._audit import EXHAUSTED_WINDOW, audit_uniform
+
+G = 4
+
+
+def _pool(n: int) -> dict[str, list[dict]]:
+    return {"d": [{"id": i} for i in range(n)]}
+
+
+def _roller(p: np.ndarray, seed: int):  # noqa: ANN202
+    """Rollouts of a pool whose prompt ``i`` passes each rollout with probability ``p[i]`` (1/0 rewards)."""
+    rng = np.random.default_rng(seed)
+    return lambda c: (rng.random((len(c), G)) < p[c.row][:, None]).astype(float)
+
+
+class _Recorder:
+    """The plain reference model of the audit: wraps the scheduler's walk and keeps, for every encounter the
+    policy skipped (the snooze counter rule: exactly the rows counted down), its epoch and whether the
+    stateless hash audits it."""
+
+    def __init__(self, sched: snooze.Scheduler) -> None:
+        self.skipped: list[np.ndarray] = []  # rows of skipped encounters
+        self.audited: list[np.ndarray] = []  # rows the reference says are audited
+        self.issued_audits: list[np.ndarray] = []  # rows the scheduler issued as audits
+        inner, stream, share = sched._walk, sched.streams[0], sched.config.audit
+
+        def walk(need: int, only: int | None = None):  # noqa: ANN202
+            before = (stream.epoch, stream.cursor)
+            w = inner(need, only)
+            rows = np.concatenate([r for _, r in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
+            epochs = _epochs_of(sched.streams[0], before, rows)
+            self.skipped.append(rows)
+            u = np.array([audit_uniform(sched.seed, stream.key, e, np.array([r]))[0] for r, e in zip(rows, epochs)])
+            self.audited.append(rows[u < share] if rows.size else rows)
+            self.issued_audits.append(w.rows()[w.audit()])
+            return w
+
+        sched._walk = walk  # type: ignore[method-assign]
+
+
+def _epochs_of(stream, before: tuple[int, int], rows: np.ndarray) -> list[int]:  # noqa: ANN001
+    """The epoch of each row met by a walk that started at ``before`` = (epoch, cursor): rows are distinct within
+    an epoch, so a row seen again belongs to the next one (a plain re-walk of the permutations)."""
+    out, epoch, seen = [], before[0], set()
+    perm = list(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n)[before[1]:])
+    order = {int(r): i for i, r in enumerate(perm)}
+    for r in rows.tolist():
+        if r in seen or r not in order:
+            epoch += 1
+            seen = set()
+            order = {int(x): i for i, x in enumerate(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n))}
+        seen.add(r)
+        out.append(epoch)
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(60, 200),
+    share=st.sampled_from([0.05, 0.2, 0.5]),
+    easy=st.floats(0.3, 0.9),
+    seed=st.integers(0, 2**16),
+)
+def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(n: int, share: float, easy: float, seed: int) -> None:
+    """A pool with known pass rates (a share ``easy`` near-mastered, p in [0.85, 1]; the rest p in [0.2, 0.8]):
+    the audit groups are exactly the skipped encounters the hash picks (the reference model), and their signal
+    count matches ``share x`` the signal the skipped encounters carry in expectation (q = 1 - p^G - (1-p)^G),
+    within 4.5 standard deviations of the selection and the rollouts together."""
+    rng = np.random.default_rng(seed)
+    p = np.where(rng.random(n) < easy, rng.uniform(0.85, 1.0, n), rng.uniform(0.2, 0.8, n))
+    p[rng.random(n) < 0.3] = 1.0  # some always pass: they are snoozed again and again
+    cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", snooze_factor=5, audit=share)
+    sched = snooze.Scheduler(_pool(n), cfg, seed=seed)
+    rec = _Recorder(sched)
+    roll = _roller(p, seed + 1)
+    for _ in range(40):
+        sched.step(roll)
+    m = sched.metrics()
+    skipped = np.concatenate(rec.skipped)
+    ref, issued = np.concatenate(rec.audited), np.concatenate(rec.issued_audits)
+    assert sorted(ref.tolist()) == sorted(issued.tolist())  # the same encounters, by the plain reference
+    assert m["total/audit_groups"] == issued.size
+    assert skipped.size >= issued.size and m["total/audit_given_up"] >= 0
+    q = 1.0 - p[skipped] ** G - (1.0 - p[skipped]) ** G
+    audit_signal = round(m["total/audit_signal_rate"] * m["total/audit_groups"])
+    sd = math.sqrt(float(np.sum(share * q - share**2 * q**2))) + 1e-9
+    assert abs(audit_signal - share * q.sum()) <= 4.5 * sd + 1e-9
+
+
+def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
+    """Every prompt always passes. After a round, a drawn prompt's too-easy group snoozes it (counter 5); an
+    audited one's counter stays where the skip left it (never reported to the policy); no audit group is
+    trained on or kept as padding (none has signal)."""
+    cfg = snooze.SchedulerConfig(batch_size=10, group_size=G, audit=0.3, on_short="pad", max_gen_rounds=1)
+    sched = snooze.Scheduler(_pool(10), cfg, seed=3)
+    sched.step(_roller(np.ones(10), 0))  # every prompt snoozed for 5
+    assert (sched.tables[0].counter == 5).all()
+    kinds = set()
+    for _ in range(20):
+        cands = sched.propose(4)
+        audit = sched.pending.audit.copy()
+        kinds |= set(audit.tolist())
+        before = sched.tables[0].counter[cands.row].copy()
+        sched.report(cands, np.ones((len(cands), G)))
+        after = sched.tables[0].counter[cands.row]
+        once = np.unique(cands.row, return_counts=True)[1][np.unique(cands.row, return_inverse=True)[1]] == 1  # a row met twice in a round (two epochs) adds twice
+        assert (after[audit & once] == before[audit & once]).all() and (after[~audit & once] == before[~audit & once] + 5).all()
+        batch = sched.finish_step()
+        assert not batch.signal.any() and set(batch.candidates.ticket.tolist()).isdisjoint(cands.ticket[audit].tolist())
+    m = sched.metrics()
+    assert kinds == {True, False}  # both audited and drawn prompts were checked
+    assert m["total/audit_signal_rate"] == 0.0 and m["total/audit_pass_rate"] == 1.0 and m["total/audit_groups"] > 0
+
+
+def test_resume_with_the_audit_on_is_exact(tmp_path) -> None:  # noqa: ANN001
+    rng = np.random.default_rng(0)
+    p = np.where(rng.random(120) < 0.5, 0.97, 0.5)
+    cfg = snooze.SchedulerConfig(batch_size=6, group_size=G, audit=0.3)
+
+    def rollout(c):  # noqa: ANN001, ANN202 - rewards a pure function of (prompt, ticket): the same after a resume
+        return np.stack([(np.random.default_rng([int(r), int(t)]).random(G) < p[r]).astype(float) for r, t in zip(c.row, c.ticket)])
+
+    whole = snooze.Scheduler(_pool(120), cfg, seed=5)
+    part = snooze.Scheduler(_pool(120), cfg, seed=5)
+    lines_whole = [whole.step(rollout).metrics for _ in range(30)]
+    lines = [part.step(rollout).metrics for _ in range(12)]
+    cands = part.propose()  # mid-step, candidates out (audits among them)
+    part.save(tmp_path / "s")
+    back = snooze.Scheduler.load(tmp_path / "s", _pool(120))
+    assert back.config.audit == 0.3
+    assert np.array_equal(back.pending.audit, part.pending.audit)
+    back.report(back.pending_candidates(), rollout(cands))
+    lines += [back.step(rollout).metrics for _ in range(18)]  # the first continues the step in progress
+    assert lines == lines_whole
+    assert lines_whole[-1]["total/audit_groups"] > 0
+    assert back.state_dict()["meta"]["metrics"] == whole.state_dict()["meta"]["metrics"]
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.1, float("nan"), float("inf"), True, "0.1", None])
+def test_a_bad_audit_share_is_refused_and_changes_nothing(bad: object) -> None:
+    cfg = snooze.SchedulerConfig(audit=0.1)
+    before = cfg.to_dict()
+    with pytest.raises(snooze.ConfigError, match=r"audit=.*must be a finite number in \[0, 1\)"):
+        cfg.replace(audit=bad)
+    assert cfg.to_dict() == before
+
+
+def test_a_config_saved_without_the_field_loads_with_the_audit_off() -> None:
+    saved = snooze.SchedulerConfig().to_dict()
+    del saved["audit"]
+    assert snooze.SchedulerConfig.from_dict(saved).audit == 0.0
+    assert snooze.SchedulerConfig().audit == 0.05
+
+
+def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.LogCaptureFixture) -> None:
+    """Pass rate 0.9 everywhere: groups are often all-correct (0.9^4 = 0.66: snoozed) yet a skipped one
+    gives signal as often as a drawn one; the warning names the rates and what to do, once."""
+    p = np.full(300, 0.9)
+    sched = snooze.Scheduler(_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, audit=0.3), seed=0)
+    with caplog.at_level(logging.WARNING, logger="snooze"):
+        for _ in range(150):
+            sched.step(_roller(p, 1))
+    warnings = [r for r in caplog.records if "skipped prompts still carry signal" in r.getMessage()]
+    assert len(warnings) == 1 and "dynamic_sampling" in warnings[0].getMessage()
+    assert sched.metrics()["total/audit_groups"] >= _audit.AUDIT_MIN_GROUPS
+
+
+def _run(p: np.ndarray, steps: int, caplog: pytest.LogCaptureFixture, **cfg) -> list[dict]:  # noqa: ANN003
+    sched = snooze.Scheduler(_pool(p.size), snooze.SchedulerConfig(batch_size=8, group_size=G, **cfg), seed=0)
+    with caplog.at_level(logging.WARNING, logger="snooze"):
+        return [sched.step(_roller(p, 2)).metrics for _ in range(steps)]
+
+
+@pytest.mark.parametrize("policy", ["dynamic_sampling", "snooze"])
+def test_a_used_up_pool_warns_once_with_the_numbers(policy: str, caplog: pytest.LogCaptureFixture) -> None:
+    lines = _run(np.ones(100), 40, caplog, policy=policy)
+    warnings = [r.getMessage() for r in caplog.records if "the pool is used up" in r.getMessage()]
+    assert len(warnings) == 1 and "lower max_gen_rounds" in warnings[0] and "trained on 0 of the" in warnings[0]
+    assert [m["gen/exhausted"] for m in lines] == [0] * (EXHAUSTED_WINDOW - 1) + [1] * (40 - EXHAUSTED_WINDOW + 1)
+
+
+def test_a_healthy_pool_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    lines = _run(np.full(100, 0.5), 40, caplog, policy="dynamic_sampling")
+    assert not [r for r in caplog.records if "the pool is used up" in r.getMessage()]
+    assert all(m["gen/exhausted"] == 0 for m in lines)
+
+
+def test_the_exhaustion_warning_is_given_once_per_run_across_a_resume(tmp_path, caplog) -> None:  # noqa: ANN001
+    cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, policy="dynamic_sampling")
+    sched = snooze.Scheduler(_pool(50), cfg, seed=0)
+    with caplog.at_level(logging.WARNING, logger="snooze"):
+        for _ in range(EXHAUSTED_WINDOW + 2):
+            sched.step(_roller(np.ones(50), 0))
+        sched.save(tmp_path / "s")
+        back = snooze.Scheduler.load(tmp_path / "s", _pool(50))
+        for _ in range(5):
+            assert back.step(_roller(np.ones(50), 0)).metrics["gen/exhausted"] == 1
+    assert sum("the pool is used up" in r.getMessage() for r in caplog.records) == 1
