@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import as_int, check_band, check_reward_range, check_thresholds, check_weights
+from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights
 from snooze.core.errors import ConfigError
 from snooze.core.options import (
     POLICIES,
