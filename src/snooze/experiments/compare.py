@@ -58,11 +58,13 @@ class Arm:
     def config(self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None) -> SchedulerConfig:
         """The arm's ``SchedulerConfig`` under ``profile``: the profile's sizes, the comparison's
         ``settings`` (each arm takes those of its policy and of every policy: another policy's options are
-        dropped), then the arm's own; figure-3 arms weigh the ``strata`` equally."""
+        dropped), then the arm's own; figure-3 arms weigh the ``strata`` equally. The audit is off
+        (``audit=0.0``) unless ``settings`` turn it on: an arm measures its policy alone, and the audit's
+        own cost is measured apart (``benchmarks/audit_truth.py``)."""
         base = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
         if self.fig3:
             base["weights"] = {s: 1.0 for s in strata}
-        return SchedulerConfig(**base, policy=self.policy, **{**dict(settings or {}), **self.settings})
+        return SchedulerConfig(**base, policy=self.policy, **{"audit": 0.0, **dict(settings or {}), **self.settings})
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
