@@ -171,3 +171,48 @@ def test_the_reward_band_reaches_the_scheduler_and_drops_groups_outside_it(tmp_p
     never = run.report(uids, [c.key for c in cands], rewards)
     expected = snooze.classify_groups(rewards, reward_band=(0.3, 0.7)) != snooze.SIGNAL
     assert never.tolist() == expected.tolist() == [True, False]
+
+
+def test_the_gpu_recipe_script_composes_validates_and_builds(tmp_path: Path) -> None:
+    """examples/verl/run_gsm8k_snooze.sh, run with a ``python3`` on PATH that records its arguments: verl's
+    config accepts them (``validate_config`` as ``main_ppo`` calls it) and builds the snooze trainer."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import verl.trainer.config as verl_config
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.trainer.ppo.v1 import get_trainer_cls
+    from verl.utils.config import validate_config
+
+    from integrations._verl_env import make_model_dir
+
+    script = Path(__file__).parents[2] / "examples" / "verl" / "run_gsm8k_snooze.sh"
+    model, data = make_model_dir(tmp_path), tmp_path / "gsm8k"
+    data.mkdir()
+    for name in ("train", "test"):
+        make_parquet(data, name=name)
+    bin_dir, argv = tmp_path / "bin", tmp_path / "argv.json"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; json.dump(sys.argv[1:], open(\"{argv}\", \"w\"))' \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    bad = subprocess.run(["bash", str(script), str(model)], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr and not argv.exists()
+    subprocess.run(["bash", str(script), str(model), str(data), str(tmp_path / "run"), "trainer.total_training_steps=3"],
+                   env=env, check=True)
+    words = json.loads(argv.read_text())
+    assert words[:2] == ["-m", "verl.trainer.main_ppo"] and words[-1] == "trainer.total_training_steps=3"
+    with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
+        config = hydra_compose("ppo_trainer", overrides=words[2:])
+    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))
+    trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config=config)
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    cfg = trainer.snooze.config
+    assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.max_gen_rounds) == (64, 128, 8, "snooze", 4)
+    assert config.trainer.n_gpus_per_node == 1 and config.actor_rollout_ref.rollout.name == "vllm"
