@@ -36,15 +36,14 @@ if not str(verl.__version__).startswith(SUPPORTED + "."):  # pragma: no cover - 
         f"installed. Install verl=={TESTED} (see docs/integrations/verl.md)."
     )
 
-_OVERRIDDEN = {  # what the snooze trainer and replay buffer override or call: checked, not assumed
-    PPOTrainerSync: ("_build_replay_buffer", "_init_dataloader", "_fetch_one_gen_batch", "_add_prompts_to_generate",
-                     "prepare_step", "_save_checkpoint", "_load_checkpoint"),
-    ReplayBuffer: ("sample", "_sync_metadata_from_transfer_queue", "_clear_groups", "_materialize_batch",
-                   "_wait_for_next_poll"),
-}
-_missing = [f"{cls.__name__}.{name}" for cls, names in _OVERRIDDEN.items() for name in names if not hasattr(cls, name)]
-if _missing:  # pragma: no cover - depends on the installed verl
-    raise IntegrationError(f"verl {verl.__version__} lacks {_missing}; the snooze trainer is tested with verl {TESTED}")
+from snooze.integrations.verl._guard import BUFFER_API, TRAINER_API, api_mismatches  # noqa: E402
+
+_mismatches = api_mismatches({PPOTrainerSync: TRAINER_API, ReplayBuffer: BUFFER_API})  # signatures, not just names
+if _mismatches:  # pragma: no cover - depends on the installed verl
+    raise IntegrationError(
+        f"verl {verl.__version__} differs from the API the snooze trainer overrides (tested with verl {TESTED}): "
+        + "; ".join(_mismatches)
+    )
 
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer  # noqa: E402
 from snooze.integrations.verl._options import OPTIONS_KEY, SnoozeOptions, read_options  # noqa: E402

@@ -114,6 +114,17 @@ def _refuse_conflicts(config: Any) -> None:
             "draws each step's prompts from the scheduler, so replayed rollouts would not be the prompts it issued. "
             "Turn rollout skip off."
         )
+    sync_step = _select(config, "trainer.v1.sync.parameter_sync_step")
+    if sync_step is not None and sync_step != 1:  # the snooze trainer runs verl's sync mode
+        raise IntegrationError(
+            f"trainer.v1.sync.parameter_sync_step={sync_step!r}: the snooze trainer builds one batch of "
+            "data.train_batch_size groups per step (the scheduler's step), so verl's split of a step into "
+            "parameter_sync_step samples cannot be honoured. Unset it (or set 1); for several optimizer updates "
+            "per step lower actor_rollout_ref.actor.ppo_mini_batch_size (verl splits each batch into mini-batches)."
+        )
+    mode = _select(config, "trainer.resume_mode")
+    if mode not in (None, "auto", "disable", "resume_path"):  # verl logs it, then fails on an unbound name
+        raise IntegrationError(f"trainer.resume_mode={mode!r}: must be auto, disable or resume_path")
     rm = _mapping(config, "reward.reward_model")
     if rm.get("enable") and not rm.get("enable_resource_pool"):
         raise IntegrationError(

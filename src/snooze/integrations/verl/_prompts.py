@@ -23,18 +23,29 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _table(frame: Any, columns: list[str]) -> Any:
+    """The rows of ``frame`` (an HF ``datasets.Dataset``) that verl trains on, as an Arrow table of ``columns``.
+
+    ``.filter`` (``data.filter_overlong_prompts``) and ``.select`` (``data.train_max_samples``) keep the
+    whole Arrow table and an indices mapping, so ``frame.data.table`` still holds the rows verl dropped,
+    in the file's order; the Arrow formatter applies the mapping (and reads only ``columns``)."""
+    return frame.select_columns(columns).with_format("arrow")[:]
+
+
 def _columns(dataset: Sized) -> tuple[list[Any], list[Any]]:
-    """``data_source`` and ``extra_info.index`` of every row, read from the Arrow table when there is one
-    (verl's ``RLHFDataset.dataframe``), so nothing is tokenised and no row dict is built."""
+    """``data_source`` and ``extra_info.index`` of every row verl's dataset holds, in its order: read as an
+    Arrow table when there is one (verl's ``RLHFDataset.dataframe``), so nothing is tokenised and no row
+    dict is built."""
     frame = getattr(dataset, "dataframe", None)
-    table = getattr(getattr(frame, "data", None), "table", None)
-    if table is not None and "data_source" in table.column_names:
+    names = list(getattr(frame, "column_names", None) or [])
+    if "data_source" in names and hasattr(frame, "select_columns") and len(frame) == len(dataset):
+        table = _table(frame, [c for c in ("data_source", "extra_info") if c in names])
         sources = table.column("data_source").to_pylist()
         if "extra_info" not in table.column_names:
             return sources, [None] * len(sources)
         extra = table.column("extra_info").combine_chunks()
-        names = [extra.type.field(i).name for i in range(extra.type.num_fields)] if hasattr(extra.type, "field") else []
-        if "index" not in names:
+        fields = [extra.type.field(i).name for i in range(extra.type.num_fields)] if hasattr(extra.type, "field") else []
+        if "index" not in fields:
             return sources, [None] * len(sources)
         return sources, extra.field("index").to_pylist()
     rows = [dataset[i] for i in range(len(dataset))]  # type: ignore[index]  # a custom dataset class

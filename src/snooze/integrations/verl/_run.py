@@ -18,6 +18,7 @@ from snooze import POLICIES, SIGNAL, Candidate, IntegrationError, Scheduler, Sta
 from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
+from snooze.integrations.verl._resume import check_state_folder
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
@@ -143,16 +144,7 @@ class SnoozeRun:
 
     def restore(self, folder: Path, global_step: int) -> None:
         """Load the scheduler saved with verl's checkpoint ``global_step`` and cut the reward log back to it."""
-        if not folder.parent.is_dir():
-            raise StateError(
-                f"{folder.parent} does not exist: there is no verl checkpoint to resume there. Check "
-                "trainer.resume_from_path (or trainer.default_local_dir), or start fresh (trainer.resume_mode=disable)."
-            )
-        if not folder.is_dir():
-            raise StateError(
-                f"{folder} is missing: this verl checkpoint was not written by the snooze trainer (it saves the "
-                "scheduler there before data.pt). Resume from one it wrote, or start fresh (trainer.resume_mode=disable)."
-            )
+        check_state_folder(folder)
         restored = Scheduler.load(folder, self.index.sources, self.scheduler.config, seed=self.scheduler.seed)
         if restored.step_index != global_step:
             raise StateError(

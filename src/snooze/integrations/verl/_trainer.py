@@ -31,6 +31,7 @@ from snooze import IntegrationError
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer
 from snooze.integrations.verl._options import SnoozeOptions, read_options
 from snooze.integrations.verl._prompts import PromptIndex, SnoozePromptLoader, prompt_keys
+from snooze.integrations.verl._resume import check_state_folder, resumed_folder
 from snooze.integrations.verl._run import SnoozeRun
 
 __all__ = ["SnoozeTrainer", "TRAINER_MODE", "STATE_DIR"]
@@ -56,6 +57,9 @@ class SnoozeTrainer(PPOTrainerSync):  # type: ignore[misc]
 
     def _build_replay_buffer(self) -> SnoozeReplayBuffer:
         self.snooze_options = read_options(self.config)
+        resumed = resumed_folder(self.config)
+        if resumed is not None:  # a resume that cannot load the scheduler fails here, before any worker starts
+            check_state_folder(resumed / STATE_DIR)
         sampler = self.config.trainer.v1.sampler
         return SnoozeReplayBuffer(
             trainer_mode="sync",
