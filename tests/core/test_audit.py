@@ -105,7 +105,7 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
     """Every prompt always passes. After a round, a drawn prompt's too-easy group snoozes it (counter 5); an
     audited one's counter stays where the skip left it (never reported to the policy); no audit group is
     trained on or kept as padding (none has signal)."""
-    cfg = snooze.SchedulerConfig(batch_size=10, group_size=G, audit=0.3, on_short="pad", max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(batch_size=10, group_size=G, policy="snooze", audit=0.3, on_short="pad", max_gen_rounds=1)
     sched = snooze.Scheduler(_pool(10), cfg, seed=3)
     sched.step(_roller(np.ones(10), 0))  # every prompt snoozed for 5
     assert (sched.tables[0].counter == 5).all()
@@ -129,7 +129,7 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
 def test_resume_with_the_audit_on_is_exact(tmp_path) -> None:  # noqa: ANN001
     rng = np.random.default_rng(0)
     p = np.where(rng.random(120) < 0.5, 0.97, 0.5)
-    cfg = snooze.SchedulerConfig(batch_size=6, group_size=G, audit=0.3)
+    cfg = snooze.SchedulerConfig(batch_size=6, group_size=G, policy="snooze", audit=0.3)
 
     def rollout(c):  # noqa: ANN001, ANN202 - rewards a pure function of (prompt, ticket): the same after a resume
         return np.stack([(np.random.default_rng([int(r), int(t)]).random(G) < p[r]).astype(float) for r, t in zip(c.row, c.ticket)])
@@ -170,7 +170,7 @@ def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.L
     """Pass rate 0.9 everywhere: groups are often all-correct (0.9^4 = 0.66: snoozed) yet a skipped one
     gives signal as often as a drawn one; the warning names the rates and what to do, once."""
     p = np.full(300, 0.9)
-    sched = snooze.Scheduler(_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, audit=0.3), seed=0)
+    sched = snooze.Scheduler(_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0)
     with caplog.at_level(logging.WARNING, logger="snooze"):
         for _ in range(150):
             sched.step(_roller(p, 1))

@@ -55,7 +55,7 @@ def test_wrong_options_are_config_errors_that_name_what_was_written() -> None:
     with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field.*did you mean 'snooze_factor'"):
         SchedulerConfig(snooze_facto=2)
     with pytest.raises(snooze.ConfigError, match="unknown SnoozeOptions field"):
-        SchedulerConfig(options={"factr": 2})
+        SchedulerConfig(policy="snooze", options={"factr": 2})
     with pytest.raises(snooze.ConfigError, match="skip rule 'history' takes HistoryOptions"):
         SnoozeOptions(skip="history", rule=NoOptions())
 
