@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import math
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights
+from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights, shown
 from snooze.core.errors import ConfigError
 from snooze.core.policies import POLICIES, SKIP_RULES
 
@@ -194,6 +195,11 @@ class SchedulerConfig:
         for name, minimum in _INTS.items():
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum))
+        for name in _PERIODS:  # each is added to a prompt's int32 snooze counter
+            value = getattr(self, name)
+            if value is not None and value > MAX_PERIOD:
+                raise ConfigError(f"{name}={shown(value)}: a snooze counter holds at most {MAX_PERIOD} encounters (2**31 - 1); "
+                                  "give a smaller period, or policy='filter' to retire too-easy prompts for good")
         for name in ("policy", "skip", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
         for name in ("snooze_hard", "carry_surplus", "shuffle"):
@@ -230,6 +236,9 @@ class SchedulerConfig:
         if r <= 0:
             raise ConfigError(f"predict_recheck={self.predict_recheck!r}: must be a finite number of passes > 0")
         _set(self, "predict_recheck", r)
+        if not _finite_product(self.predict_backoff, PREDICT_DOUBLINGS, r):
+            raise ConfigError(f"predict_backoff={self.predict_backoff!r}, predict_recheck={r!r}: the longest re-look period, "
+                              f"predict_recheck x predict_backoff**{PREDICT_DOUBLINGS}, must be a finite number; give smaller values")
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -295,6 +304,19 @@ _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "snooze_factor":
 """Integer fields and their minimum."""
 _OPTIONAL = ("gen_batch_size", "hard_snooze_factor", "epochs")
 """Integer fields that may be ``None``."""
+MAX_PERIOD = 2**31 - 1
+"""The most encounters a snooze counter (int32) holds: the largest ``snooze_factor``, ``hard_snooze_factor``, ``max_snooze``."""
+_PERIODS = ("snooze_factor", "hard_snooze_factor", "max_snooze")
+PREDICT_DOUBLINGS = 16
+"""``policy="predictive"``: the re-look period grows by ``predict_backoff`` at most this many times."""
+
+
+def _finite_product(base: float, power: int, times: float) -> bool:
+    """Whether ``times * base**power`` is a finite float (``base**power`` alone raises ``OverflowError`` past 1.8e308)."""
+    try:
+        return math.isfinite(float(times) * base**power)
+    except OverflowError:
+        return False
 
 
 def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:

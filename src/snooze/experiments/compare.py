@@ -221,17 +221,17 @@ def run_compare(
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
         check_curriculum(curriculum, pools, profile)
     strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
-    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused comparison writes nothing
-    torch.set_num_threads(threads)
-    model_cfg, base = profile_base(profile, cache_dir, device, banned)
-    base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
-    specs = []
+    specs = []  # every arm's SchedulerConfig is built (checked) here, before the warm-up
     for arm in sorted(arms, key=lambda a: _COST.get(a, 0)) if jobs > 1 else arms:
         fig3 = arm in FIG3_ARMS
         sched_cfg = _arm_config(arm, profile, factor, list(strata_pools if fig3 else pools), snooze_hard, backoff, skip, predictive, every_arm)
         for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if fig3 else seeds)):
             cur = curriculum if not fig3 else None
             specs.append(RunSpec(arm, seed, out / arm / f"seed{seed}", "fig3" if fig3 else "main", sched_cfg, train_config(profile, seed, device, checkpoint_every), cur))
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused comparison writes nothing
+    torch.set_num_threads(threads)
+    model_cfg, base = profile_base(profile, cache_dir, device, banned)
+    base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
     resumed = sum((s.run_dir / METRICS_FILE).exists() for s in specs)  # runs this invocation does not train from the start
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)

@@ -29,5 +29,8 @@ class CounterRule(SkipRule):
         if self._fixed is not None:
             return self._fixed
         cfg = self.config
-        grown = cfg.snooze_factor * np.power(float(cfg.backoff), streak.astype(np.float64))
+        if cfg.snooze_factor == 0:  # (0 x an overflowed backoff**k would be NaN)
+            return np.int64(0)
+        with np.errstate(over="ignore"):  # backoff**k past the largest float is inf: capped at max_snooze below
+            grown = cfg.snooze_factor * np.power(float(cfg.backoff), streak.astype(np.float64))
         return np.minimum(np.rint(grown), cfg.max_snooze).astype(np.int64)

@@ -90,7 +90,7 @@ RELAX_LIMIT = 4
 """Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
 the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
 _MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
-_MAX_DOUBLINGS = 16  # backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
+_MAX_DOUBLINGS = 16  # (SchedulerConfig.PREDICT_DOUBLINGS, checked there) backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
 _DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
 
 

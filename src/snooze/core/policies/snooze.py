@@ -9,6 +9,7 @@ marked ``EASY_SNOOZED`` and, if its next group is not too easy, it has *regresse
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +20,11 @@ from snooze.core.policies.base import SKIP_RULES, Changes, Policy, Report, regis
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["Snooze"]
+__all__ = ["Snooze", "MAX_COUNTER"]
+
+log = logging.getLogger(__name__)
+
+MAX_COUNTER = 2**31 - 1  # the counter column is int32 (SchedulerConfig.MAX_PERIOD: no one period is longer)
 
 
 @register_policy("snooze")
@@ -43,9 +48,15 @@ class Snooze(Policy):
         flags, counter, streak = cols["flags"][p.rows], cols["counter"][p.rows], cols["streak"][p.rows]
         regressed = ((flags & EASY_SNOOZED) != 0) & p.other
         streak = streak * ~p.other  # a group that was not too easy ends the streak
-        new_counter = counter + p.easy * self.rule.easy_periods(streak)
+        # in int64: a prompt issued k times before its groups were reported gets k periods, which may pass int32
+        new_counter = counter.astype(np.int64) + p.easy.astype(np.int64) * self.rule.easy_periods(streak)
         if self.hard_period:
-            new_counter += p.hard * self.hard_period
+            new_counter += p.hard.astype(np.int64) * np.int64(self.hard_period)
+        over = new_counter > MAX_COUNTER
+        if over.any():  # held at the most a counter holds (asleep for 2**31 - 1 encounters), and said so
+            log.warning("%d prompt(s) were snoozed past the most a snooze counter holds (several copies of each reported "
+                        "too easy at once); their counters are set to %d encounters", int(over.sum()), MAX_COUNTER)
+            new_counter = np.minimum(new_counter, MAX_COUNTER)
         flags = flags & ~(regressed * EASY_SNOOZED)
         if self.rule.marks_easy:
             flags |= (p.easy > 0) * EASY_SNOOZED
