@@ -93,7 +93,7 @@ class SchedulerConfig:
 
     snooze_factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
-    0 behaves as ``dynamic_sampling``; the seed's experiments use 5."""
+    0 behaves as ``dynamic_sampling``; the seed's experiments use 5. At most 2**31 - 1 (what a counter holds)."""
 
     easy_threshold: float = 0.99
     """A no-signal group whose mean is at least this fraction of the reward range is too easy."""
