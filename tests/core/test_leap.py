@@ -85,3 +85,18 @@ def test_skip_history_with_a_huge_factor_gives_up_a_round_instead_of_walking_for
     assert len(batch.candidates) == 0 and m["gen/groups"] == 0
     assert m["snooze/skipped"] == PATIENCE * 8 and m["gen/rounds"] == 1  # the round gave up after PATIENCE passes of 8; none followed
 
+
+def test_no_leap_under_the_audit_an_asleep_prompt_s_audited_encounter_is_rolled_out() -> None:
+    """With the audit on, an asleep prompt's encounter may be audited (rolled out), so nothing is surely
+    asleep and the walk goes pass by pass: the one prompt (counter 1000) comes back as an audit at its
+    first encounter whose hash is below the share, its counter down by the encounters met until then."""
+    from snooze.core._audit import audit_uniform
+
+    cfg = snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=1000, max_gen_rounds=1, audit=0.2)
+    s = snooze.Scheduler({"d": [{"id": 0}]}, cfg, seed=3)
+    s.step(lambda c: np.ones((len(c), 4)))
+    assert s.tables[0].counter.tolist() == [1000]
+    first = next(e for e in range(1, 1001) if audit_uniform(s.seed, s.streams[0].key, e, np.array([0]))[0] < 0.2)
+    cands = s.propose()
+    assert len(cands) == 1 and s.pending.audit.tolist() == [True]
+    assert s.streams[0].epoch == first + 1 and s.tables[0].counter.tolist() == [1000 - (first - 1) - 1]

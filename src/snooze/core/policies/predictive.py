@@ -169,7 +169,10 @@ class PredictiveOptions(Options):
             raise ConfigError(f"recheck={self.recheck!r}: must be a finite number of passes > 0")
         self._set("recheck", r)
         if not _finite_product(self.backoff, _MAX_DOUBLINGS, r):
-            raise ConfigError(f"backoff={self.backoff!r}, recheck={r!r}: the longest re-look period, "
+            pair = [f"backoff={self.backoff!r}", f"recheck={r!r}"]  # the larger factor first: the name an error leads with
+            if math.log(r) > _MAX_DOUBLINGS * math.log(self.backoff):
+                pair.reverse()
+            raise ConfigError(f"{', '.join(pair)}: the longest re-look period, "
                               f"recheck x backoff**{_MAX_DOUBLINGS}, must be a finite number; give smaller values")
 
 
