@@ -110,3 +110,22 @@ def test_the_installed_command_prints_no_traceback_for_hostile_json(files: dict[
     )  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith(f"snooze stratify: error: {files['rows_digits']}, row 1: holds an integer")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args, field", [(["--factor", str(2**40)], "snooze_factor"),
+                                         (["--predict-backoff", "1e300"], "predict_backoff")])
+def test_compare_with_a_value_the_scheduler_cannot_hold_is_refused_before_the_warm_up(
+        files: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], field: str) -> None:
+    """Issue 27 item 8: the arms' SchedulerConfigs were built after the warm-up, and --factor 2**40 was an
+    OverflowError traceback from the first run's scheduler. Now a ConfigError line, before the warm-up."""
+    import snooze.experiments.compare as compare
+
+    def no_warmup(*a: object, **k: object) -> None:
+        raise AssertionError("the warm-up started")
+
+    monkeypatch.setattr(compare, "profile_base", no_warmup)
+    assert main(["compare", "--profile", "quick", "--out", files["new"], *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"snooze compare: error: {field}="), err
+    assert not Path(files["new"]).exists()

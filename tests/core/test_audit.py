@@ -41,7 +41,7 @@ class _Recorder:
         def walk(need: int, only: int | None = None):  # noqa: ANN202
             before = (stream.epoch, stream.cursor)
             w = inner(need, only)
-            rows = np.concatenate([r for _, r in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
+            rows = np.concatenate([r for _, r, _by in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
             epochs = _epochs_of(sched.streams[0], before, rows)
             self.skipped.append(rows)
             u = np.array([audit_uniform(sched.seed, stream.key, e, np.array([r]))[0] for r, e in zip(rows, epochs)])

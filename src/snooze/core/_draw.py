@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from snooze.core._audit import audit_uniform
+from snooze.core._leap import asleep_all, leap
 from snooze.core._memory import BLOCKED, EXCLUDED, PromptTable
 from snooze.core._mixing import interleave_order, largest_remainder
 from snooze.core._stream import DatasetStream
@@ -39,7 +40,7 @@ class Walk:
 
     ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``passed``
     (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met;
-    ``counted_down`` the rows whose snooze counter went down by one, per dataset (what undoes the walk);
+    ``counted_down`` the rows whose snooze counter went down, per dataset, and by how much (what undoes the walk);
     ``auditable`` the encounters the policy skipped (asleep, masked, retired), audited ones among them;
     :meth:`audit` flags the prompts met that are audits."""
 
@@ -48,15 +49,15 @@ class Walk:
     def __init__(self, datasets: int) -> None:
         self.parts: list[tuple[np.ndarray | int, np.ndarray, np.ndarray]] = []  # per pass: (owners, or its dataset; rows; audit)
         self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
-        self.counted_down: list[tuple[int, np.ndarray]] = []
+        self.counted_down: list[tuple[int, np.ndarray, np.ndarray | int]] = []
         self.auditable = 0
 
-    def spend(self, d: int, used: int, skipped: int, passed: int, down: np.ndarray) -> None:
+    def spend(self, d: int, used: int, skipped: int, passed: int, down: np.ndarray, by: np.ndarray | int = 1) -> None:
         self.encounters[d] += used
         self.skipped[d] += skipped
         self.passed[d] += passed
         if down.shape[0]:
-            self.counted_down.append((d, down))
+            self.counted_down.append((d, down, by))
 
     def rows(self) -> np.ndarray:
         """``[K]`` row of each awake prompt met."""
@@ -157,6 +158,15 @@ def walk(
             active = [d for d in active if dry.left(d, policy)]
         if not active:
             break
+        # nothing awake: count down by arithmetic, not pass by pass (not under the audit: a skipped encounter may be audited)
+        if not policy.config.audit and all(asleep_all(tables[d]) for d in active):
+            leapt = leap(tables, streams, weights, drawn + np.array(out.encounters), active)
+            for d, used, s, q, down, by in leapt:
+                out.spend(d, used, s, q, down, by)
+                if dry is not None:
+                    dry.spent(d, used, down.shape[0])
+            if leapt:
+                continue
         if len(active) == 1:  # one dataset: the mixed stream is its own stream
             d = active[0]
             peek = _peek(tables[d], streams[d], policy, _encounters_for(tables[d], need))

@@ -81,8 +81,11 @@ class Mix:
         weights = self.weights
         if state.get("weights") is not None:
             weights = state_reals(state["weights"], "weights", (D,), low=0.0)
-            if not weights.sum() > 0:
-                raise StateError(f"weights={state['weights']!r}: no dataset has a weight above 0; the state is corrupt")
+            with np.errstate(over="ignore"):
+                total = weights.sum()
+            if not total > 0 or not np.isfinite(total):  # an infinite sum: every share would be 0 or NaN
+                raise StateError(f"weights={state['weights']!r}: no dataset has a weight above 0, or their sum is not finite; "
+                                 "the state is corrupt")
         self.weights, self.drawn = weights, drawn
 
 

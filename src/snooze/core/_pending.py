@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import INT64_MAX
 from snooze.core._stateful import check_rows, state_int, state_ints
 from snooze.core.errors import ReportError, StateError
 
@@ -50,6 +51,12 @@ class PendingSet:
 
     def __contains__(self, ticket: object) -> bool:
         return bool(self.find(np.array([ticket], dtype=np.int64))[0] >= 0)
+
+    def check_room(self, n: int) -> None:
+        """Refuse, before anything is drawn, a round whose ``n`` tickets would pass int64 (a crafted state)."""
+        if n > INT64_MAX + 1 - self.next_ticket:
+            raise StateError(f"the ticket counter is at {self.next_ticket}: {n} more tickets would pass int64 "
+                             "(2**63 - 1); the state was not written by this scheduler's own run")
 
     def issue(self, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> np.ndarray:
         """Tickets for newly drawn prompts ``(ds[i], row[i])``, held until reported. ``[N]`` -> ``[N]``."""
@@ -133,7 +140,7 @@ class PendingSet:
         issuer = state.get("issuer")
         if issuer is not None and (not isinstance(issuer, str) or not _RUN_ID.match(issuer)):
             raise StateError(f"run_id={issuer!r} is not a run id (16 hex digits); the state is corrupt")
-        next_ticket = state_int(state["next_ticket"], "next_ticket")
+        next_ticket = state_int(state["next_ticket"], "next_ticket", 0, INT64_MAX)  # tickets are int64
         arr = state_ints(state["pending"], "pending", (None, 3))
         check_rows(arr[:, 1], arr[:, 2], self.sizes, "pending")
         if arr.shape[0] and (

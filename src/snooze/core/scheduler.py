@@ -226,6 +226,7 @@ class Scheduler:
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
+        self.pending.check_room(int(n))
         self.counts.add("gen/rounds", 1)
         if self.config.mix == "stream":
             w = self._walk(int(n))
@@ -316,11 +317,20 @@ class Scheduler:
         self.surplus.extend(groups, acceptable & ~fits)
 
     def _fits(self, ds: np.ndarray, acceptable: np.ndarray) -> np.ndarray:
-        open_slots = np.maximum(self._quotas() - self._filled(), 0) if self.config.mix == "quota" else None
+        open_slots = np.maximum(self._quotas(ds) - self._filled(), 0) if self.config.mix == "quota" else None
         return batch_fits(ds, acceptable, self.config.batch_size - len(self.batch), open_slots)
 
-    def _quotas(self) -> np.ndarray:
-        return self.mix.quotas(self._active(), self._filled(), self.config.batch_size)
+    def _quotas(self, arriving: np.ndarray | None = None) -> np.ndarray:
+        """Batch quotas. A dataset keeps its share while groups of it can still arrive (candidates out, or
+        ``arriving``, the groups being placed) even when its stream is used up: the round that exhausts a
+        dataset is trained on, not discarded."""
+        active = self._active()
+        if self.config.epochs is not None:  # (a stream is used up only under finite epochs)
+            active[self.pending.ds] = True
+            if arriving is not None:
+                active[arriving] = True
+            active &= self.weights > 0
+        return self.mix.quotas(active, self._filled(), self.config.batch_size)
 
     def _filled(self) -> np.ndarray:
         return np.bincount(self.batch.ds, minlength=len(self.sources)).astype(np.int64)
@@ -354,13 +364,14 @@ class Scheduler:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics."""
         cfg = self.config
         starved = np.zeros(len(self.sources), dtype=bool)
+        room = cfg.batch_size - len(self.batch)
+        if cfg.on_short == "raise" and room > (min(room, len(self.surplus)) if cfg.mix == "quota" else 0):  # before any change
+            raise BatchShortError.at(self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted)
         if cfg.mix == "quota":
             starved = self._quotas() - self._filled() > 0
-            if not self.batch_full:
-                self.surplus.move_head(self.batch, cfg.batch_size - len(self.batch))  # starved slots go to the rest
+            if room > 0:
+                self.surplus.move_head(self.batch, room)  # starved slots go to the rest
         bound = not self.batch_full and self.round >= cfg.max_gen_rounds  # the round limit, not the data, stopped it
-        if not self.batch_full and cfg.on_short == "raise":
-            raise BatchShortError.at(self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted)
         padded = self.zero.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
         batch = self._build_batch()
         self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)

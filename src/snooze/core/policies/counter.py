@@ -30,5 +30,8 @@ class CounterRule(SkipRule):
         if self._fixed is not None:
             return self._fixed
         opts = self.snooze
-        grown = opts.factor * np.power(float(opts.backoff), streak.astype(np.float64))
+        if opts.factor == 0:  # (0 x an overflowed backoff**k would be NaN)
+            return np.int64(0)
+        with np.errstate(over="ignore"):  # backoff**k past the largest float is inf: capped at max below
+            grown = opts.factor * np.power(float(opts.backoff), streak.astype(np.float64))
         return np.minimum(np.rint(grown), opts.max).astype(np.int64)

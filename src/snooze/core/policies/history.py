@@ -26,8 +26,13 @@ from snooze.core.policies.base import Report, SkipRule, register_skip_rule
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["HistoryRule", "HistoryOptions", "encounter_uniform"]
+__all__ = ["HistoryRule", "HistoryOptions", "encounter_uniform", "PATIENCE"]
 
+PATIENCE = 256
+"""Passes over a dataset in which every encounter was skipped after which a draw gives up on it for the round:
+each is rolled out with probability at least ``1 / (k + 1)``, so a walk would end, but after about ``k``
+passes (``k = SnoozeOptions.factor``, up to 2**31 - 1). With ``k = 5`` a dataset of one solved prompt gives up
+wrongly with probability (5/6)**256 = 5e-21."""
 _LEVELS = 254  # history byte h: 0 = no group seen yet; 1..255 = pass rate (h - 1) / 254
 
 
@@ -61,7 +66,7 @@ class HistoryRule(SkipRule):
 
     Options = HistoryOptions
     columns = (Column("history", np.uint8),)
-    patience = None  # every encounter is rolled out with probability >= 1 - k/(k+1): the walk always ends
+    patience = PATIENCE  # a walk gives up on a dataset after this many passes of skips in a row (issue 27: k = 10**7 walked on for ever)
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)

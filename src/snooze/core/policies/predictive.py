@@ -51,6 +51,7 @@ progress, saved as ``meta.policy``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,7 @@ RELAX_LIMIT = 4
 """Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
 the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
 _MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
-_MAX_DOUBLINGS = 16  # backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
+_MAX_DOUBLINGS = 16  # (PredictiveOptions.check refuses a longest period that overflows) backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
 _DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
 
 
@@ -167,6 +168,20 @@ class PredictiveOptions(Options):
         if r <= 0:
             raise ConfigError(f"recheck={self.recheck!r}: must be a finite number of passes > 0")
         self._set("recheck", r)
+        if not _finite_product(self.backoff, _MAX_DOUBLINGS, r):
+            pair = [f"backoff={self.backoff!r}", f"recheck={r!r}"]  # the larger factor first: the name an error leads with
+            if math.log(r) > _MAX_DOUBLINGS * math.log(self.backoff):
+                pair.reverse()
+            raise ConfigError(f"{', '.join(pair)}: the longest re-look period, "
+                              f"recheck x backoff**{_MAX_DOUBLINGS}, must be a finite number; give smaller values")
+
+
+def _finite_product(base: float, power: int, times: float) -> bool:
+    """Whether ``times * base**power`` is a finite float (``base**power`` alone raises ``OverflowError`` past 1.8e308)."""
+    try:
+        return math.isfinite(float(times) * base**power)
+    except OverflowError:
+        return False
 
 
 @register_policy("predictive")

@@ -9,13 +9,14 @@ outcome adds ``hard_factor`` to the counter as well.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real
+from snooze.core._checks import as_int, as_real, shown
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory
 from snooze.core.errors import ConfigError
 from snooze.core.options import Choices, Options, options_class
@@ -24,7 +25,13 @@ from snooze.core.policies.base import SKIP_RULES, Changes, Policy, Report, SkipM
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["Snooze", "SnoozeOptions"]
+__all__ = ["Snooze", "SnoozeOptions", "MAX_PERIOD"]
+
+log = logging.getLogger(__name__)
+
+MAX_PERIOD = 2**31 - 1
+"""The most encounters a snooze counter (int32) holds: the largest ``factor``, ``hard_factor``, ``max``, and
+where a counter given several periods at once is held."""
 
 
 SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
@@ -40,7 +47,7 @@ class SnoozeOptions(Options):
 
     factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
-    0 behaves as ``dynamic_sampling``; the seed's experiments use 5."""
+    0 behaves as ``dynamic_sampling``; the seed's experiments use 5. At most 2**31 - 1 (what a counter holds)."""
 
     hard: bool = False
     """Also snooze too-hard prompts (off by default: the seed snoozes only the easy side)."""
@@ -72,6 +79,11 @@ class SnoozeOptions(Options):
         if self.hard_factor is not None:
             self._set("hard_factor", as_int(self.hard_factor, "hard_factor", 0))
         self._set("max", as_int(self.max, "max", 1))
+        for name in ("factor", "hard_factor", "max"):  # each is added to a prompt's int32 snooze counter
+            value = getattr(self, name)
+            if value is not None and value > MAX_PERIOD:
+                raise ConfigError(f"{name}={shown(value)}: a snooze counter holds at most {MAX_PERIOD} encounters (2**31 - 1); "
+                                  "give a smaller period, or policy='filter' to retire too-easy prompts for good")
         if not isinstance(self.hard, (bool, np.bool_)):
             raise ConfigError(f"hard={self.hard!r}: must be True or False")
         self._set("hard", bool(self.hard))
@@ -142,9 +154,15 @@ class Snooze(Policy):
         flags, counter, streak = cols["flags"][p.rows], cols["counter"][p.rows], cols["streak"][p.rows]
         regressed = ((flags & EASY_SNOOZED) != 0) & p.other
         streak = streak * ~p.other  # a group that was not too easy ends the streak
-        new_counter = counter + p.easy * self.rule.easy_periods(streak)
+        # in int64: a prompt issued k times before its groups were reported gets k periods, which may pass int32
+        new_counter = counter.astype(np.int64) + p.easy.astype(np.int64) * self.rule.easy_periods(streak)
         if self.hard_period:
-            new_counter += p.hard * self.hard_period
+            new_counter += p.hard.astype(np.int64) * np.int64(self.hard_period)
+        over = new_counter > MAX_PERIOD
+        if over.any():  # held at the most a counter holds (asleep for 2**31 - 1 encounters), and said so
+            log.warning("%d prompt(s) were snoozed past the most a snooze counter holds (several copies of each reported "
+                        "too easy at once); their counters are set to %d encounters", int(over.sum()), MAX_PERIOD)
+            new_counter = np.minimum(new_counter, MAX_PERIOD)
         flags = flags & ~(regressed * EASY_SNOOZED)
         if self.rule.marks_easy:
             flags |= (p.easy > 0) * EASY_SNOOZED
