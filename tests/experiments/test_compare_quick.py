@@ -136,7 +136,7 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --factor sets the snooze arm only
     pred = _cfg("predictive", predict_margin=0.3, predict_recheck=4.0)
     assert pred.policy == "predictive" and (pred.options.margin, pred.options.recheck) == (0.3, 4.0)
-    assert _cfg("snooze", predict_margin=0.3).options == SchedulerConfig().options
+    assert _cfg("snooze", predict_margin=0.3).options == SchedulerConfig(policy="snooze").options
     carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
     assert not any(_cfg(arm).carry_surplus for arm in arms)

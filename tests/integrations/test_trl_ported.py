@@ -149,7 +149,7 @@ def test_init_minimal(names: dict[str, str], tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
     trainer = SnoozeGRPOTrainer(model=names["model"], reward_funcs=names["reward"], train_dataset=tiny.prompts())
     cfg = trainer.scheduler.config  # ours: the scheduler TRL's defaults imply (8 completions, 8 rows a generation)
-    assert (cfg.group_size, cfg.batch_size, cfg.policy, trainer.scheduler.seed) == (8, 1, "snooze", 42)
+    assert (cfg.group_size, cfg.batch_size, cfg.policy, trainer.scheduler.seed) == (8, 1, "dynamic_sampling", 42)
     assert len(trainer.scheduler.sources[0]) == len(tiny.LINES)
 
 

@@ -96,7 +96,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations._trl_data` says how:
     ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
-    - ``snooze_config``: the snooze settings: ``None`` (``policy="snooze"``, the defaults), a mapping of
+    - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no skipping), a mapping of
       :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the sizes follow ``args``), or
       a ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and ``shuffle`` are TRL's.
     - ``scheduler``: a :class:`~snooze.Scheduler` built by hand instead (not with ``snooze_config``).
