@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
         "--profile", choices=tuple(PROFILES), default="default",
-        help="quick: CI smoke run (minutes); default: the reference experiment (docs/reference-experiment.md); full: the default with 5 seeds (24 min on 2 cores); gpu: a larger model for --device cuda",
+        help="quick: CI smoke run (minutes); default: the reference experiment (docs/results.md); full: the default with 5 seeds (24 min on 2 cores); gpu: a larger model for --device cuda",
     )  # fmt: skip
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)
@@ -130,6 +130,6 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))
     regime = read_json(args.out / "regime.json", StateError)
-    print("\nregime (DAPO and GRPO only; docs/reference-experiment.md):\n" + regime_table(regime))
+    print("\nregime (DAPO and GRPO only; docs/results.md):\n" + regime_table(regime))
     print(f"\nwrote {args.out}/summary.json, summary.md and figures in {time.perf_counter() - state['t0']:.0f} s")
     return 0

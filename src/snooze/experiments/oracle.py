@@ -9,7 +9,7 @@ So, for DAPO's logged run,
 
 It is an estimate from DAPO's run, not a bound on every run: another policy trains another model and
 meets its prompts in another order. The table's *oracle share* of an arm is
-``(DAPO - arm) / (DAPO - oracle)``, the part of that saving it got (docs/reference-experiment.md).
+``(DAPO - arm) / (DAPO - oracle)``, the part of that saving it got (docs/results.md).
 A real policy pays more: generation comes in whole rounds of ``gen_batch_size``, a step ends only when
 its batch is full, and the surplus of the last round is discarded.
 """

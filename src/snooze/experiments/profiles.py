@@ -1,7 +1,7 @@
 """The sizes of ``snooze compare``: :class:`Profile`, the named :data:`PROFILES`, and the configs built from one.
 
 A profile fixes the *regime* every policy is compared in: tasks, pools, model, warm-up, training and
-evaluation. The regime is chosen by criteria on DAPO and plain GRPO alone (docs/reference-experiment.md,
+evaluation. The regime is chosen by criteria on DAPO and plain GRPO alone (docs/results.md,
 "How the regime was chosen"), and the same regime serves every policy.
 """
 
@@ -123,7 +123,7 @@ PROFILES: dict[str, Profile] = {
     # CI: every arm, every file, a few steps. Numbers from it mean nothing.
     "quick": Profile("rev:3-5", "rev:3-5", 48, 48, steps=8, eval_every=4, batch_size=4, group_size=4, seeds=1, lr=1e-4,
                      n_layer=2, d_model=48, warmup_target=0.3, max_gen_rounds=4, eval_samples=4),
-    # The reference experiment (docs/reference-experiment.md, "How the regime was chosen": candidates R0-R10, chosen
+    # The reference experiment (docs/results.md, "How the regime was chosen": candidates R0-R10, chosen
     # on DAPO and GRPO alone). rev:3-8 and sort:3-7 learn level by level; the warm-up stops once *each* task's
     # avg@8 at T 0.4 reaches 0.3 (base 0.56 / 0.50); lr 3e-4 (1e-4 learns less, 5e-4 and 1e-3 less again on sort);
     # T 0.4 (0.7 and 0.5 leave more slips on mastered prompts, so DAPO wastes less: used 0.36 / 0.23 late, 0.17 here);
@@ -133,10 +133,10 @@ PROFILES: dict[str, Profile] = {
                        warmup_eval_every=25, fig3_split=6),
 }
 # The default's regime with more seeds (5 main, 3 for figure 3): 24 minutes on 2 cores; seeds 0-2 reproduce the default's
-# runs (docs/reference-experiment.md, "Five seeds, and the last three evaluations").
+# runs (docs/results.md, "Five seeds, and the last three evaluations").
 PROFILES["full"] = replace(PROFILES["default"], seeds=5, fig3_seeds=3)
 # A larger model for --device cuda. Not run yet (no GPU was available): its regime has not been checked against
-# the criteria of docs/reference-experiment.md, so its base accuracies and learning curves must be checked first.
+# the criteria of docs/results.md, so its base accuracies and learning curves must be checked first.
 PROFILES["gpu"] = replace(PROFILES["default"], n_layer=4, d_model=128, pool_size=4000, test_size=400, steps=600, batch_size=32)
 
 

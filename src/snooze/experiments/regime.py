@@ -1,4 +1,4 @@
-"""Is the comparison's regime like the seed's? The criteria of docs/reference-experiment.md, measured.
+"""Is the comparison's regime like the seed's? The criteria of docs/results.md, measured.
 
 Computed from the DAPO (``dynamic_sampling``) and plain ``grpo`` arms and the base model only, never
 from a filtering or snoozing arm: the regime is chosen before any policy's result is looked at, and the

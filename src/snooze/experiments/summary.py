@@ -3,7 +3,7 @@
 Pure functions of the runs' :class:`~snooze.trainer.loop.RunResult` (numbers read back from each
 ``metrics.jsonl``), so a summary can be rebuilt from the run folders at any time.
 
-Accuracy comes two ways (docs/reference-experiment.md): ``greedy`` (one greedy completion per prompt)
+Accuracy comes two ways (docs/results.md): ``greedy`` (one greedy completion per prompt)
 and ``sampled`` (avg@k at the rollout temperature, when the profile evaluates it). The *headline*
 accuracy, the one figure 2 and the table's "acc" column show, is ``sampled`` when present: it is what
 GRPO optimises, and greedy accuracy can stay flat while RL keeps changing the sampled distribution.

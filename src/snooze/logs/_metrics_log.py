@@ -26,7 +26,7 @@ METRICS_FILE = "metrics.jsonl"
 LATE_EVALS = 3
 """Evaluations averaged for a run's *late* accuracy: its last ones, the base model's excluded. A steadier
 end point than the last evaluation alone, which one dip can move by nearly 10 points (0.869 to 0.774 over
-the last 25 steps of one reference run; docs/reference-experiment.md, "Five seeds, and the last three
+the last 25 steps of one reference run; docs/results.md, "Five seeds, and the last three
 evaluations")."""
 
 

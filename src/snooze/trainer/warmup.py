@@ -49,7 +49,7 @@ class WarmupConfig:
     """A target per task, not a mean: stop once *every* task's own validation accuracy has reached
     ``target_accuracy`` (a mean lets one task start near 1 and another near 0). Every task stays in the
     batches until then: a task taken out of them once it reached its target was forgotten within 25
-    steps (``rev`` 0.41 -> 0.0 while ``count`` trained on; docs/reference-experiment.md)."""
+    steps (``rev`` 0.41 -> 0.0 while ``count`` trained on; docs/results.md)."""
 
     val_temperature: float = 0.0
     """0: greedy validation; 0.001 or above: avg@k at this temperature (set it to the rollout temperature,

@@ -7,7 +7,7 @@ the signal rate of the groups of the prompt's dataset generated lately (weighted
 256 groups). A skip pays when the skipped prompt's own chance ``q`` of a signal group is below
 ``r_d``. So an encounter is skipped when ``q < margin * r_d``: margin 1 is exactly that trade;
 below 1 skips only prompts that are clearly worse than a replacement, which keeps the batch closer to
-DAPO's (measured in docs/reference-experiment.md: at margin 1 held-out accuracy falls far below
+DAPO's (measured in docs/results.md: at margin 1 held-out accuracy falls far below
 DAPO's). **Decision — the rate of the prompt's own dataset.** In quota mode the replacement is the
 next prompt of the same dataset; in the stream mix it is the next prompt of the mixed stream, which
 may be another dataset's. Comparing with the dataset's own rate keeps a dataset that is mostly
@@ -37,7 +37,7 @@ generation DAPO would spend to look at every prompt once): a period does not run
 pool is skipped and the stream races through it, as periods in encounters do; it means the same on a
 pool visited 100 times as on one visited 10 times, which a period in training steps does not; and it
 does not stall for a dataset that is mostly skipped, as a clock of each dataset's own groups does (both
-measured in docs/reference-experiment.md). The random numbers are a hash of ``(seed, dataset, row,
+measured in docs/results.md). The random numbers are a hash of ``(seed, dataset, row,
 clock at the last group)``: nothing to save, the same after a resume.
 
 A skip pays only while a replacement is left: when a draw walks a whole epoch of a dataset and every
@@ -141,7 +141,7 @@ class PredictiveOptions(Options):
     margin: float = 0.5
     """Skip an encounter when the prompt's predicted chance of a signal group is below this times the
     signal rate of the stream's recent draws (1.0: exactly when a replacement draw is expected to give
-    more signal; smaller skips less; 0.5 was chosen on dev seeds, docs/reference-experiment.md)."""
+    more signal; smaller skips less; 0.5 was chosen on dev seeds, docs/results.md)."""
 
     hard_margin: float | None = None
     """The margin of prompts whose last groups were too hard (all wrong); ``None``: ``margin``; 0: never

@@ -1,0 +1,87 @@
+"""The front door's links and commands work: README.md and docs/results.md.
+
+Every relative link must name a file of the repository (and an anchor, a heading of it); every command
+in a ``bash`` block must name a script that exists, and its options must parse: ``snooze ...`` and
+``python X.py ...`` are run with ``--help`` appended after their own arguments would be checked by
+argparse, which is what a reader copying the line would meet first.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "results.md"]
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+BLOCK = re.compile(r"```bash\n(.*?)```", re.S)
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _links(page: Path) -> list[tuple[str, str]]:
+    out = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+://", target) or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        out.append((path, anchor))
+    return out
+
+
+def _commands(page: Path) -> list[list[str]]:
+    out = []
+    for block in BLOCK.findall(page.read_text()):
+        for line in block.splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if line and not line.startswith("#"):
+                out.append(shlex.split(line))
+    return out
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_resolves(page: Path) -> None:
+    assert _links(page), f"{page.name} has no links: the parser is broken"
+    bad = []
+    for path, anchor in _links(page):
+        target = (page.parent / path).resolve() if path else page
+        if not target.exists():
+            bad.append(f"{path}: no such file")
+        elif anchor and target.suffix == ".md":
+            headings = {_anchor(h) for h in re.findall(r"^#+ (.*)$", target.read_text(), re.M)}
+            if anchor not in headings:
+                bad.append(f"{path}#{anchor}: no such heading")
+    assert not bad, f"{page.name}: {bad}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_command_names_what_exists_and_parses(page: Path) -> None:
+    commands = _commands(page)
+    assert commands, f"{page.name} has no bash block"
+    for argv in commands:
+        env_free = [a for a in argv if not re.match(r"^[A-Z_]+=", a)]
+        tool = env_free[0]
+        if tool in ("bash", "git", "cd", "pip", "accelerate", "time"):
+            scripts = [a for a in env_free[1:] if a.endswith((".sh", ".py"))]
+            for script in scripts:
+                assert (ROOT / script).is_file(), f"{page.name}: {' '.join(argv)}: {script} does not exist"
+            continue
+        if tool.endswith("python"):
+            script = env_free[1]
+            assert (ROOT / script).is_file(), f"{page.name}: {script} does not exist"
+            argv_run = [sys.executable, str(ROOT / script), *env_free[2:], "--help"]
+        elif tool == "snooze":
+            argv_run = [sys.executable, "-m", "snooze.cli.main", *env_free[1:], "--help"]
+        else:
+            pytest.fail(f"{page.name}: a command this test does not know how to check: {' '.join(argv)}")
+        done = subprocess.run(argv_run, capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert done.returncode == 0, f"{page.name}: {' '.join(argv)} --help failed: {done.stderr[-500:]}"
