@@ -45,8 +45,8 @@ class PredictiveMachine(RuleBasedStateMachine):
     )
     def setup(self, n, margin, hard, recheck, backoff, seed) -> None:  # noqa: ANN001
         self.n = n
-        self.cfg = snooze.SchedulerConfig(
-            batch_size=100, group_size=G, policy="predictive", max_gen_rounds=100, predict_margin=margin,
+        self.cfg = snooze.SchedulerConfig(  # audit off: the model is the skip rule alone (audits: tests/core/test_audit.py)
+            audit=0.0, batch_size=100, group_size=G, policy="predictive", max_gen_rounds=100, predict_margin=margin,
             predict_hard_margin=hard, predict_recheck=recheck, predict_backoff=backoff,
         )  # fmt: skip
         self.sched = snooze.Scheduler(self._data(), self.cfg, seed=seed)
