@@ -30,8 +30,16 @@ from snooze.core.policies.snooze import MAX_PERIOD
 def run(mix: str, factor: int, steps: int, prompts: int) -> dict[str, float]:
     names = ["a"] if mix == "stream" else ["a", "b"]
     data = {n: snooze.Source.from_ids(n, range(prompts // len(names))) for n in names}  # 16 prompts in all
-    cfg = snooze.SchedulerConfig(batch_size=16, group_size=4, snooze_factor=factor, mix=mix, max_gen_rounds=8,
-                                 backoff=2.0 if mix == "quota" else 1.0, max_snooze=MAX_PERIOD, audit=0.0)
+    cfg = snooze.SchedulerConfig(
+        batch_size=16,
+        group_size=4,
+        snooze_factor=factor,
+        mix=mix,
+        max_gen_rounds=8,
+        backoff=2.0 if mix == "quota" else 1.0,
+        max_snooze=MAX_PERIOD,
+        audit=0.0,
+    )
     sched = snooze.Scheduler(data, cfg, seed=0)
     easy = np.ones((cfg.gen_size, cfg.group_size))
 
@@ -45,8 +53,13 @@ def run(mix: str, factor: int, steps: int, prompts: int) -> dict[str, float]:
         times.append(time.perf_counter() - t0)
     head, tail = statistics.median(times[:100]), statistics.median(times[-100:])
     m = sched.metrics()
-    return {"median_s": statistics.median(times), "max_s": max(times), "late_over_early": tail / head,
-            "skipped_per_step": m["total/skipped"] / steps, "groups_per_step": m["total/gen_groups"] / steps}
+    return {
+        "median_s": statistics.median(times),
+        "max_s": max(times),
+        "late_over_early": tail / head,
+        "skipped_per_step": m["total/skipped"] / steps,
+        "groups_per_step": m["total/gen_groups"] / steps,
+    }
 
 
 def main() -> None:
@@ -55,11 +68,15 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16)
     args = ap.parse_args()
     out: dict[str, object] = {"steps": args.steps, "prompts": args.prompts}
-    print(f"{'run':<8}{'factor':>10}{'median ms':>12}{'max ms':>10}{'last/first 100':>16}{'skipped/step':>16}{'groups/step':>13}")
+    print(
+        f"{'run':<8}{'factor':>10}{'median ms':>12}{'max ms':>10}{'last/first 100':>16}{'skipped/step':>16}{'groups/step':>13}"
+    )
     for mix in ("stream", "quota"):
         res = {f: run(mix, f, args.steps, args.prompts) for f in (10, 10**7)}
         for f, r in res.items():
-            print(f"{mix:<8}{f:>10}{1e3 * r['median_s']:>12.3f}{1e3 * r['max_s']:>10.2f}{r['late_over_early']:>16.2f}{r['skipped_per_step']:>16.4g}{r['groups_per_step']:>13.1f}")
+            print(
+                f"{mix:<8}{f:>10}{1e3 * r['median_s']:>12.3f}{1e3 * r['max_s']:>10.2f}{r['late_over_early']:>16.2f}{r['skipped_per_step']:>16.4g}{r['groups_per_step']:>13.1f}"
+            )
         ratio = res[10**7]["median_s"] / res[10]["median_s"]
         print(f"{mix}: step time ratio, factor 10**7 / factor 10 (median): {ratio:.2f}")
         out[mix] = {str(f): r for f, r in res.items()} | {"ratio_1e7_over_10": ratio}

@@ -62,39 +62,61 @@ def _scored_walk(inner):  # noqa: ANN001, ANN202
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/audit_truth"))
-    parser.add_argument("--audit", type=float, default=0.2, help="audit share (0.2: enough audit groups in a small run)")
+    parser.add_argument(
+        "--audit", type=float, default=0.2, help="audit share (0.2: enough audit groups in a small run)"
+    )
     parser.add_argument("--steps", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache", type=Path, default=Path("runs/cache"))
     args = parser.parse_args()
     torch.set_num_threads(2)
-    profile = with_overrides(PROFILES["quick"], pool_size=150, steps=args.steps, eval_every=args.steps, max_gen_rounds=4)
+    profile = with_overrides(
+        PROFILES["quick"], pool_size=150, steps=args.steps, eval_every=args.steps, max_gen_rounds=4
+    )
     pools, tests, banned = _data(profile, profile.tasks)
     model_cfg, base = profile_base(profile, cache_dir=args.cache, banned=banned)
     TRUTH.update(pools=pools, temperature=profile.temperature, G=profile.group_size)
     loop.Roller = _CapturingRoller  # type: ignore[misc]  # the benchmark's hooks: the model, and the skipped encounters
     Scheduler._walk = _scored_walk(Scheduler._walk)  # type: ignore[method-assign]
-    cfg = SchedulerConfig(policy="snooze", snooze_factor=5, audit=args.audit, batch_size=profile.batch_size,
-                          group_size=profile.group_size, max_gen_rounds=profile.max_gen_rounds)  # fmt: skip
+    cfg = SchedulerConfig(
+        policy="snooze",
+        snooze_factor=5,
+        audit=args.audit,
+        batch_size=profile.batch_size,
+        group_size=profile.group_size,
+        max_gen_rounds=profile.max_gen_rounds,
+    )
     run_dir = args.out / f"audit{args.audit:g}-seed{args.seed}"
     loop.train(run_dir, pools, tests, cfg, train_config(profile, args.seed), model_cfg, base.state_dict, resume=False)
     lines = read_metrics(run_dir / loop.METRICS_FILE)
     last = lines[-1]
     q, step = np.array(TRUTH["q"]), np.array(TRUTH["step"])
     result = {
-        "steps": len(lines), "skipped": int(q.size), "audit_groups": last["total/audit_groups"],
-        "audited_signal_rate": last["total/audit_signal_rate"], "true_skipped_signal_rate": float(q.mean()) if q.size else 0.0,
-        "drawn_signal_rate": last["total/drawn_signal_rate"], "audit_cost": last["total/audit_groups"] / last["total/gen_groups"],
-        "given_up_estimate": last["total/audit_given_up"], "given_up_truth": float(q.sum() * (1 - args.audit)),
+        "steps": len(lines),
+        "skipped": int(q.size),
+        "audit_groups": last["total/audit_groups"],
+        "audited_signal_rate": last["total/audit_signal_rate"],
+        "true_skipped_signal_rate": float(q.mean()) if q.size else 0.0,
+        "drawn_signal_rate": last["total/drawn_signal_rate"],
+        "audit_cost": last["total/audit_groups"] / last["total/gen_groups"],
+        "given_up_estimate": last["total/audit_given_up"],
+        "given_up_truth": float(q.sum() * (1 - args.audit)),
         "quarters": [],
-    }  # fmt: skip
+    }
     for k in range(4):
         a, b = k * len(lines) // 4, (k + 1) * len(lines) // 4
         groups = sum(m["snooze/audit/groups"] for m in lines[a:b])
         signal = sum(m["snooze/audit/groups"] * m["snooze/audit/signal_rate"] for m in lines[a:b])
         sel = (step >= a) & (step < b)
-        result["quarters"].append({"steps": f"{a}-{b - 1}", "audit_groups": groups, "audited": signal / groups if groups else 0.0,
-                                   "truth": float(q[sel].mean()) if sel.any() else 0.0, "skipped": int(sel.sum())})  # fmt: skip
+        result["quarters"].append(
+            {
+                "steps": f"{a}-{b - 1}",
+                "audit_groups": groups,
+                "audited": signal / groups if groups else 0.0,
+                "truth": float(q[sel].mean()) if sel.any() else 0.0,
+                "skipped": int(sel.sum()),
+            }
+        )
     (run_dir / "audit_truth.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
 

@@ -33,10 +33,21 @@ def main() -> int:
     regimes = [r for r in args.regimes.split(",") if r]
     t0 = time.perf_counter()
     if not args.table_only:
+
         def done(name: str, _summary: dict) -> None:
             print(f"[family] {name} done at {(time.perf_counter() - t0) / 60:.1f} min", flush=True)
 
-        run_family(args.out, regimes, args.arms.split(","), args.seeds, args.first_seed, args.jobs, args.threads, args.cache, on_regime=done)
+        run_family(
+            args.out,
+            regimes,
+            args.arms.split(","),
+            args.seeds,
+            args.first_seed,
+            args.jobs,
+            args.threads,
+            args.cache,
+            on_regime=done,
+        )
     try:
         from snooze.experiments.family_table import write_family
     except ImportError:

@@ -330,10 +330,15 @@ def harness(
         result["state_equal"] = int(D.state_hash(committed) == _reference_hash(steps))
     keys = ("kills_random", "kills_targeted", "kills_inside_save", "kills_before_ready", "finished_early")
     return {
-        "kills": stats["kills"], **result, "resumes": stats["resumes"], **{k: stats[k] for k in keys},
-        "crash_missing": stats["crash_missing"], "crash_mismatched": stats["crash_mismatched"],
-        "steps": steps, "seconds": round(time.perf_counter() - t0, 2),
-    }  # fmt: skip
+        "kills": stats["kills"],
+        **result,
+        "resumes": stats["resumes"],
+        **{k: stats[k] for k in keys},
+        "crash_missing": stats["crash_missing"],
+        "crash_mismatched": stats["crash_mismatched"],
+        "steps": steps,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
 
 
 def _reference_hash(steps: int) -> str:

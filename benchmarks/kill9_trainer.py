@@ -56,8 +56,22 @@ ALL = ("random", WARMUP, *POINTS)
 
 
 def command(out: Path, cache: Path, extra: list[str]) -> list[str]:
-    return ["compare", "--profile", "quick", "--threads", "1", "--jobs", "1", "--checkpoint-every", "3",
-            "--out", str(out), "--cache", str(cache), *extra]  # fmt: skip
+    return [
+        "compare",
+        "--profile",
+        "quick",
+        "--threads",
+        "1",
+        "--jobs",
+        "1",
+        "--checkpoint-every",
+        "3",
+        "--out",
+        str(out),
+        "--cache",
+        str(cache),
+        *extra,
+    ]
 
 
 # -- the worker ---------------------------------------------------------------------------------
@@ -91,7 +105,12 @@ def _arm(point: str, nth: int, sabotage: str) -> None:
         setattr(owner, name, hooked)
 
     wrap(ck, "_manifest", after="aside")
-    wrap(ck, "_write_atomic", before="renamed", when=lambda path, *_: path.name == "LATEST" and path.parent.name == "checkpoint")
+    wrap(
+        ck,
+        "_write_atomic",
+        before="renamed",
+        when=lambda path, *_: path.name == "LATEST" and path.parent.name == "checkpoint",
+    )
     wrap(ck, "_prune", before="committed")
     wrap(MetricsLogWriter, "write", after="logged")
     wrap(os, "replace", before="cutback", when=lambda src, dst: str(dst).endswith(".jsonl"))
@@ -117,7 +136,15 @@ class Run:
         with open(log, "ab") as fh:
             if how == "exec":
                 if point or sabotage:
-                    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--kill-at", point, "--nth", str(nth)]
+                    cmd = [
+                        sys.executable,
+                        str(Path(__file__).resolve()),
+                        "--worker",
+                        "--kill-at",
+                        point,
+                        "--nth",
+                        str(nth),
+                    ]
                     cmd += ["--sabotage", sabotage, "--", *args]
                 else:
                     exe = Path(sys.executable).with_name("snooze")
@@ -225,12 +252,17 @@ def final_check(out: Path, ref: Path) -> dict[str, int]:
     got["arms_missing"] = len(set(ref_arms) - {p.relative_to(out) for p in _arms(out)})
     for rel in ref_arms:
         a, b = _metrics(ref / rel / "metrics.jsonl"), _metrics(out / rel / "metrics.jsonl")
-        ra, rb = (p.read_bytes() if p.exists() else b"" for p in (ref / rel / "rewards.jsonl", out / rel / "rewards.jsonl"))
+        ra, rb = (
+            p.read_bytes() if p.exists() else b"" for p in (ref / rel / "rewards.jsonl", out / rel / "rewards.jsonl")
+        )
         got["arms_compared"] += 1
         got["metrics_lines"] += len(b)
         got["reward_lines"] += rb.count(b"\n")
         got["arms_differing"] += int(a != b or ra != rb)
-    summaries = [_untimed(json.loads((d / "summary.json").read_text())) if (d / "summary.json").exists() else None for d in (ref, out)]
+    summaries = [
+        _untimed(json.loads((d / "summary.json").read_text())) if (d / "summary.json").exists() else None
+        for d in (ref, out)
+    ]
     got["summary_differs"] = int(summaries[0] != summaries[1])
     return got
 
@@ -249,7 +281,15 @@ def _kill_plan(rng: random.Random, j: int, i: int, points: tuple[str, ...]) -> t
 
 
 def series(
-    root: Path, ref: Path, ref_wall: float, rng: random.Random, kills_left: int, start: int, how: str, sabotage: str, extra: list[str],
+    root: Path,
+    ref: Path,
+    ref_wall: float,
+    rng: random.Random,
+    kills_left: int,
+    start: int,
+    how: str,
+    sabotage: str,
+    extra: list[str],
     points: tuple[str, ...],
 ) -> dict[str, Any]:
     """Kill the command until a rerun finishes (or ``kills_left`` are spent, then finish it); compare."""
@@ -297,7 +337,14 @@ def reference(ref: Path, how: str, extra: list[str]) -> float:
 
 
 def harness(
-    kills: int, seed: int, how: str, sabotage: str, extra: list[str], keep: Path | None, ref: Path | None, points: tuple[str, ...] = ALL
+    kills: int,
+    seed: int,
+    how: str,
+    sabotage: str,
+    extra: list[str],
+    keep: Path | None,
+    ref: Path | None,
+    points: tuple[str, ...] = ALL,
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     t0 = time.perf_counter()
@@ -308,18 +355,49 @@ def harness(
         total: collections.Counter[str] = collections.Counter()
         n = 0
         while total["kills"] < kills and not total["rerun_failed"]:
-            got = series(tmp / f"series{n}", ref / "out", ref_wall, rng, kills - total["kills"], total["kills"], how, sabotage, extra, points)
+            got = series(
+                tmp / f"series{n}",
+                ref / "out",
+                ref_wall,
+                rng,
+                kills - total["kills"],
+                total["kills"],
+                how,
+                sabotage,
+                extra,
+                points,
+            )
             total.update(got)
             total["series"] += 1
             n += 1
-            print(f"series {n}: {json.dumps(got)}", file=sys.stderr, flush=True)  # progress (the result is the last stdout line)
+            print(
+                f"series {n}: {json.dumps(got)}", file=sys.stderr, flush=True
+            )  # progress (the result is the last stdout line)
     finally:
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    keys = ("kills", "kills_random", *(f"kills_{p}" for p in (WARMUP, *POINTS)), "series", "finished", "rerun_failed",
-            "arms_compared", "arms_differing", "arms_missing", "summary_differs", "metrics_lines", "reward_lines",
-            "lost", "mismatched", "orphan_logs")  # fmt: skip
-    return {**{k: total[k] for k in keys}, "reference_s": round(ref_wall, 1), "seconds": round(time.perf_counter() - t0, 1)}
+    keys = (
+        "kills",
+        "kills_random",
+        *(f"kills_{p}" for p in (WARMUP, *POINTS)),
+        "series",
+        "finished",
+        "rerun_failed",
+        "arms_compared",
+        "arms_differing",
+        "arms_missing",
+        "summary_differs",
+        "metrics_lines",
+        "reward_lines",
+        "lost",
+        "mismatched",
+        "orphan_logs",
+    )
+    return {
+        **{k: total[k] for k in keys},
+        "reference_s": round(ref_wall, 1),
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def _preload() -> None:
@@ -347,11 +425,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kills", type=int, default=30, help="SIGKILLs to deliver, over as many series as it takes")
     p.add_argument("--seed", type=int, default=0, help="seed of the kill plan and timings")
-    p.add_argument("--spawn", choices=("fork", "exec"), default="fork", help="fork workers, or start fresh interpreters")
+    p.add_argument(
+        "--spawn", choices=("fork", "exec"), default="fork", help="fork workers, or start fresh interpreters"
+    )
     p.add_argument("--sabotage", choices=("", "no-cutback"), default="", help="break the workers on purpose")
     p.add_argument("--keep", type=Path, default=None, help="work in a folder under this one and keep it (to inspect)")
-    p.add_argument("--reference", type=Path, default=None, help="folder of the uninterrupted run: made there if missing, reused if not")
-    p.add_argument("--points", type=_points, default=ALL, help=f"kinds of kill moment, comma-separated (default: {','.join(ALL)})")
+    p.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="folder of the uninterrupted run: made there if missing, reused if not",
+    )
+    p.add_argument(
+        "--points", type=_points, default=ALL, help=f"kinds of kill moment, comma-separated (default: {','.join(ALL)})"
+    )
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kill-at", default="", help=argparse.SUPPRESS)
     p.add_argument("--nth", type=int, default=0, help=argparse.SUPPRESS)

@@ -76,11 +76,22 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         _, replay_peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    out = {"lines": lines, "prompts": args.singles + 1, "depth": args.hot, "read_s": round(read_s, 3), "replay_s": round(replay_s, 3),
-           "read_peak_mb": round(read_peak / 2**20, 1), "replay_peak_mb": round(replay_peak / 2**20, 1),
-           "process_peak_rss_mb": round(rss / 2**20, 1), "policies": len(results), "per_policy_s": per_policy}  # fmt: skip
-    print(f"{lines} lines, {out['prompts']} prompts, depth {args.hot}: read {read_s:.2f} s (peak {out['read_peak_mb']} MB), "
-          f"replay of {len(results)} policies {replay_s:.2f} s (peak {out['replay_peak_mb']} MB); process peak RSS {out['process_peak_rss_mb']} MB")
+    out = {
+        "lines": lines,
+        "prompts": args.singles + 1,
+        "depth": args.hot,
+        "read_s": round(read_s, 3),
+        "replay_s": round(replay_s, 3),
+        "read_peak_mb": round(read_peak / 2**20, 1),
+        "replay_peak_mb": round(replay_peak / 2**20, 1),
+        "process_peak_rss_mb": round(rss / 2**20, 1),
+        "policies": len(results),
+        "per_policy_s": per_policy,
+    }
+    print(
+        f"{lines} lines, {out['prompts']} prompts, depth {args.hot}: read {read_s:.2f} s (peak {out['read_peak_mb']} MB), "
+        f"replay of {len(results)} policies {replay_s:.2f} s (peak {out['replay_peak_mb']} MB); process peak RSS {out['process_peak_rss_mb']} MB"
+    )
     print(json.dumps(out))
     return out
 

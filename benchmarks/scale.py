@@ -70,9 +70,16 @@ def _rewards(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _config(mix: str = "quota", skip: str = "counter", policy: str = "snooze") -> snooze.SchedulerConfig:
     return snooze.SchedulerConfig(
-        batch_size=256, gen_batch_size=1024, group_size=G, policy=policy, snooze_factor=5, mix=mix, skip=skip,
-        weights=dict(zip(NAMES, SHARES)), max_gen_rounds=4,
-    )  # fmt: skip
+        batch_size=256,
+        gen_batch_size=1024,
+        group_size=G,
+        policy=policy,
+        snooze_factor=5,
+        mix=mix,
+        skip=skip,
+        weights=dict(zip(NAMES, SHARES)),
+        max_gen_rounds=4,
+    )
 
 
 def _late_run_predictive(sched: Any, rng: np.random.Generator) -> None:
@@ -128,7 +135,9 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     return float(np.median(per_step))
 
 
-def bench_snooze(n: int, steps: int, mix: str = "quota", skip: str = "counter", policy: str = "snooze") -> dict[str, float]:
+def bench_snooze(
+    n: int, steps: int, mix: str = "quota", skip: str = "counter", policy: str = "snooze"
+) -> dict[str, float]:
     rng = np.random.default_rng(0)
     sched = snooze.Scheduler(_sources(n), _config(mix, skip, policy), seed=0)
     if policy == "predictive":
@@ -149,9 +158,12 @@ def bench_snooze(n: int, steps: int, mix: str = "quota", skip: str = "counter", 
         size = file.stat().st_size
     assert loaded.step_index == sched.step_index
     return {
-        "bytes_per_prompt": size / n, "memory_bytes_per_prompt": memory / n, "ms_per_1k_candidates": ms,
-        "save_s": save_s, "load_s": load_s,
-    }  # fmt: skip
+        "bytes_per_prompt": size / n,
+        "memory_bytes_per_prompt": memory / n,
+        "ms_per_1k_candidates": ms,
+        "save_s": save_s,
+        "load_s": load_s,
+    }
 
 
 class DictScheduler:
@@ -223,8 +235,13 @@ class DictScheduler:
         return batch
 
     def save(self, path: Path) -> None:
-        state = {"prompts": [[k[0], k[1], v[0], v[1]] for k, v in self.prompts.items()], "epoch": self.epoch,
-                 "cursor": self.cursor, "ticket": self.ticket, "totals": self.totals}  # fmt: skip
+        state = {
+            "prompts": [[k[0], k[1], v[0], v[1]] for k, v in self.prompts.items()],
+            "epoch": self.epoch,
+            "cursor": self.cursor,
+            "ticket": self.ticket,
+            "totals": self.totals,
+        }
         path.write_text(json.dumps(state))
 
     def load(self, path: Path) -> None:
@@ -254,8 +271,13 @@ def bench_dict(n: int, steps: int) -> dict[str, float]:
         t0 = time.perf_counter()
         sched.load(path)
         load_s = time.perf_counter() - t0
-    return {"memory_bytes_per_prompt": mem / n, "bytes_per_prompt": size / n, "ms_per_1k_candidates": ms,
-            "save_s": save_s, "load_s": load_s}  # fmt: skip
+    return {
+        "memory_bytes_per_prompt": mem / n,
+        "bytes_per_prompt": size / n,
+        "ms_per_1k_candidates": ms,
+        "save_s": save_s,
+        "load_s": load_s,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,7 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=100, help="timed training steps (about 1,000 candidates each)")
     p.add_argument("--mix", choices=("quota", "stream"), default="quota", help="the scheduler's mixing mode")
     p.add_argument("--skip", choices=("counter", "history"), default="counter", help="the snooze skipping rule")
-    p.add_argument("--policy", choices=("snooze", "predictive"), default="snooze", help="predictive: measured beside the seed's rule")
+    p.add_argument(
+        "--policy",
+        choices=("snooze", "predictive"),
+        default="snooze",
+        help="predictive: measured beside the seed's rule",
+    )
     args = p.parse_args(argv)
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)
     if args.policy == "predictive":  # side by side: warm both code paths (imports, first save) before timing either
@@ -275,7 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     seed = bench_snooze(n, args.steps, args.mix) if args.policy == "predictive" else None
     base = bench_dict(nd, args.steps)
     scale = n / nd
-    out: dict[str, Any] = {"prompts": n, "mix": args.mix, "skip": args.skip, "policy": args.policy, **{k: round(v, 4) for k, v in ours.items()}}
+    out: dict[str, Any] = {
+        "prompts": n,
+        "mix": args.mix,
+        "skip": args.skip,
+        "policy": args.policy,
+        **{k: round(v, 4) for k, v in ours.items()},
+    }
     out.update({f"dict_{k}": round(v, 4) for k, v in base.items() if k not in ("save_s", "load_s")})
     out.update({"dict_save_s": round(base["save_s"] * scale, 3), "dict_load_s": round(base["load_s"] * scale, 3)})
     out["dict_extrapolated_from"] = nd
@@ -293,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     if seed is not None:
         for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
-            print(f"{key:>26}: predictive {ours[key]:>10.4g}   seed's rule {seed[key]:>10.4g}   predictive/seed {out['predictive_over_seed_' + key]:>8.3f}")
+            print(
+                f"{key:>26}: predictive {ours[key]:>10.4g}   seed's rule {seed[key]:>10.4g}   predictive/seed {out['predictive_over_seed_' + key]:>8.3f}"
+            )
     print(json.dumps(out))
     return 0
 

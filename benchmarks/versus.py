@@ -27,7 +27,11 @@ FIGURES = ("ms_per_1k_candidates", "bytes_per_prompt", "memory_bytes_per_prompt"
 def _run(tree: Path, args: list[str]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     proc = subprocess.run(
-        [sys.executable, str(tree / "benchmarks" / "scale.py"), *args], capture_output=True, text=True, env=env, check=False
+        [sys.executable, str(tree / "benchmarks" / "scale.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: scale.py failed:\n{proc.stderr[-3000:]}")
@@ -36,7 +40,9 @@ def _run(tree: Path, args: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--before", type=Path, required=True, help="source tree measured as the baseline (holds src/ and benchmarks/)")
+    p.add_argument(
+        "--before", type=Path, required=True, help="source tree measured as the baseline (holds src/ and benchmarks/)"
+    )
     p.add_argument("--after", type=Path, required=True, help="source tree measured against it")
     p.add_argument("--runs", type=int, default=5, help="runs per tree (pairs)")
     p.add_argument("scale_args", nargs="*", help="arguments for scale.py (after --)")
@@ -58,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             "after_median": statistics.median(after),
             "after_over_before_median": round(statistics.median(ratios), 4) if ratios else None,
         }
-        print(f"{key:>24}: before {summary[key]['before_median']:.4g}  after {summary[key]['after_median']:.4g}  "
-              f"after/before {summary[key]['after_over_before_median']}")  # fmt: skip
+        print(
+            f"{key:>24}: before {summary[key]['before_median']:.4g}  after {summary[key]['after_median']:.4g}  "
+            f"after/before {summary[key]['after_over_before_median']}"
+        )
     print(json.dumps(summary))
     return 0
 

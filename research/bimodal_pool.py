@@ -39,9 +39,14 @@ def _rate(row: dict) -> float:
 
 
 def split(
-    rows: list[dict], solved: float, unsolved: float, base: str = "base", solved_from: set[str] | None = None,
-    unsolved_from: set[str] | None = None, solved_below: float | None = None,
-) -> tuple[dict[str, list], dict[str, dict[str, int]]]:  # fmt: skip
+    rows: list[dict],
+    solved: float,
+    unsolved: float,
+    base: str = "base",
+    solved_from: set[str] | None = None,
+    unsolved_from: set[str] | None = None,
+    solved_below: float | None = None,
+) -> tuple[dict[str, list], dict[str, dict[str, int]]]:
     """``(drop, counts)``: per dataset the ids to drop, and how many prompts fell where. A prompt is
     *solved* when model ``base`` passes at least ``solved`` of its samples (and, with ``solved_below``,
     fewer than that share: solved but not mastered) and its dataset is in ``solved_from`` (``None``:
@@ -68,14 +73,36 @@ def split(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("baseline", type=Path, nargs="+", help="snooze baseline's JSONL (one model; several files: their rows together, e.g. one per task)")
+    parser.add_argument(
+        "baseline",
+        type=Path,
+        nargs="+",
+        help="snooze baseline's JSONL (one model; several files: their rows together, e.g. one per task)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the curriculum file to write")
-    parser.add_argument("--solved", type=float, default=15 / 16, help="pass rate at or above which a prompt counts as solved")
-    parser.add_argument("--solved-below", type=float, default=None, help="pass rate from which a prompt counts as mastered and is dropped (default: none is)")
-    parser.add_argument("--unsolved", type=float, default=1 / 16, help="pass rate at or below which it counts as not solved yet")
-    parser.add_argument("--base", default="base", help="the model whose pass rate decides 'solved' (snooze baseline --warmup names it base)")
-    parser.add_argument("--solved-from", default=None, help="comma-separated datasets the solved prompts come from (default: all)")
-    parser.add_argument("--unsolved-from", default=None, help="comma-separated datasets the unsolved prompts come from (default: all)")
+    parser.add_argument(
+        "--solved", type=float, default=15 / 16, help="pass rate at or above which a prompt counts as solved"
+    )
+    parser.add_argument(
+        "--solved-below",
+        type=float,
+        default=None,
+        help="pass rate from which a prompt counts as mastered and is dropped (default: none is)",
+    )
+    parser.add_argument(
+        "--unsolved", type=float, default=1 / 16, help="pass rate at or below which it counts as not solved yet"
+    )
+    parser.add_argument(
+        "--base",
+        default="base",
+        help="the model whose pass rate decides 'solved' (snooze baseline --warmup names it base)",
+    )
+    parser.add_argument(
+        "--solved-from", default=None, help="comma-separated datasets the solved prompts come from (default: all)"
+    )
+    parser.add_argument(
+        "--unsolved-from", default=None, help="comma-separated datasets the unsolved prompts come from (default: all)"
+    )
     args = parser.parse_args()
     rows = [json.loads(line) for path in args.baseline for line in path.read_text().splitlines() if line.strip()]
     sets = [set(x.split(",")) if x else None for x in (args.solved_from, args.unsolved_from)]

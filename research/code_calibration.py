@@ -41,7 +41,9 @@ def calibration(path: Path) -> dict[str, dict[str, tuple[float, int]]]:
         run = last[p][1] + 1 if p in last and last[p][0] == kind[i] else 1
         last[p] = (str(kind[i]), run)
     return {
-        ds: {f"{c}{k}": (cell[0] / cell[1], cell[1]) for (c, k), cell in sorted(table.items()) if c in "EH" and k in RUNS}
+        ds: {
+            f"{c}{k}": (cell[0] / cell[1], cell[1]) for (c, k), cell in sorted(table.items()) if c in "EH" and k in RUNS
+        }
         for ds, table in counts.items()
     }
 

@@ -82,7 +82,9 @@ class Critic(nn.Module):
         super().__init__()
         self.trunk = trunk if shared else copy.deepcopy(trunk).train()
         self.lr = lr
-        with torch.random.fork_rng(devices=[]):  # built, then drawn from its own generator: the policy's sampling is untouched
+        with torch.random.fork_rng(
+            devices=[]
+        ):  # built, then drawn from its own generator: the policy's sampling is untouched
             self.head = nn.Linear(trunk.cfg.d_model, 1)
         with torch.no_grad():
             self.head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
@@ -95,7 +97,9 @@ class Critic(nn.Module):
         """``[N]``: the logit of each prompt's pass rate."""
         ids, mask = (torch.from_numpy(x) for x in self.tok.encode_prompts(prompts))
         grab: list[torch.Tensor] = []
-        hook = self.trunk.ln_f.register_forward_hook(lambda _m, _i, out: grab.append(out))  # only for this call: the policy's own passes are not held
+        hook = self.trunk.ln_f.register_forward_hook(
+            lambda _m, _i, out: grab.append(out)
+        )  # only for this call: the policy's own passes are not held
         try:
             self.trunk(ids, mask, _shift(mask))
         finally:
@@ -121,11 +125,21 @@ class Critic(nn.Module):
 
     @torch.no_grad()
     def pass_rates(self, prompts: Sequence[str], chunk: int = 1024) -> np.ndarray:
-        return np.concatenate([torch.sigmoid(self.logits(prompts[lo : lo + chunk])).double().numpy() for lo in range(0, len(prompts), chunk)])
+        return np.concatenate(
+            [
+                torch.sigmoid(self.logits(prompts[lo : lo + chunk])).double().numpy()
+                for lo in range(0, len(prompts), chunk)
+            ]
+        )
 
 
 def critic_batches(
-    past: deque[tuple[list[str], np.ndarray]], prompts: list[str], correct: np.ndarray, epochs: int, replay: int, rng: np.random.Generator
+    past: deque[tuple[list[str], np.ndarray]],
+    prompts: list[str],
+    correct: np.ndarray,
+    epochs: int,
+    replay: int,
+    rng: np.random.Generator,
 ) -> list[tuple[list[str], np.ndarray]]:
     """The ``epochs`` batches a critic steps on after a step whose groups are ``prompts`` and ``correct``
     (appended to ``past``, a deque of the last ``replay`` steps' groups): with ``replay`` 0 that step's
@@ -197,7 +211,9 @@ class _CriticDapo(probe._LoggingDapo):
         super().end_step(steps)
 
 
-def shared_update(update: Callable[..., dict[str, float]], coef: float, group_size: int) -> Callable[..., dict[str, float]]:
+def shared_update(
+    update: Callable[..., dict[str, float]], coef: float, group_size: int
+) -> Callable[..., dict[str, float]]:
     """``loop._update`` with the shared critic's loss on ``_CriticDapo.pending`` added to GRPO's,
     ``coef`` times (one backward pass, the policy's gradient clipping), and its head added to the
     policy's optimizer at the critic's learning rate, without weight decay."""
@@ -224,7 +240,9 @@ def shared_update(update: Callable[..., dict[str, float]], coef: float, group_si
     return with_critic
 
 
-def scores(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int, lrs: Sequence[float]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def scores(
+    log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int, lrs: Sequence[float]
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """``probe_ceiling.predictors``' scores with the value probe and each critic (alone and with the
     history) added, for the groups of steps ``>= from_step``."""
     out, signal, step_on = probe.predictors(log, group_size, window, lam, from_step)
@@ -238,22 +256,40 @@ def scores(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: flo
     for j, lr in enumerate(lrs):
         q = signal_chance(np.asarray(log["critic_p"])[:, j], group_size)
         out[f"critic (lr {lr:g})"] = q[on]
-        out[f"critic (lr {lr:g})+history"] = probe.rolling_ridge(np.hstack([q[:, None], history, task]), sig, step, window, lam, from_step)[on]
+        out[f"critic (lr {lr:g})+history"] = probe.rolling_ridge(
+            np.hstack([q[:, None], history, task]), sig, step, window, lam, from_step
+        )[on]
     return out, signal, step_on
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     probe.common_args(parser, "runs/critic")
-    parser.add_argument("--critic-lr", type=float, nargs="+", default=[3e-4], help="one critic per learning rate, trained side by side")
+    parser.add_argument(
+        "--critic-lr", type=float, nargs="+", default=[3e-4], help="one critic per learning rate, trained side by side"
+    )
     parser.add_argument("--critic-epochs", type=int, default=4, help="Adam steps after each step")
-    parser.add_argument("--critic-replay", type=int, default=0, help="0: each Adam step takes the last step's groups; k: as many drawn from the last k steps'")
-    parser.add_argument("--shared-trunk", type=float, default=0.0, metavar="COEF",
-                        help="> 0: one critic whose head sits on the policy itself, its loss added to GRPO's COEF times (this trains another policy)")  # fmt: skip
+    parser.add_argument(
+        "--critic-replay",
+        type=int,
+        default=0,
+        help="0: each Adam step takes the last step's groups; k: as many drawn from the last k steps'",
+    )
+    parser.add_argument(
+        "--shared-trunk",
+        type=float,
+        default=0.0,
+        metavar="COEF",
+        help="> 0: one critic whose head sits on the policy itself, its loss added to GRPO's COEF times (this trains another policy)",
+    )
     args = parser.parse_args()
     if args.shared_trunk < 0 or (args.shared_trunk > 0 and len(args.critic_lr) != 1):
         parser.error("--shared-trunk takes a coefficient > 0 and exactly one --critic-lr (the head's)")
-    _CriticDapo.epochs, _CriticDapo.group_size, _CriticDapo.replay = args.critic_epochs, PROFILES[args.profile].group_size, args.critic_replay
+    _CriticDapo.epochs, _CriticDapo.group_size, _CriticDapo.replay = (
+        args.critic_epochs,
+        PROFILES[args.profile].group_size,
+        args.critic_replay,
+    )
     if args.shared_trunk > 0:
         loop._update = shared_update(loop._update, args.shared_trunk, PROFILES[args.profile].group_size)  # type: ignore[assignment]
 
@@ -265,13 +301,22 @@ def main() -> None:
         start.load_state_dict(base.state_dict)
         _CriticDapo.critics = [Critic(start, lr, seed) for lr in args.critic_lr]
 
-    probe.run(args, _CriticDapo, "dynamic_sampling_critic", "critic_log.npz", LOG_FIELDS,
-              lambda log, profile: scores(log, profile.group_size, args.window, args.lam, args.from_step, args.critic_lr), build_critics)  # fmt: skip
+    probe.run(
+        args,
+        _CriticDapo,
+        "dynamic_sampling_critic",
+        "critic_log.npz",
+        LOG_FIELDS,
+        lambda log, profile: scores(log, profile.group_size, args.window, args.lam, args.from_step, args.critic_lr),
+        build_critics,
+    )
     if args.shared_trunk > 0:  # another policy than DAPO: what it reaches
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             res = loop.read_result(args.out / f"seed{seed}")
-            print(f"seed {seed}: DAPO with the shared critic (COEF {args.shared_trunk:g}) generated {res.totals['total/gen_groups']:.0f} groups; "
-                  f"avg@8 final {res.sampled_final:.3f}, late {res.sampled_late:.3f}")  # fmt: skip
+            print(
+                f"seed {seed}: DAPO with the shared critic (COEF {args.shared_trunk:g}) generated {res.totals['total/gen_groups']:.0f} groups; "
+                f"avg@8 final {res.sampled_final:.3f}, late {res.sampled_late:.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -137,7 +137,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-rounds", type=int, default=8)
-    parser.add_argument("--by-level", metavar="PROFILE", default=None, help="evidence pooled by task level (the profile the logs come from)")
+    parser.add_argument(
+        "--by-level",
+        metavar="PROFILE",
+        default=None,
+        help="evidence pooled by task level (the profile the logs come from)",
+    )
     parser.add_argument("--window", type=int, default=3, help="with --by-level: steps of evidence before each group")
     args = parser.parse_args()
     if args.by_level:
@@ -145,7 +150,9 @@ def main() -> None:
         parts = [level_encounters(p, level_of, args.window) for p in args.logs]
         feature, sig = (np.concatenate([x[i] for x in parts]) for i in range(2))
         table = [(int(f), 0, int((feature == f).sum()), float(sig[feature == f].mean())) for f in np.unique(feature)]
-        print(f"{len(sig):,} groups, signal share {sig.mean():.3f}; by the level's signal share over the {args.window} steps before:")
+        print(
+            f"{len(sig):,} groups, signal share {sig.mean():.3f}; by the level's signal share over the {args.window} steps before:"
+        )
         for f, _, n, rate in table:
             print(f"  {'none' if f < 0 else f'{f / 10:.1f}-{(f + 1) / 10:.1f}'}: {n} groups, {rate:.3f} with signal")
         print("ceiling: share of groups kept -> precision of the kept (best cells first)")
@@ -157,13 +164,18 @@ def main() -> None:
         for r in (0.4, 0.5, 0.6, 0.665, 0.7, 0.8, 0.83, 0.9, 0.95, 0.957, 0.98):
             fixed = args.steps * args.batch_size * expected_rounds(r, args.batch_size, args.max_rounds)
             carried = args.steps * args.batch_size / r
-            print(f"{r:.3f} | {fixed:,.0f} | {args.dapo_groups / fixed:.2f}x | {carried:,.0f} | {args.dapo_groups / carried:.2f}x")
+            print(
+                f"{r:.3f} | {fixed:,.0f} | {args.dapo_groups / fixed:.2f}x | {carried:,.0f} | {args.dapo_groups / carried:.2f}x"
+            )
         return
     parts = [encounters(p) for p in args.logs]
     prev, age, sig = (np.concatenate([x[i] for x in parts]) for i in range(3))
     table = cells(prev, age, sig, args.group_size)
     print(f"{len(sig):,} repeat encounters, signal share {sig.mean():.3f}")
-    names = [f"{AGE_EDGES[b]}-{AGE_EDGES[b + 1] - 1}" if AGE_EDGES[b + 1] < 10**9 else f"{AGE_EDGES[b]}+" for b in range(len(AGE_EDGES) - 1)]
+    names = [
+        f"{AGE_EDGES[b]}-{AGE_EDGES[b + 1] - 1}" if AGE_EDGES[b + 1] < 10**9 else f"{AGE_EDGES[b]}+"
+        for b in range(len(AGE_EDGES) - 1)
+    ]
     print("previous correct | " + " | ".join(f"{n} steps ago" for n in names))
     for k in range(args.group_size + 1):
         row = {b: (n, rate) for kk, b, n, rate in table if kk == k}

@@ -73,7 +73,9 @@ ORACLE = _Oracle()
 
 
 @torch.no_grad()
-def pass_rates(model: TinyGPT, records: Sequence[Mapping[str, Any]], temperature: float, chunk: int = 1024) -> np.ndarray:
+def pass_rates(
+    model: TinyGPT, records: Sequence[Mapping[str, Any]], temperature: float, chunk: int = 1024
+) -> np.ndarray:
     """Exact pass rate of each record under ``model`` at ``temperature``: P(answer, then EOS)."""
     tok = CharTokenizer()
     was_training = model.training
@@ -112,7 +114,14 @@ class PassRateOracle(Policy):
 
     def end_step(self, steps: int) -> None:
         q = np.concatenate([ORACLE.signal_chance(n) for n in ORACLE.pools])
-        ORACLE.trace.append({"step": steps - 1, "relaxed": self.relaxed, "share_above_tau": float(np.mean(q >= ORACLE.tau)), "mean_q": float(q.mean())})
+        ORACLE.trace.append(
+            {
+                "step": steps - 1,
+                "relaxed": self.relaxed,
+                "share_above_tau": float(np.mean(q >= ORACLE.tau)),
+                "mean_q": float(q.mean()),
+            }
+        )
         self.relaxed = 0
         ORACLE.q.clear()  # the model is updated after this step's batch: pass rates are recomputed at the next draw
 
@@ -131,48 +140,99 @@ def _result(run_dir: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tau", type=float, default=0.5, help="skip an encounter when its chance of a signal group is below this")
+    parser.add_argument(
+        "--tau", type=float, default=0.5, help="skip an encounter when its chance of a signal group is below this"
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--profile", default="default", choices=sorted(PROFILES))
-    parser.add_argument("--tasks", default=None, help="the main arms' tasks (as snooze compare --tasks; default: the profile's)")
-    parser.add_argument("--pool-size", type=int, default=None, help="prompts per task in the RL pool (as snooze compare --pool-size)")
+    parser.add_argument(
+        "--tasks", default=None, help="the main arms' tasks (as snooze compare --tasks; default: the profile's)"
+    )
+    parser.add_argument(
+        "--pool-size", type=int, default=None, help="prompts per task in the RL pool (as snooze compare --pool-size)"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/oracle"))
-    parser.add_argument("--dapo", type=Path, default=None, help="a snooze compare folder whose dynamic_sampling runs are DAPO's (else trained here)")
+    parser.add_argument(
+        "--dapo",
+        type=Path,
+        default=None,
+        help="a snooze compare folder whose dynamic_sampling runs are DAPO's (else trained here)",
+    )
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--carry-surplus", action="store_true", help="the oracle arm keeps its surplus signal groups for the next step (SchedulerConfig.carry_surplus)")
+    parser.add_argument(
+        "--carry-surplus",
+        action="store_true",
+        help="the oracle arm keeps its surplus signal groups for the next step (SchedulerConfig.carry_surplus)",
+    )
     args = parser.parse_args()
     register_policy("pass_rate_oracle")(PassRateOracle)
     torch.set_num_threads(args.threads)
     profile = with_overrides(PROFILES[args.profile], tasks=args.tasks, pool_size=args.pool_size, fig3_task=args.tasks)
     pools, tests, banned = _data(profile, profile.tasks)
     model_cfg, base = profile_base(profile, cache_dir=args.cache, banned=banned)
-    ORACLE.tau, ORACLE.temperature, ORACLE.group_size, ORACLE.pools = args.tau, profile.temperature, profile.group_size, pools
+    ORACLE.tau, ORACLE.temperature, ORACLE.group_size, ORACLE.pools = (
+        args.tau,
+        profile.temperature,
+        profile.group_size,
+        pools,
+    )
     loop.Roller = _CapturingRoller  # type: ignore[misc]  # the benchmark's only hook: it sees the model being trained
-    shape = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
+    shape = {
+        "batch_size": profile.batch_size,
+        "group_size": profile.group_size,
+        "max_gen_rounds": profile.max_gen_rounds,
+    }
     rows = []
     out = args.out / (f"tau{args.tau:g}" + ("-carry" if args.carry_surplus else ""))
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         dapo_dir = (args.dapo or args.out) / "dynamic_sampling" / f"seed{seed}"
         if args.dapo is None:
-            loop.train(dapo_dir, pools, tests, SchedulerConfig(policy="dynamic_sampling", **shape), train_config(profile, seed), model_cfg, base.state_dict)
+            loop.train(
+                dapo_dir,
+                pools,
+                tests,
+                SchedulerConfig(policy="dynamic_sampling", **shape),
+                train_config(profile, seed),
+                model_cfg,
+                base.state_dict,
+            )
         run_dir = out / f"seed{seed}"
         ORACLE.trace.clear()
-        loop.train(run_dir, pools, tests, SchedulerConfig(policy="pass_rate_oracle", carry_surplus=args.carry_surplus, **shape), train_config(profile, seed), model_cfg, base.state_dict)
+        loop.train(
+            run_dir,
+            pools,
+            tests,
+            SchedulerConfig(policy="pass_rate_oracle", carry_surplus=args.carry_surplus, **shape),
+            train_config(profile, seed),
+            model_cfg,
+            base.state_dict,
+        )
         if ORACLE.trace:  # empty when the run was complete already (resumed at its end)
             (run_dir / "oracle_trace.json").write_text(json.dumps(ORACLE.trace))
         arm, dapo = _result(run_dir), _result(dapo_dir)
         rows.append((seed, arm, dapo))
         relaxed = sum(t["relaxed"] > 0 for t in ORACLE.trace)
-        print(f"seed {seed}: oracle tau {args.tau:g}: {arm['groups']:.0f} groups ({dapo['groups'] / arm['groups']:.2f}x fewer than DAPO's "
-              f"{dapo['groups']:.0f}), avg@8 {arm['final']:.3f} vs DAPO {dapo['final']:.3f} (gap {arm['final'] - dapo['final']:+.3f}); "
-              f"steps that relaxed: {relaxed}", flush=True)  # fmt: skip
+        print(
+            f"seed {seed}: oracle tau {args.tau:g}: {arm['groups']:.0f} groups ({dapo['groups'] / arm['groups']:.2f}x fewer than DAPO's "
+            f"{dapo['groups']:.0f}), avg@8 {arm['final']:.3f} vs DAPO {dapo['final']:.3f} (gap {arm['final'] - dapo['final']:+.3f}); "
+            f"steps that relaxed: {relaxed}",
+            flush=True,
+        )
     gaps = [a["final"] - d["final"] for _, a, d in rows]
     ratio = sum(d["groups"] for _, _, d in rows) / sum(a["groups"] for _, a, _ in rows)
-    print(f"mean over {len(rows)} seeds: DAPO/oracle {ratio:.2f}x, avg@8 {np.mean([a['final'] for _, a, _ in rows]):.3f} "
-          f"vs DAPO {np.mean([d['final'] for _, _, d in rows]):.3f}, gap {np.mean(gaps):+.3f} [{min(gaps):+.3f}, {max(gaps):+.3f}]")  # fmt: skip
-    summary = {"tau": args.tau, "carry_surplus": args.carry_surplus, "runs": [{"seed": s, "oracle": a, "dapo": d} for s, a, d in rows], "ratio": ratio, "gap_mean": float(np.mean(gaps)) if gaps else math.nan}
+    print(
+        f"mean over {len(rows)} seeds: DAPO/oracle {ratio:.2f}x, avg@8 {np.mean([a['final'] for _, a, _ in rows]):.3f} "
+        f"vs DAPO {np.mean([d['final'] for _, _, d in rows]):.3f}, gap {np.mean(gaps):+.3f} [{min(gaps):+.3f}, {max(gaps):+.3f}]"
+    )
+    summary = {
+        "tau": args.tau,
+        "carry_surplus": args.carry_surplus,
+        "runs": [{"seed": s, "oracle": a, "dapo": d} for s, a, d in rows],
+        "ratio": ratio,
+        "gap_mean": float(np.mean(gaps)) if gaps else math.nan,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
 
 

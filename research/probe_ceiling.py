@@ -63,7 +63,9 @@ LOG_FIELDS = ("step", "ds", "row", "correct", "p", "features")
 
 
 @torch.no_grad()
-def prompt_features(model: TinyGPT, records: Sequence[Mapping[str, Any]], temperature: float, chunk: int = 1024) -> np.ndarray:
+def prompt_features(
+    model: TinyGPT, records: Sequence[Mapping[str, Any]], temperature: float, chunk: int = 1024
+) -> np.ndarray:
     """``[N, 2 d_model + 1]``: each prompt's final-layer output at its last token, its mean over the
     prompt's real tokens, and the entropy of the first completion token at ``temperature``; one
     forward pass over the prompts, no sampling."""
@@ -75,7 +77,9 @@ def prompt_features(model: TinyGPT, records: Sequence[Mapping[str, Any]], temper
     try:
         out = []
         for lo in range(0, len(records), chunk):
-            pid, pmask = (torch.from_numpy(x) for x in tok.encode_prompts([r["prompt"] for r in records[lo : lo + chunk]]))
+            pid, pmask = (
+                torch.from_numpy(x) for x in tok.encode_prompts([r["prompt"] for r in records[lo : lo + chunk]])
+            )
             logits, _ = model(pid, pmask, _shift(pmask))
             x, m = grabbed["x"], pmask[..., None].to(grabbed["x"].dtype)
             logp = torch.log_softmax(logits[:, -1] / temperature, dim=-1)
@@ -103,7 +107,13 @@ class _LoggingDapo(Policy):
         if self.now != self.step:  # reports of a step come before its update: one model for all of them
             model, pools = oracle_bench.ORACLE.model, oracle_bench.ORACLE.pools
             assert model is not None, "the roller was not built"
-            self.pool_features = [(prompt_features(model, pools[n], self.temperature), oracle_bench.pass_rates(model, pools[n], self.temperature)) for n in self.names]
+            self.pool_features = [
+                (
+                    prompt_features(model, pools[n], self.temperature),
+                    oracle_bench.pass_rates(model, pools[n], self.temperature),
+                )
+                for n in self.names
+            ]
             self.now = self.step
         ds = np.asarray(report.group_ds, dtype=np.int64)
         local = np.asarray(report.group_rows, dtype=np.int64) - self.offsets[ds]
@@ -131,7 +141,9 @@ def ridge(x: np.ndarray, y: np.ndarray, lam: float) -> Any:
     return lambda xn: np.hstack([(xn - mu) / sd, np.ones((xn.shape[0], 1))]) @ w
 
 
-def rolling_ridge(x: np.ndarray, y: np.ndarray, step: np.ndarray, window: int, lam: float, from_step: int) -> np.ndarray:
+def rolling_ridge(
+    x: np.ndarray, y: np.ndarray, step: np.ndarray, window: int, lam: float, from_step: int
+) -> np.ndarray:
     """Each row's prediction of ``y`` by a ridge fit on the rows of the ``window`` steps before its own
     (steps ``>= from_step``; NaN before, or where that window is empty)."""
     out = np.full(step.shape[0], np.nan)
@@ -168,13 +180,19 @@ def history_columns(log: Mapping[str, np.ndarray], group_size: int) -> np.ndarra
     return (prev_correct[:, None] == np.arange(-1, group_size + 1)[None]).astype(float)
 
 
-def predictors(log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+def predictors(
+    log: Mapping[str, np.ndarray], group_size: int, window: int, lam: float, from_step: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Each predictor's score for the groups of steps ``>= from_step``, with their signal and step."""
     step, ds, correct = (np.asarray(log[k]) for k in ("step", "ds", "correct"))
     signal = ((correct > 0) & (correct < group_size)).astype(float)
     history = history_columns(log, group_size)
     task = (ds[:, None] == np.unique(ds)[None]).astype(float)
-    inputs = {"history": np.hstack([history, task]), "probe": np.hstack([log["features"], task]), "probe+history": np.hstack([log["features"], history, task])}
+    inputs = {
+        "history": np.hstack([history, task]),
+        "probe": np.hstack([log["features"], task]),
+        "probe+history": np.hstack([log["features"], history, task]),
+    }
     p = np.asarray(log["p"])
     scores = {"oracle": signal_prob(p, group_size)}
     for name, x in inputs.items():
@@ -191,9 +209,16 @@ def common_args(parser: argparse.ArgumentParser, out: str) -> None:
     parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--window", type=int, default=30, help="steps of groups each fit reads")
     parser.add_argument("--lam", type=float, default=10.0, help="ridge penalty")
-    parser.add_argument("--from-step", type=int, default=60, help="first step predicted (the earlier ones fill the window)")
+    parser.add_argument(
+        "--from-step", type=int, default=60, help="first step predicted (the earlier ones fill the window)"
+    )
     parser.add_argument("--cache", type=Path, default=None, help="warm-up cache folder")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (1, as snooze compare: the runs are then its dynamic_sampling runs)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1, as snooze compare: the runs are then its dynamic_sampling runs)",
+    )
 
 
 def run(
@@ -216,7 +241,11 @@ def run(
     oracle_bench.ORACLE.pools = pools
     policy.temperature = profile.temperature
     loop.Roller = oracle_bench._CapturingRoller  # type: ignore[misc]  # the benchmark's hook: it sees the model being trained
-    shape = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
+    shape = {
+        "batch_size": profile.batch_size,
+        "group_size": profile.group_size,
+        "max_gen_rounds": profile.max_gen_rounds,
+    }
     model_cfg = base = None
     results: dict[str, list[list[float]]] = {}
     dapo_groups = []
@@ -231,33 +260,66 @@ def run(
                 before_run(seed, model_cfg, base)
             for v in policy.log.values():
                 v.clear()
-            loop.train(run_dir, pools, tests, SchedulerConfig(policy=name, **shape), train_config(profile, seed), model_cfg, base.state_dict)
-            np.savez_compressed(log_path, **{k: np.concatenate(v) for k, v in policy.log.items()})  # one array per report, joined
+            loop.train(
+                run_dir,
+                pools,
+                tests,
+                SchedulerConfig(policy=name, **shape),
+                train_config(profile, seed),
+                model_cfg,
+                base.state_dict,
+            )
+            np.savez_compressed(
+                log_path, **{k: np.concatenate(v) for k, v in policy.log.items()}
+            )  # one array per report, joined
         with np.load(log_path, allow_pickle=False) as f:
             log = {k: f[k] for k in fields}
         dapo_groups.append(log["step"].shape[0])
         scores, signal, step = score(log, profile)
-        print(f"seed {seed}: {log['step'].shape[0]} groups; steps {args.from_step}+: {signal.shape[0]} groups, signal share {signal.mean():.3f}")
+        print(
+            f"seed {seed}: {log['step'].shape[0]} groups; steps {args.from_step}+: {signal.shape[0]} groups, signal share {signal.mean():.3f}"
+        )
         width = max(len(k) for k in scores)
         for key, s in scores.items():
             row = [auc(s, signal)] + [kept_share(s, signal, step, k) for k in KEEP]
             results.setdefault(key, []).append(row)
-            print(f"  {key:{width}s} AUC {row[0]:.3f} | " + " | ".join(f"keep {k:.0%}: signal {v:.3f}" for k, v in zip(KEEP, row[1:])), flush=True)
+            print(
+                f"  {key:{width}s} AUC {row[0]:.3f} | "
+                + " | ".join(f"keep {k:.0%}: signal {v:.3f}" for k, v in zip(KEEP, row[1:])),
+                flush=True,
+            )
     need = profile.steps * profile.batch_size
-    print(f"\nmean over {args.seeds} seeds (steps {args.from_step}+; DAPO generated {np.mean(dapo_groups):.0f} groups a run); "
-          f"the share kept costs a run ~{need} / r groups with the surplus carried:")  # fmt: skip
-    print("| predictor | AUC | " + " | ".join(f"signal share, best {k:.0%}" for k in KEEP) + f" | DAPO / ({need:,} / r) at 25% |")
+    print(
+        f"\nmean over {args.seeds} seeds (steps {args.from_step}+; DAPO generated {np.mean(dapo_groups):.0f} groups a run); "
+        f"the share kept costs a run ~{need} / r groups with the surplus carried:"
+    )
+    print(
+        "| predictor | AUC | "
+        + " | ".join(f"signal share, best {k:.0%}" for k in KEEP)
+        + f" | DAPO / ({need:,} / r) at 25% |"
+    )
     print("|---|---|" + "---|" * len(KEEP) + "---|")
     for key, rows in results.items():
         m = np.mean(rows, axis=0)
-        print(f"| {key} | {m[0]:.3f} | " + " | ".join(f"{v:.3f}" for v in m[1:]) + f" | {np.mean(dapo_groups) * m[1] / need:.2f}x |")
+        print(
+            f"| {key} | {m[0]:.3f} | "
+            + " | ".join(f"{v:.3f}" for v in m[1:])
+            + f" | {np.mean(dapo_groups) * m[1] / need:.2f}x |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common_args(parser, "runs/probe")
     args = parser.parse_args()
-    run(args, _LoggingDapo, "dynamic_sampling_logged", "probe_log.npz", LOG_FIELDS, lambda log, profile: predictors(log, profile.group_size, args.window, args.lam, args.from_step))
+    run(
+        args,
+        _LoggingDapo,
+        "dynamic_sampling_logged",
+        "probe_log.npz",
+        LOG_FIELDS,
+        lambda log, profile: predictors(log, profile.group_size, args.window, args.lam, args.from_step),
+    )
 
 
 if __name__ == "__main__":

@@ -23,8 +23,19 @@ from snooze.experiments.profiles import PROFILES
 from snooze.experiments.regime import regime_table
 from snooze.experiments.summary import summary_table
 
-_R2 = {"tasks": "rev:3-9,sort:3-7", "fig3_task": "sort:3-7", "fig3_split": None, "pool_size": 1000, "steps": 250, "temperature": 0.7,
-       "lr": 1e-4, "eval_samples": 8, "warmup_per_task": True, "warmup_target": 0.3, "warmup_eval_every": 25}  # fmt: skip
+_R2 = {
+    "tasks": "rev:3-9,sort:3-7",
+    "fig3_task": "sort:3-7",
+    "fig3_split": None,
+    "pool_size": 1000,
+    "steps": 250,
+    "temperature": 0.7,
+    "lr": 1e-4,
+    "eval_samples": 8,
+    "warmup_per_task": True,
+    "warmup_target": 0.3,
+    "warmup_eval_every": 25,
+}
 _R4 = {**_R2, "tasks": "rev:3-8,sort:3-7", "temperature": 0.5, "lr": 3e-4}
 _R6 = {**_R4, "temperature": 0.4}
 _R8 = {**_R6, "steps": 300, "fig3_task": "rev:3-8", "fig3_split": 6}

@@ -46,7 +46,9 @@ def groups_per_signal(rewards: np.ndarray, k: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", type=Path, nargs="+", required=True, help="the baseline's rewards.jsonl files (pooled)")
+    parser.add_argument(
+        "--baseline", type=Path, nargs="+", required=True, help="the baseline's rewards.jsonl files (pooled)"
+    )
     parser.add_argument("--screens", default="2,3,4", help="screen sizes k to replay (comma-separated)")
     parser.add_argument("logs", type=Path, nargs="+", help="rewards.jsonl files, each replayed on its own")
     args = parser.parse_args()
@@ -58,9 +60,15 @@ def main() -> None:
     except ValueError:
         parser.error(f"--screens {args.screens!r}: must be comma-separated whole numbers")
     if not all(2 <= k < G for k in ks):
-        parser.error(f"--screens {args.screens!r}: each screen size must be in 2..{G - 1} (one rollout never disagrees; the logs' groups have {G})")
+        parser.error(
+            f"--screens {args.screens!r}: each screen size must be in 2..{G - 1} (one rollout never disagrees; the logs' groups have {G})"
+        )
     print(f"baseline: {base:.2f} groups generated per signal group ({len(args.baseline)} logs)")
-    print("log | no screen | " + " | ".join(f"screen of {k}" for k in ks) + "   (baseline's groups per signal group / this one's)")
+    print(
+        "log | no screen | "
+        + " | ".join(f"screen of {k}" for k in ks)
+        + "   (baseline's groups per signal group / this one's)"
+    )
     for path in args.logs:
         rewards = read_reward_log(path).rewards
         cols = [base / groups_per_signal(rewards, k) for k in [G, *ks]]

@@ -23,7 +23,8 @@ def distinct_signal_prompts(path: Path, start: int, stop: int, window: int) -> l
     index, _ = log.prompt_index()
     signal = classify_groups(log.rewards, (0.0, 1.0)) == SIGNAL
     return [
-        int(np.unique(index[signal & (log.steps >= a) & (log.steps < a + window)]).shape[0]) for a in range(start, stop, window)
+        int(np.unique(index[signal & (log.steps >= a) & (log.steps < a + window)]).shape[0])
+        for a in range(start, stop, window)
     ]
 
 
@@ -36,7 +37,9 @@ def main() -> None:
     args = parser.parse_args()
     for path in args.logs:
         counts = distinct_signal_prompts(path, args.start, args.stop, args.window)
-        print(f"{path.parent.parent.name}/{path.parent.name}: mean {np.mean(counts):.0f} prompts per {args.window} steps {counts}")
+        print(
+            f"{path.parent.parent.name}/{path.parent.name}: mean {np.mean(counts):.0f} prompts per {args.window} steps {counts}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,12 +37,16 @@ def main() -> None:
     parser.add_argument("--arms", default="dynamic_sampling,snooze-f1,snooze,filter")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--family-out", type=Path, default=None, help="reuse the family's runs of the regime for as-family")
+    parser.add_argument(
+        "--family-out", type=Path, default=None, help="reuse the family's runs of the regime for as-family"
+    )
     args = parser.parse_args()
     names = args.variants.split(",")
     for name in names:
         out = args.out / name
-        if name == "as-family" and args.family_out is not None:  # the family's finished runs are read back, not retrained
+        if (
+            name == "as-family" and args.family_out is not None
+        ):  # the family's finished runs are read back, not retrained
             for arm in args.arms.split(","):
                 src = args.family_out / args.regime / arm
                 if src.is_dir() and not (out / arm).exists():

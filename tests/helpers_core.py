@@ -32,7 +32,9 @@ def stream_order(name: str, n: int, seed: int, epochs: int) -> list[int]:
     return [int(r) for e in range(epochs) for r in np.random.default_rng([seed, key, e]).permutation(n)]
 
 
-def reference_issued(kinds: list[str], policy: str, factor: int, round_size: int, rounds: int, seed: int, name: str = "d") -> list[int]:
+def reference_issued(
+    kinds: list[str], policy: str, factor: int, round_size: int, rounds: int, seed: int, name: str = "d"
+) -> list[int]:
     """Rows a single-dataset scheduler issues, by the plain reading of docs/concepts.md ("Snoozing, exactly").
 
     Each round draws ``round_size`` awake prompts (skipping and decrementing snoozed ones, passing

@@ -18,7 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "snooze"
 ORDER_LINE = "Imports point one way:"
-THIRD_PARTY = {"core": {"numpy", "pyarrow"}, "logs": {"numpy"}}  # the only non-stdlib imports (pyarrow: lazily, for Parquet)
+THIRD_PARTY = {
+    "core": {"numpy", "pyarrow"},
+    "logs": {"numpy"},
+}  # the only non-stdlib imports (pyarrow: lazily, for Parquet)
 
 
 def declared_layers() -> list[set[str]]:
@@ -56,15 +59,19 @@ def violations(edges: list[tuple[str, str, int]], layers: list[set[str]]) -> lis
             continue
         a, b = package_of(src), package_of(dst)
         if a != b and rank[b] >= rank[a]:
-            bad.append(f"{src}:{line} imports {dst} ({a} may import only {sorted(p for p, r in rank.items() if r < rank[a])})")
+            bad.append(
+                f"{src}:{line} imports {dst} ({a} may import only {sorted(p for p, r in rank.items() if r < rank[a])})"
+            )
     return bad
 
 
 def test_every_package_has_its_place_in_the_declared_order() -> None:
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     declared = set().union(*declared_layers())
-    assert packages == declared, f"in src/snooze but not in the README's order: {sorted(packages - declared)}; " \
-                                 f"declared but absent: {sorted(declared - packages)}"  # fmt: skip
+    assert packages == declared, (
+        f"in src/snooze but not in the README's order: {sorted(packages - declared)}; "
+        f"declared but absent: {sorted(declared - packages)}"
+    )
 
 
 def test_imports_point_one_way() -> None:
@@ -82,7 +89,11 @@ def test_the_check_sees_an_arrow_back_and_one_sideways() -> None:
 @pytest.mark.parametrize("package", sorted(THIRD_PARTY))
 def test_the_core_and_the_logs_need_numpy_only(package: str) -> None:
     allowed = THIRD_PARTY[package] | set(sys.stdlib_module_names) | {"snooze"}
-    bad = [f"{src}:{line} imports {dst}" for src, dst, line in imports() if package_of(src) == package and dst.split(".")[0] not in allowed]
+    bad = [
+        f"{src}:{line} imports {dst}"
+        for src, dst, line in imports()
+        if package_of(src) == package and dst.split(".")[0] not in allowed
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -91,7 +102,9 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
     out: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            out |= {n.lineno for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+            out |= {
+                n.lineno for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))
+            }
     return out
 
 
@@ -99,7 +112,9 @@ def _type_checking_lines(tree: ast.AST) -> set[int]:
 def run_time_edges() -> dict[str, set[str]]:
     """Module -> the snooze modules it imports when it runs (inside functions too; not under TYPE_CHECKING).
     ``from snooze.core.policies import base`` names the module ``snooze.core.policies.base``."""
-    modules = {".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__") for p in SRC.rglob("*.py")}
+    modules = {
+        ".".join(p.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__") for p in SRC.rglob("*.py")
+    }
     out: dict[str, set[str]] = {}
     for path in sorted(SRC.rglob("*.py")):
         module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
@@ -109,7 +124,12 @@ def run_time_edges() -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if node.__dict__.get("lineno") in skip:
                 continue
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.startswith("snooze"):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and node.module.startswith("snooze")
+            ):
                 subs = {f"{node.module}.{a.name}" for a in node.names} & modules
                 edges |= subs or {node.module}
             elif isinstance(node, ast.Import):
@@ -154,14 +174,22 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycle_inside_a_package() -> None:
     """Within a package, modules import one way too: no module imports (at run time) one that imports it back."""
-    assert not cycles(run_time_edges()), "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles(run_time_edges()))
+    assert not cycles(run_time_edges()), "import cycles:\n" + "\n".join(
+        " <-> ".join(c) for c in cycles(run_time_edges())
+    )
 
 
 def test_the_cycle_check_sees_a_cycle() -> None:
-    fake = {"snooze.core.config": {"snooze.core.policies"}, "snooze.core.policies": {"snooze.core.policies.base"},
-            "snooze.core.policies.base": {"snooze.core.config"}, "snooze.core.types": {"snooze.core.config"}}  # fmt: skip
+    fake = {
+        "snooze.core.config": {"snooze.core.policies"},
+        "snooze.core.policies": {"snooze.core.policies.base"},
+        "snooze.core.policies.base": {"snooze.core.config"},
+        "snooze.core.types": {"snooze.core.config"},
+    }
     assert cycles(fake) == [["snooze.core.config", "snooze.core.policies", "snooze.core.policies.base"]]
-    assert not cycles({"snooze.core.a": {"snooze.logs.b"}, "snooze.logs.b": {"snooze.core.a"}})  # across packages: the order's test
+    assert not cycles(
+        {"snooze.core.a": {"snooze.logs.b"}, "snooze.logs.b": {"snooze.core.a"}}
+    )  # across packages: the order's test
 
 
 def test_the_config_imports_nothing_from_the_policies() -> None:

@@ -119,7 +119,6 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["replay", str(bad), "--out", str(tmp_path / "o2")]) == 2
 
 
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("option", ["--max-gen-rounds", "--batch-size", "--gen-batch-size"])
 def test_cli_step_sizes_of_0_are_a_one_line_error_not_a_hang(
@@ -130,8 +129,12 @@ def test_cli_step_sizes_of_0_are_a_one_line_error_not_a_hang(
     log = _write(tmp_path / "log.jsonl", LINES)
     assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--no-plot", option, "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"{option[2:].replace('-', '_')}=0: must be an integer >= 1 (option {option})" in err
+    assert (
+        len(err.splitlines()) == 1
+        and f"{option[2:].replace('-', '_')}=0: must be an integer >= 1 (option {option})" in err
+    )
     assert not (tmp_path / "out").exists()
+
 
 @settings(max_examples=40, deadline=None)
 @given(
@@ -219,4 +222,6 @@ def test_policies_that_do_not_replay_are_refused_with_the_reason(tmp_path) -> No
         with pytest.raises(snooze.ConfigError, match="does not replay from a log"):
             replay_policies(log, [ReplayPolicy("x", None, config=cfg)])
     backoff = ReplayPolicy("snooze-backoff", None, config=snooze.SchedulerConfig(snooze_factor=2, backoff=2.0))
-    assert replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1  # every counter policy replays, backoff too
+    assert (
+        replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1
+    )  # every counter policy replays, backoff too

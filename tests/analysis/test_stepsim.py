@@ -44,6 +44,10 @@ def test_kept_lines_are_reinterleaved_by_dataset_share() -> None:
 
 def test_sizes_below_1_are_refused_so_every_walk_ends() -> None:
     signal = np.ones(8, dtype=bool)
-    for kwargs in ({"batch_size": 0, "gen_size": 2}, {"batch_size": 2, "gen_size": 0}, {"batch_size": 2, "gen_size": 2, "max_gen_rounds": 0}):
+    for kwargs in (
+        {"batch_size": 0, "gen_size": 2},
+        {"batch_size": 2, "gen_size": 0},
+        {"batch_size": 2, "gen_size": 2, "max_gen_rounds": 0},
+    ):
         with pytest.raises(snooze.ConfigError, match="must be an integer >= 1"):
             simulate_steps(signal, **kwargs)

@@ -96,7 +96,11 @@ def test_thresholds_are_configurable() -> None:
         ({"dataset": "m", "id": 9, "model": "a", "n": 2, "n_correct": 3}, 2, "n_correct"),
         ({"dataset": "m", "id": 9, "model": "a", "n": 2}, 2, "n_correct"),
         ({"dataset": "m", "id": 9, "model": "a", "n": 4.5, "n_correct": 1}, 2, "n"),  # a count of samples is whole
-        ({"dataset": "m", "id": 2**63, "model": "a", "n": 2, "n_correct": 1}, 2, "id"),  # no int64: was an OverflowError
+        (
+            {"dataset": "m", "id": 2**63, "model": "a", "n": 2, "n_correct": 1},
+            2,
+            "id",
+        ),  # no int64: was an OverflowError
         ({"dataset": "m", "id": "1", "model": "b", "n": 2, "n_correct": 1}, 2, "id"),  # row 1's id 1 is an int
     ],
 )
@@ -109,7 +113,10 @@ def test_bad_rows_name_file_row_and_field(tmp_path: Path, bad: dict, row: int, f
 
 def test_a_reward_log_given_to_stratify_says_what_it_is(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "rewards.jsonl", [{"step": 0, "dataset": "m", "id": 1, "rewards": [1.0, 0.0]}])
-    with pytest.raises(DataError, match=r"row 1, field 'step': unknown column; .* this is a reward log of a training run, which `snooze replay` reads"):
+    with pytest.raises(
+        DataError,
+        match=r"row 1, field 'step': unknown column; .* this is a reward log of a training run, which `snooze replay` reads",
+    ):
         stratify([path])
 
 

@@ -40,8 +40,13 @@ def files(tmp_path: Path) -> dict[str, str]:
     }
     for name, text in lines.items():
         (tmp_path / f"{name}.jsonl").write_text(text)
-    return {"new": str(tmp_path / "out"), "fifo": str(tmp_path / "fifo.jsonl"), "dev": "/dev/zero", "beyond": BEYOND,
-            **{name: str(tmp_path / f"{name}.jsonl") for name in lines}}  # fmt: skip
+    return {
+        "new": str(tmp_path / "out"),
+        "fifo": str(tmp_path / "fifo.jsonl"),
+        "dev": "/dev/zero",
+        "beyond": BEYOND,
+        **{name: str(tmp_path / f"{name}.jsonl") for name in lines},
+    }
 
 
 CASES = [
@@ -54,18 +59,45 @@ CASES = [
     ("replay {log_deep} --out {new}", r"{log_deep}, line 1: JSON nested deeper than 64 levels"),
     ("stratify {rows_digits} --out {new}", r"{rows_digits}, row 1: holds an integer of more than 4300 digits"),
     ("stratify {rows_deep} --out {new}", r"{rows_deep}, row 1: JSON nested deeper than 64 levels"),
-    ("compare --profile quick --out {new} --curriculum {cur_digits}", r"{cur_digits}: holds an integer of more than 4300"),
+    (
+        "compare --profile quick --out {new} --curriculum {cur_digits}",
+        r"{cur_digits}: holds an integer of more than 4300",
+    ),
     ("compare --profile quick --out {new} --curriculum {cur_deep}", r"{cur_deep}: JSON nested deeper than 64 levels"),
-    ("replay {log_huge} --out {new}", r"{log_huge}, line 1, field 'rewards': rollout 1: an integer of 1329 bits is too large"),
-    ("stratify {rows_huge} --out {new}", r"{rows_huge}, row 1, field 'n_correct': <an integer of 1329 bits> is not a finite"),
-    ("compare --profile quick --out {new} --curriculum {cur_huge}", r"{cur_huge}: stages\[0\].weights\['rev'\]=<an integer of 1329"),
+    (
+        "replay {log_huge} --out {new}",
+        r"{log_huge}, line 1, field 'rewards': rollout 1: an integer of 1329 bits is too large",
+    ),
+    (
+        "stratify {rows_huge} --out {new}",
+        r"{rows_huge}, row 1, field 'n_correct': <an integer of 1329 bits> is not a finite",
+    ),
+    (
+        "compare --profile quick --out {new} --curriculum {cur_huge}",
+        r"{cur_huge}: stages\[0\].weights\['rev'\]=<an integer of 1329",
+    ),
     ("compare --profile quick --out {new} --lr inf", r"Profile.lr=inf: must be a finite number > 0 \(option --lr\)"),
-    ("compare --profile quick --out {new} --temperature 1e-300", r"Profile.temperature=1e-300: must be a finite number >= 0.001"),
-    ("compare --profile quick --out {new} --temperature nan", r"Profile.temperature=nan: must be a finite number >= 0.001"),
-    ("replay {log_surrogate} --out {new}", r"{log_surrogate}, line 1, field 'dataset': 'd\\ud800' holds a lone surrogate"),
-    ("stratify {rows_surrogate} --out {new}", r"{rows_surrogate}, row 1, field 'id': 'q\\udc00' holds a lone surrogate"),
+    (
+        "compare --profile quick --out {new} --temperature 1e-300",
+        r"Profile.temperature=1e-300: must be a finite number >= 0.001",
+    ),
+    (
+        "compare --profile quick --out {new} --temperature nan",
+        r"Profile.temperature=nan: must be a finite number >= 0.001",
+    ),
+    (
+        "replay {log_surrogate} --out {new}",
+        r"{log_surrogate}, line 1, field 'dataset': 'd\\ud800' holds a lone surrogate",
+    ),
+    (
+        "stratify {rows_surrogate} --out {new}",
+        r"{rows_surrogate}, row 1, field 'id': 'q\\udc00' holds a lone surrogate",
+    ),
     ("replay {log} --out {new} --factors 1,{beyond}", r"argument --factors: {beyond}: does not fit in 64 bits"),
-    ("replay {log} --out {new} --gen-batch-size {beyond}", r"argument --gen-batch-size: {beyond}: does not fit in 64 bits"),
+    (
+        "replay {log} --out {new} --gen-batch-size {beyond}",
+        r"argument --gen-batch-size: {beyond}: does not fit in 64 bits",
+    ),
     ("replay {log} --out {new} --batch-size -{beyond}", r"argument --batch-size: -{beyond}: does not fit in 64 bits"),
     ("compare --profile quick --out {new} --steps {beyond}", r"argument --steps: {beyond}: does not fit in 64 bits"),
     ("compare --profile quick --out {new} --jobs {beyond}", r"argument --jobs: {beyond}: does not fit in 64 bits"),
@@ -74,9 +106,14 @@ ITEMS = ["6"] * 4 + ["9"] * 6 + ["10"] * 3 + ["11"] * 3 + ["12"] * 2 + ["14"] * 
 
 
 @pytest.mark.timeout(60)  # a FIFO read, or a comparison that starts training, would run past it
-@pytest.mark.parametrize(("line", "message"), CASES, ids=[f"item{i}:{c[0].split()[0]}:{c[0].split()[-1][-12:]}" for i, c in zip(ITEMS, CASES)])
-def test_a_hostile_input_is_one_error_line_and_exit_2(files: dict[str, str], capsys: pytest.CaptureFixture[str], line: str,
-                                                    message: str) -> None:
+@pytest.mark.parametrize(
+    ("line", "message"),
+    CASES,
+    ids=[f"item{i}:{c[0].split()[0]}:{c[0].split()[-1][-12:]}" for i, c in zip(ITEMS, CASES)],
+)
+def test_a_hostile_input_is_one_error_line_and_exit_2(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
     argv = line.format(**files).split()
     with pytest.raises(SystemExit) as exit_info:  # argparse's usage errors exit; the others return 2
         raise SystemExit(main(argv))
@@ -91,8 +128,9 @@ def test_a_hostile_input_is_one_error_line_and_exit_2(files: dict[str, str], cap
 
 
 @pytest.mark.timeout(60)
-def test_compare_on_a_cuda_device_the_machine_lacks_is_refused_before_the_warm_up(files: dict[str, str],
-                                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_on_a_cuda_device_the_machine_lacks_is_refused_before_the_warm_up(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -106,17 +144,25 @@ def test_compare_on_a_cuda_device_the_machine_lacks_is_refused_before_the_warm_u
 def test_the_installed_command_prints_no_traceback_for_hostile_json(files: dict[str, str]) -> None:
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("snooze")), "stratify", files["rows_digits"], "--out", files["new"]],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.startswith(f"snooze stratify: error: {files['rows_digits']}, row 1: holds an integer")
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("args, field", [(["--factor", str(2**40)], "snooze_factor"),
-                                         (["--predict-backoff", "1e300"], "predict_backoff")])
+@pytest.mark.parametrize(
+    "args, field", [(["--factor", str(2**40)], "snooze_factor"), (["--predict-backoff", "1e300"], "predict_backoff")]
+)
 def test_compare_with_a_value_the_scheduler_cannot_hold_is_refused_before_the_warm_up(
-        files: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str], field: str) -> None:
+    files: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    field: str,
+) -> None:
     """Issue 27 item 8: the arms' SchedulerConfigs were built after the warm-up, and --factor 2**40 was an
     OverflowError traceback from the first run's scheduler. Now a ConfigError line, before the warm-up."""
     import snooze.experiments.compare as compare

@@ -51,7 +51,9 @@ def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> 
     for name in names:
         action = actions[name]
         default = fields[name].default
-        assert field_help(cls, name).lower() in action.help.lower()  # the docstring is the help (a bool may say "turn off")
+        assert (
+            field_help(cls, name).lower() in action.help.lower()
+        )  # the docstring is the help (a bool may say "turn off")
         if unset is not None:
             assert action.default is None and f"(default: {unset}" in action.help
         else:
@@ -77,7 +79,15 @@ def test_every_policy_option_is_a_compare_option_of_its_options_class() -> None:
             assert field_help(owner, field).lower() in action.help.lower() and "(default: the arm's" in action.help
             if field_choices(owner, field):
                 assert tuple(action.choices) == tuple(field_choices(owner, field))
-    assert {"snooze_factor", "snooze_hard", "backoff", "skip", "history_weight", "predict_margin", "predict_recheck"} <= seen
+    assert {
+        "snooze_factor",
+        "snooze_hard",
+        "backoff",
+        "skip",
+        "history_weight",
+        "predict_margin",
+        "predict_recheck",
+    } <= seen
     assert tuple(actions["skip"].choices) == ("counter", "history")
 
 
@@ -93,7 +103,10 @@ def test_a_registered_policy_with_options_gets_its_flags() -> None:
 
     try:
         actions = _actions("compare")
-        assert actions["cli_probe_level"].option_strings == ["--cli-probe-level"] and "How much to probe." in actions["cli_probe_level"].help
+        assert (
+            actions["cli_probe_level"].option_strings == ["--cli-probe-level"]
+            and "How much to probe." in actions["cli_probe_level"].help
+        )
         assert SchedulerConfig(policy="cli_probe", cli_probe_level=4).options == ProbeOptions(level=4)
     finally:
         POLICIES.unregister("cli_probe")
@@ -117,7 +130,9 @@ def test_choices_are_read_from_the_registry_when_used() -> None:
 
 
 def test_a_bad_value_names_the_option_it_came_from() -> None:
-    with pytest.raises(snooze.ConfigError, match=r"snooze_factor=-1: must be an integer >= 0 \(option --snooze-factor\)"):
+    with pytest.raises(
+        snooze.ConfigError, match=r"snooze_factor=-1: must be an integer >= 0 \(option --snooze-factor\)"
+    ):
         build(SchedulerConfig, {"snooze_factor": -1})
 
 
@@ -156,20 +171,27 @@ def test_stratify_options_reach_the_config(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     stratify.add_arguments(parser)
     (tmp_path / "x.jsonl").write_text("")  # INPUT must be an existing file
-    args = parser.parse_args([str(tmp_path / "x.jsonl"), "--out", "o", "--too-hard", "0.1", "--no-drop-too-easy", "--reward-range=-1,1"])
+    args = parser.parse_args(
+        [str(tmp_path / "x.jsonl"), "--out", "o", "--too-hard", "0.1", "--no-drop-too-easy", "--reward-range=-1,1"]
+    )
     cfg = build(StratifyConfig, values(args, [f.name for f in dataclasses.fields(StratifyConfig)]))
     assert (cfg.too_hard, cfg.drop_too_easy, cfg.reward_range, cfg.postpone_too_hard) == (0.1, False, (-1.0, 1.0), True)
     assert np.isclose(cfg.easy, StratifyConfig().easy)
 
 
-def test_compare_lr_and_rounds_are_the_profiles_and_checked_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_compare_lr_and_rounds_are_the_profiles_and_checked_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     parser = argparse.ArgumentParser()
     compare.add_arguments(parser)
     args = parser.parse_args(["--out", str(tmp_path / "a"), "--lr", "1e-5", "--max-gen-rounds", "64"])
     profile = override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS))
     assert (profile.lr, profile.max_gen_rounds) == (1e-5, 64)
     assert main(["compare", "--out", str(tmp_path / "c"), "--lr", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "snooze compare: error: Profile.lr=0.0: must be a finite number > 0 (option --lr)"
+    assert (
+        capsys.readouterr().err.strip()
+        == "snooze compare: error: Profile.lr=0.0: must be a finite number > 0 (option --lr)"
+    )
     assert not (tmp_path / "c").exists()
 
 
@@ -177,4 +199,6 @@ def test_a_range_option_says_how_to_write_a_negative_low_end(tmp_path: Path) -> 
     assert "--reward-range=-1,1" in _actions("replay")["reward_range"].help
     log = tmp_path / "rewards.jsonl"
     log.write_text('{"step": 0, "dataset": "d", "id": "a", "rewards": [-1, 1]}\n')
-    assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--reward-range=-1,1"]) == 0  # the form it names works
+    assert (
+        main(["replay", str(log), "--out", str(tmp_path / "out"), "--reward-range=-1,1"]) == 0
+    )  # the form it names works

@@ -41,7 +41,9 @@ class _Recorder:
         def walk(need: int, only: int | None = None):  # noqa: ANN202
             before = (stream.epoch, stream.cursor)
             w = inner(need, only)
-            rows = np.concatenate([r for _, r, _by in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
+            rows = (
+                np.concatenate([r for _, r, _by in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
+            )
             epochs = _epochs_of(sched.streams[0], before, rows)
             self.skipped.append(rows)
             u = np.array([audit_uniform(sched.seed, stream.key, e, np.array([r]))[0] for r, e in zip(rows, epochs)])
@@ -56,13 +58,16 @@ def _epochs_of(stream, before: tuple[int, int], rows: np.ndarray) -> list[int]: 
     """The epoch of each row met by a walk that started at ``before`` = (epoch, cursor): rows are distinct within
     an epoch, so a row seen again belongs to the next one (a plain re-walk of the permutations)."""
     out, epoch, seen = [], before[0], set()
-    perm = list(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n)[before[1]:])
+    perm = list(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n)[before[1] :])
     order = {int(r): i for i, r in enumerate(perm)}
     for r in rows.tolist():
         if r in seen or r not in order:
             epoch += 1
             seen = set()
-            order = {int(x): i for i, x in enumerate(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n))}
+            order = {
+                int(x): i
+                for i, x in enumerate(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n))
+            }
         seen.add(r)
         out.append(epoch)
     return out
@@ -75,7 +80,9 @@ def _epochs_of(stream, before: tuple[int, int], rows: np.ndarray) -> list[int]: 
     easy=st.floats(0.3, 0.9),
     seed=st.integers(0, 2**16),
 )
-def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(n: int, share: float, easy: float, seed: int) -> None:
+def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(
+    n: int, share: float, easy: float, seed: int
+) -> None:
     """A pool with known pass rates (a share ``easy`` near-mastered, p in [0.85, 1]; the rest p in [0.2, 0.8]):
     the audit groups are exactly the skipped encounters the hash picks (the reference model), and their signal
     count matches ``share x`` the signal the skipped encounters carry in expectation (q = 1 - p^G - (1-p)^G),
@@ -105,7 +112,9 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
     """Every prompt always passes. After a round, a drawn prompt's too-easy group snoozes it (counter 5); an
     audited one's counter stays where the skip left it (never reported to the policy); no audit group is
     trained on or kept as padding (none has signal)."""
-    cfg = snooze.SchedulerConfig(batch_size=10, group_size=G, policy="snooze", audit=0.3, on_short="pad", max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=10, group_size=G, policy="snooze", audit=0.3, on_short="pad", max_gen_rounds=1
+    )
     sched = snooze.Scheduler(_pool(10), cfg, seed=3)
     sched.step(_roller(np.ones(10), 0))  # every prompt snoozed for 5
     assert (sched.tables[0].counter == 5).all()
@@ -117,8 +126,12 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
         before = sched.tables[0].counter[cands.row].copy()
         sched.report(cands, np.ones((len(cands), G)))
         after = sched.tables[0].counter[cands.row]
-        once = np.unique(cands.row, return_counts=True)[1][np.unique(cands.row, return_inverse=True)[1]] == 1  # a row met twice in a round (two epochs) adds twice
-        assert (after[audit & once] == before[audit & once]).all() and (after[~audit & once] == before[~audit & once] + 5).all()
+        once = (
+            np.unique(cands.row, return_counts=True)[1][np.unique(cands.row, return_inverse=True)[1]] == 1
+        )  # a row met twice in a round (two epochs) adds twice
+        assert (after[audit & once] == before[audit & once]).all() and (
+            after[~audit & once] == before[~audit & once] + 5
+        ).all()
         batch = sched.finish_step()
         assert not batch.signal.any() and set(batch.candidates.ticket.tolist()).isdisjoint(cands.ticket[audit].tolist())
     m = sched.metrics()
@@ -132,7 +145,9 @@ def test_resume_with_the_audit_on_is_exact(tmp_path) -> None:  # noqa: ANN001
     cfg = snooze.SchedulerConfig(batch_size=6, group_size=G, policy="snooze", audit=0.3)
 
     def rollout(c):  # noqa: ANN001, ANN202 - rewards a pure function of (prompt, ticket): the same after a resume
-        return np.stack([(np.random.default_rng([int(r), int(t)]).random(G) < p[r]).astype(float) for r, t in zip(c.row, c.ticket)])
+        return np.stack(
+            [(np.random.default_rng([int(r), int(t)]).random(G) < p[r]).astype(float) for r, t in zip(c.row, c.ticket)]
+        )
 
     whole = snooze.Scheduler(_pool(120), cfg, seed=5)
     part = snooze.Scheduler(_pool(120), cfg, seed=5)
@@ -170,7 +185,9 @@ def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.L
     """Pass rate 0.9 everywhere: groups are often all-correct (0.9^4 = 0.66: snoozed) yet a skipped one
     gives signal as often as a drawn one; the warning names the rates and what to do, once."""
     p = np.full(300, 0.9)
-    sched = snooze.Scheduler(_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0)
+    sched = snooze.Scheduler(
+        _pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0
+    )
     with caplog.at_level(logging.WARNING, logger="snooze"):
         for _ in range(150):
             sched.step(_roller(p, 1))

@@ -31,8 +31,11 @@ def test_candidates_of_another_scheduler_are_refused_even_over_the_same_data() -
     for y in (y_other, y_same):
         y.propose()  # y has pending tickets with the same numbers
         before = snapshot(y)
-        for method, args in ((y.report, (cands, rewards_for(cands))), (y.report, (list(cands), rewards_for(cands))),
-                             (y.cancel, (cands,))):  # fmt: skip
+        for method, args in (
+            (y.report, (cands, rewards_for(cands))),
+            (y.report, (list(cands), rewards_for(cands))),
+            (y.cancel, (cands,)),
+        ):
             with pytest.raises(snooze.ReportError, match="issued by another scheduler.*Nothing was recorded"):
                 method(*args)
             assert snapshot(y) == before
@@ -133,11 +136,18 @@ def test_a_policy_that_raises_in_a_report_inside_step_leaves_memory_as_it_was(po
 # -- case 4: set_weights checks what the config checks -----------------------------------------------------
 @pytest.mark.parametrize(
     "weights, match",
-    [({"a": -1.0}, "must be a finite number >= 0"), ({"a": float("nan")}, "must be a finite number >= 0"),
-     ({"a": float("inf")}, "must be a finite number >= 0"), ({"a": 0, "b": 0}, "at least one dataset"),
-     ({"c": 1}, "unknown dataset"), ({}, "non-empty mapping"), ([("a", 1)], "non-empty mapping"),
-     ({"a": "1"}, "must be a finite number"), ({"a": True}, "must be a finite number"),
-     ({"a": 1e308, "b": 1e308}, "sum must be finite")],  # fmt: skip
+    [
+        ({"a": -1.0}, "must be a finite number >= 0"),
+        ({"a": float("nan")}, "must be a finite number >= 0"),
+        ({"a": float("inf")}, "must be a finite number >= 0"),
+        ({"a": 0, "b": 0}, "at least one dataset"),
+        ({"c": 1}, "unknown dataset"),
+        ({}, "non-empty mapping"),
+        ([("a", 1)], "non-empty mapping"),
+        ({"a": "1"}, "must be a finite number"),
+        ({"a": True}, "must be a finite number"),
+        ({"a": 1e308, "b": 1e308}, "sum must be finite"),
+    ],
 )
 def test_set_weights_refuses_what_the_config_refuses(weights, match, tmp_path: Path) -> None:
     s = _sched()
@@ -202,7 +212,9 @@ DAMAGES = {
     "batch outcome code 9": lambda st: st["arrays"]["batch.outcome"].__setitem__(0, 9),
     "batch reward NaN": lambda st: st["arrays"]["batch.rewards"].__setitem__((0, 0), np.nan),
     "batch reward outside the range": lambda st: st["arrays"]["batch.rewards"].__setitem__((0, 0), 7.0),
-    "batch rewards of another group size": lambda st: st["arrays"].update({"batch.rewards": st["arrays"]["batch.rewards"][:, :2]}),
+    "batch rewards of another group size": lambda st: st["arrays"].update(
+        {"batch.rewards": st["arrays"]["batch.rewards"][:, :2]}
+    ),
     "last_metrics a list": _set("meta.last_metrics", [1]),
     "last_metrics NaN": _set("meta.last_metrics", {"efficiency": float("nan")}),
     "next_ticket a string": _set("meta.next_ticket", "12"),
@@ -232,10 +244,16 @@ def test_a_malformed_field_is_refused_before_anything_changes(name: str) -> None
 # -- case 7: rewards are real numbers, and a reward range whose width overflows is refused -------------------
 @pytest.mark.parametrize(
     "make, match",
-    [(lambda n: [[10**400] * 4] * n, "Python objects"), (lambda n: [["1"] * 4] * n, "strings"),
-     (lambda n: [[b"1"] * 4] * n, "bytes"), (lambda n: np.ones((n, 4)) * (1 + 0j), "complex"),
-     (lambda n: [[None] * 4] * n, "Python objects"), (lambda n: [[1, 0, 1]] * n, "shape"),
-     (lambda n: np.full((n, 4), np.inf), "not finite"), (lambda n: np.full((n, 4), 2.0), "outside")],  # fmt: skip
+    [
+        (lambda n: [[10**400] * 4] * n, "Python objects"),
+        (lambda n: [["1"] * 4] * n, "strings"),
+        (lambda n: [[b"1"] * 4] * n, "bytes"),
+        (lambda n: np.ones((n, 4)) * (1 + 0j), "complex"),
+        (lambda n: [[None] * 4] * n, "Python objects"),
+        (lambda n: [[1, 0, 1]] * n, "shape"),
+        (lambda n: np.full((n, 4), np.inf), "not finite"),
+        (lambda n: np.full((n, 4), 2.0), "outside"),
+    ],
 )
 def test_rewards_that_are_not_real_numbers_are_refused(make, match) -> None:
     s = _sched()
@@ -265,8 +283,11 @@ def test_a_reward_range_whose_width_overflows_is_refused() -> None:
 
 # -- case 8: ids are kept as they are, or refused -----------------------------------------------------------
 def test_ids_that_do_not_fit_int64_or_hold_nul_are_refused() -> None:
-    for ids, match in [(np.array([1, 2**63], dtype=np.uint64), "does not fit in a signed 64-bit"),
-                       ([1, 2**63], "does not fit in a signed 64-bit"), (["a", "b\x00"], "NUL character")]:  # fmt: skip
+    for ids, match in [
+        (np.array([1, 2**63], dtype=np.uint64), "does not fit in a signed 64-bit"),
+        ([1, 2**63], "does not fit in a signed 64-bit"),
+        (["a", "b\x00"], "NUL character"),
+    ]:
         with pytest.raises(snooze.DataError, match=match):
             snooze.Source.from_records("d", [{"id": i} for i in ids])
     ok = snooze.Source.from_records("d", [{"id": i} for i in np.array([0, 2**63 - 1], dtype=np.uint64)])
@@ -292,7 +313,10 @@ def test_a_missing_or_directory_jsonl_path_is_a_data_error(tmp_path: Path) -> No
 def test_save_into_a_file_is_a_state_error_and_leaves_the_file(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("mine")
     s = _sched()
-    for path, why in [(tmp_path / "f", "a file of that name is in the way"), (tmp_path / "f" / "sub", "Not a directory")]:
+    for path, why in [
+        (tmp_path / "f", "a file of that name is in the way"),
+        (tmp_path / "f" / "sub", "Not a directory"),
+    ]:
         with pytest.raises(snooze.StateError, match=why):
             s.save(path)
     assert (tmp_path / "f").read_text() == "mine"
@@ -371,7 +395,10 @@ def test_config_helpers_refuse_unknown_fields_and_take_numpy_numbers() -> None:
     got = snooze.SchedulerConfig(batch_size=np.int64(8), easy_threshold=np.float32(0.5), snooze_hard=np.bool_(True))
     assert (got.batch_size, type(got.batch_size), type(got.easy_threshold), got.options.hard) == (8, int, float, True)
     assert snooze.SchedulerConfig.from_dict(got.to_dict()) == got
-    for bad, match in [({"batch_size": np.bool_(True)}, "must be an integer"), ({"batch_size": 2.0}, "must be an integer"),
-                       ({"carry_surplus": 1}, "True or False")]:  # fmt: skip
+    for bad, match in [
+        ({"batch_size": np.bool_(True)}, "must be an integer"),
+        ({"batch_size": 2.0}, "must be an integer"),
+        ({"carry_surplus": 1}, "True or False"),
+    ]:
         with pytest.raises(snooze.ConfigError, match=match):
             snooze.SchedulerConfig(**bad)

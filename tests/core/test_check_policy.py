@@ -12,8 +12,11 @@ from snooze.core.options import POLICIES
 from snooze.core.policies import Changes, Policy, register_policy
 
 BUILT_IN = [(p, {}) for p in ("grpo", "dynamic_sampling", "filter", "snooze", "predictive")] + [
-    ("snooze", {"skip": "history", "snooze_factor": 2}), ("snooze", {"snooze_hard": True, "backoff": 2.0}),
-    ("snooze", {"mix": "quota", "weights": {"a": 2.0, "b": 1.0}}), ("predictive", {"predict_margin": 1.0, "mix": "quota"})]  # fmt: skip
+    ("snooze", {"skip": "history", "snooze_factor": 2}),
+    ("snooze", {"snooze_hard": True, "backoff": 2.0}),
+    ("snooze", {"mix": "quota", "weights": {"a": 2.0, "b": 1.0}}),
+    ("predictive", {"predict_margin": 1.0, "mix": "quota"}),
+]
 
 
 @pytest.mark.parametrize(("policy", "extra"), BUILT_IN, ids=[f"{p}-{'-'.join(e) or 'default'}" for p, e in BUILT_IN])
@@ -37,7 +40,10 @@ def test_it_catches_a_policy_that_desyncs_the_asleep_count() -> None:
 
     cls = _registered("test_sleepy", Sleepy)
     try:
-        with pytest.raises(snooze.PolicyConformanceError, match=r"counts broken after step 1: dataset 'b': \(asleep, retired, blocked\) cached as \(0, 0, 0\), the columns hold \(1, 0, 0\)"):
+        with pytest.raises(
+            snooze.PolicyConformanceError,
+            match=r"counts broken after step 1: dataset 'b': \(asleep, retired, blocked\) cached as \(0, 0, 0\), the columns hold \(1, 0, 0\)",
+        ):
             snooze.check_policy(cls)
     finally:
         POLICIES.unregister("test_sleepy")
@@ -56,7 +62,10 @@ def test_a_policy_that_does_not_report_its_changes_cannot_desync_the_counts() ->
     cls = _registered("test_quiet", Quiet)
     try:
         snooze.check_policy(cls)
-        sched = snooze.Scheduler({"a": [{"id": i} for i in range(8)]}, snooze.SchedulerConfig(batch_size=2, group_size=2, policy="test_quiet"))
+        sched = snooze.Scheduler(
+            {"a": [{"id": i} for i in range(8)]},
+            snooze.SchedulerConfig(batch_size=2, group_size=2, policy="test_quiet"),
+        )
         batch = sched.step(lambda c: [[1.0, 1.0]] * len(c))  # every group too easy: each prompt asleep
         assert batch.metrics["snooze/asleep"] == int(np.count_nonzero(sched.tables[0].counter)) > 0
     finally:
@@ -85,8 +94,10 @@ def test_it_catches_a_skip_mask_of_the_wrong_type_and_state_that_does_not_resume
         def load_state_dict(self, state: Any) -> None:
             pass
 
-    for name, cls, match in (("test_int_mask", IntMask, "skip mask broken after step 1: .*int64"),
-                             ("test_forgetful", Forgetful, "state round-trip broken at step 4")):  # fmt: skip
+    for name, cls, match in (
+        ("test_int_mask", IntMask, "skip mask broken after step 1: .*int64"),
+        ("test_forgetful", Forgetful, "state round-trip broken at step 4"),
+    ):
         _registered(name, cls)
         try:
             with pytest.raises(snooze.PolicyConformanceError, match=match):

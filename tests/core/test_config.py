@@ -58,7 +58,9 @@ def test_cancel_withdraws_pending_candidates():
 
 
 def test_the_constructor_reports_a_misspelt_field_as_from_dict_does():
-    with pytest.raises(snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) 'snoze_factor'; did you mean 'snooze_factor'\?"):
+    with pytest.raises(
+        snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) 'snoze_factor'; did you mean 'snooze_factor'\?"
+    ):
         snooze.SchedulerConfig(snoze_factor=2)
     with pytest.raises(snooze.ConfigError, match="'bogus'; known fields: \\['advantage'"):  # nothing close: no guess
         snooze.SchedulerConfig(bogus=1)

@@ -122,8 +122,11 @@ def test_state_from_another_curriculum_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("make", "match"),
-    [(lambda p: p.mkdir(), "cannot read the curriculum file"), (lambda p: p.write_bytes(b"\xff\xfe{}"), "not UTF-8 text"),
-     (lambda p: None, "curriculum file not found")],  # fmt: skip
+    [
+        (lambda p: p.mkdir(), "cannot read the curriculum file"),
+        (lambda p: p.write_bytes(b"\xff\xfe{}"), "not UTF-8 text"),
+        (lambda p: None, "curriculum file not found"),
+    ],
 )
 def test_a_curriculum_path_that_is_not_a_readable_file_is_a_config_error(tmp_path: Path, make, match: str) -> None:
     path = tmp_path / "c.json"
@@ -142,7 +145,11 @@ def _two_datasets() -> snooze.Scheduler:
 @pytest.mark.parametrize(
     ("stage", "error", "match"),
     [
-        ({"weights": {"a": 0.9, "b": 0.1}, "exclude": {"a": [1, 2], "b": [99]}}, DataError, r"'b' has no prompt\(s\) with id \[99\]"),
+        (
+            {"weights": {"a": 0.9, "b": 0.1}, "exclude": {"a": [1, 2], "b": [99]}},
+            DataError,
+            r"'b' has no prompt\(s\) with id \[99\]",
+        ),
         ({"weights": {"a": 1.0}, "exclude": {"a": [1], "c": [0]}}, DataError, "unknown dataset 'c'"),
         ({"weights": {"a": 1.0, "c": 1.0}, "exclude": {"a": [1]}}, ConfigError, "c"),
     ],
@@ -162,7 +169,9 @@ def test_a_stage_the_scheduler_cannot_take_is_refused_whole(stage: dict, error: 
 def test_set_stage_lets_back_in_then_excludes_and_counts_the_changes() -> None:
     sched = _two_datasets()
     assert sched.set_excluded("a", [0, 1, 2]) == 3
-    assert sched.set_stage({"a": 1.0}, exclude={"a": [2, 3]}, include={"a": [0, 1, 2]}) == 3  # 0, 1 back; 3 out; 2 stays out
+    assert (
+        sched.set_stage({"a": 1.0}, exclude={"a": [2, 3]}, include={"a": [0, 1, 2]}) == 3
+    )  # 0, 1 back; 3 out; 2 stays out
     drawn = set()
     for _ in range(4):
         drawn |= _drawn(sched)

@@ -42,7 +42,9 @@ def test_classify_matches_the_std_rule(seed, G, scale):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    values=st.lists(st.sampled_from([0.0, 0.5, 1.0, -1e-9, 1.0 + 1e-9, np.nan, np.inf, -np.inf, 2.0]), min_size=0, max_size=12),
+    values=st.lists(
+        st.sampled_from([0.0, 0.5, 1.0, -1e-9, 1.0 + 1e-9, np.nan, np.inf, -np.inf, 2.0]), min_size=0, max_size=12
+    ),
     seed=st.integers(0, 2**16),
 )
 def test_reward_check_by_min_and_max_equals_the_elementwise_rule(values, seed):
@@ -176,7 +178,11 @@ def test_a_prompt_reported_twice_counts_once():
     assert t.counter.tolist() == [0, 0, 6, 0] and t.streak[2] == 2 and t.asleep() == 1
     f = _memory([4])
     counts = _apply(
-        f, snooze.SchedulerConfig(policy="filter"), ds[:2], np.array([3, 3]), np.array([SIGNAL, TOO_EASY], dtype=np.int8)
+        f,
+        snooze.SchedulerConfig(policy="filter"),
+        ds[:2],
+        np.array([3, 3]),
+        np.array([SIGNAL, TOO_EASY], dtype=np.int8),
     )
     assert counts["retired"] == 1 and f.tables[0].retired() == 1 and f.tables[0].n_blocked == 1
 

@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 
 import snooze
 
-FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 
 _scalars = st.one_of(
     st.none(),
@@ -36,12 +38,23 @@ _scalars = st.one_of(
     st.sampled_from([np.int64(3), np.uint64(2**63), np.float32(0.5), np.bool_(True), np.nan, "a0", "b1", 0, 1, 4]),
 )
 _arrays = st.sampled_from(
-    [np.zeros((2, 4)), np.ones(3, dtype=np.int32), np.array(["x", "y"]), np.empty(0), np.array([[1, 2], [3, 4]], dtype=np.uint8),
-     np.full((3, 4), np.nan), np.array([object(), 1], dtype=object)]  # fmt: skip
+    [
+        np.zeros((2, 4)),
+        np.ones(3, dtype=np.int32),
+        np.array(["x", "y"]),
+        np.empty(0),
+        np.array([[1, 2], [3, 4]], dtype=np.uint8),
+        np.full((3, 4), np.nan),
+        np.array([object(), 1], dtype=object),
+    ]
 )
 JUNK = st.recursive(
     st.one_of(_scalars, _arrays),
-    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 3)), inner, max_size=3)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 3)), inner, max_size=3),
+    ),
     max_leaves=8,
 )
 FIELDS = [f.name for f in dataclasses.fields(snooze.SchedulerConfig)]
@@ -82,7 +95,14 @@ def test_the_config_takes_a_value_or_raises_a_config_error(changes: dict[str, An
 
 
 @FUZZ
-@given(name=JUNK, ids=st.lists(_scalars, max_size=5), id_field=JUNK, datasets=JUNK, seed=JUNK, lines=st.lists(st.binary(max_size=12), max_size=4))
+@given(
+    name=JUNK,
+    ids=st.lists(_scalars, max_size=5),
+    id_field=JUNK,
+    datasets=JUNK,
+    seed=JUNK,
+    lines=st.lists(st.binary(max_size=12), max_size=4),
+)
 def test_data_sources_and_the_constructor_raise_only_the_projects_errors(
     name: Any, ids: list[Any], id_field: Any, datasets: Any, seed: Any, lines: list[bytes], tmp_path_factory: Any
 ) -> None:
@@ -100,7 +120,9 @@ def test_data_sources_and_the_constructor_raise_only_the_projects_errors(
     _only_ours(lambda: snooze.Scheduler({name if isinstance(name, str) else "d": recs}, datasets))
 
 
-_OPS = st.sampled_from(["report", "report_real", "set_weights", "set_excluded", "set_stage", "set_stage_ids", "propose", "cancel"])
+_OPS = st.sampled_from(
+    ["report", "report_real", "set_weights", "set_excluded", "set_stage", "set_stage_ids", "propose", "cancel"]
+)
 
 
 def _op(s: snooze.Scheduler, op: str, x: Any, y: Any, z: Any) -> None:
@@ -123,7 +145,9 @@ def _op(s: snooze.Scheduler, op: str, x: Any, y: Any, z: Any) -> None:
 
 
 @FUZZ
-@given(ops=st.lists(st.tuples(_OPS, JUNK, JUNK, JUNK), min_size=1, max_size=6), mix=st.sampled_from(["stream", "quota"]))
+@given(
+    ops=st.lists(st.tuples(_OPS, JUNK, JUNK, JUNK), min_size=1, max_size=6), mix=st.sampled_from(["stream", "quota"])
+)
 def test_a_refused_call_changes_nothing(ops: list[tuple[str, Any, Any, Any]], mix: str) -> None:
     s = _sched(mix=mix)
     for op, x, y, z in ops:
@@ -152,10 +176,15 @@ _ARRAYS = sorted(_STATE["arrays"])
 
 @FUZZ
 @given(
-    where=st.one_of(st.tuples(st.just("meta"), st.sampled_from(_META_PATHS)), st.tuples(st.just("arrays"), st.sampled_from(_ARRAYS).map(lambda a: (a,)))),
+    where=st.one_of(
+        st.tuples(st.just("meta"), st.sampled_from(_META_PATHS)),
+        st.tuples(st.just("arrays"), st.sampled_from(_ARRAYS).map(lambda a: (a,))),
+    ),
     value=st.one_of(JUNK, st.sampled_from(["__delete__", "__scale__", "__negate__", "__shift__"])),
 )
-def test_load_state_dict_refuses_a_damaged_field_before_it_changes_anything(where: tuple[str, tuple], value: Any) -> None:
+def test_load_state_dict_refuses_a_damaged_field_before_it_changes_anything(
+    where: tuple[str, tuple], value: Any
+) -> None:
     state = copy.deepcopy(_STATE)
     part, path = where
     node = state[part]

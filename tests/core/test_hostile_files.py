@@ -36,8 +36,11 @@ def _tree(root: Path) -> dict[str, str]:
     out = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
-        out[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else (
-            "dir" if path.is_dir() else "special")  # fmt: skip
+        out[rel] = (
+            hashlib.sha256(path.read_bytes()).hexdigest()
+            if path.is_file() and not path.is_symlink()
+            else ("dir" if path.is_dir() else "special")
+        )
     return out
 
 
@@ -89,8 +92,9 @@ def _failing_fsync(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
 
 
 @pytest.mark.parametrize("nth", [1, 2, 3], ids=["state file", "folder", "LATEST"])
-def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(saved: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                           nth: int) -> None:
+def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(
+    saved: Path, monkeypatch: pytest.MonkeyPatch, nth: int
+) -> None:
     s = snooze.Scheduler.load(saved, {"a": records(["signal", "easy", "signal", "hard"])})
     s.step(rewards_for)
     before = _tree(saved)
@@ -104,11 +108,14 @@ def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(sav
 
 
 # -- item 9: hostile JSON -----------------------------------------------------------------------------------
-@pytest.mark.parametrize(("text", "why"), [
-    (f'{{"format": "snooze.checkpoint", "version": {BIG_INT}}}', "an integer of more than 4300 digits"),
-    (DEEP[:60_000], f"nested deeper than {MAX_DEPTH} levels"),
-    ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested deeper than {MAX_DEPTH} levels"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (f'{{"format": "snooze.checkpoint", "version": {BIG_INT}}}', "an integer of more than 4300 digits"),
+        (DEEP[:60_000], f"nested deeper than {MAX_DEPTH} levels"),
+        ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), f"nested deeper than {MAX_DEPTH} levels"),
+    ],
+)
 def test_hostile_json_in_latest_is_a_state_error(saved: Path, text: str, why: str) -> None:
     (saved / "LATEST").write_text(text)
     before = _tree(saved)
@@ -140,15 +147,24 @@ def test_the_guarded_reader_names_the_source_and_accepts_what_json_does() -> Non
     assert _json.MAX_DEPTH == MAX_DEPTH
     assert parse_json(b'{"a": [1, 2.5, "x", null]}', "f", snooze.DataError) == {"a": [1, 2.5, "x", None]}
     assert parse_json("[" * MAX_DEPTH + "]" * MAX_DEPTH, "f", snooze.DataError) is not None  # the limit itself is fine
-    for text, why in [(BIG_INT, "4300 digits"), (DEEP, "nested deeper"), ("{", "not valid JSON"), (b"\xff", "not UTF-8"),
-                      ('{"a":\n 1,}', r"line 2, column 4")]:  # fmt: skip
+    for text, why in [
+        (BIG_INT, "4300 digits"),
+        (DEEP, "nested deeper"),
+        ("{", "not valid JSON"),
+        (b"\xff", "not UTF-8"),
+        ('{"a":\n 1,}', r"line 2, column 4"),
+    ]:
         with pytest.raises(snooze.DataError, match=f"^where: .*{why}"):
             parse_json(text, "where", snooze.DataError)
 
 
-@pytest.mark.parametrize(("body", "why"), [
-    (f'{{"id": {BIG_INT}}}', "4300 digits"), (f'{{"id": 1, "x": {DEEP}}}', "nested deeper"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (f'{{"id": {BIG_INT}}}', "4300 digits"),
+        (f'{{"id": 1, "x": {DEEP}}}', "nested deeper"),
+    ],
+)
 def test_hostile_json_in_a_dataset_is_a_data_error_naming_the_line(tmp_path: Path, body: str, why: str) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text('{"id": 0}\n' + body + "\n")
@@ -166,15 +182,22 @@ def test_a_fifo_as_a_dataset_is_a_data_error_not_a_hang(tmp_path: Path) -> None:
 CURRICULA = [
     (f'{{"stages": [{{"weights": {{"a": {BIG_INT}}}}}]}}', "4300 digits"),
     (DEEP, "nested deeper"),
-    ('{"stages": [{"weights": {"a": 1%s}}]}' % ("0" * 400), r"stages\[0\].weights\['a'\]=<an integer of 1329 bits>: must be a finite number"),
-    ('{"stages": [{"advance": [{"metric": "efficiency", "value": 1%s}]}, {}]}' % ("0" * 400),
-     r"stages\[0\].advance\[0\].value: <an integer of 1329 bits> is not a finite number"),
+    (
+        '{"stages": [{"weights": {"a": 1%s}}]}' % ("0" * 400),
+        r"stages\[0\].weights\['a'\]=<an integer of 1329 bits>: must be a finite number",
+    ),
+    (
+        '{"stages": [{"advance": [{"metric": "efficiency", "value": 1%s}]}, {}]}' % ("0" * 400),
+        r"stages\[0\].advance\[0\].value: <an integer of 1329 bits> is not a finite number",
+    ),
     ('{"stages": [{"advance": [{"step": 1%s}]}, {}]}' % ("0" * 30), r"needs one integer N in \[1, 2\*\*63 - 1\]"),
     ('{"stages": [{"weights": {"a": 1e308, "b": 1e308}}]}', "their sum must be finite"),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("text", "why"), CURRICULA, ids=["digits", "depth", "huge weight", "huge value", "huge step", "sum"])
+@pytest.mark.parametrize(
+    ("text", "why"), CURRICULA, ids=["digits", "depth", "huge weight", "huge value", "huge step", "sum"]
+)
 def test_a_hostile_curriculum_file_is_a_config_error_naming_the_file(tmp_path: Path, text: str, why: str) -> None:
     path = tmp_path / "cur.json"
     path.write_text(text)
@@ -190,8 +213,19 @@ def test_a_fifo_as_a_curriculum_file_is_a_config_error_not_a_hang(tmp_path: Path
 
 
 # -- item 10: integers too large for a float ----------------------------------------------------------------
-@pytest.mark.parametrize("field", ["easy_threshold", "hard_threshold", "signal_tol", "backoff", "history_weight",
-                                   "predict_margin", "predict_recheck", "predict_backoff"])  # fmt: skip
+@pytest.mark.parametrize(
+    "field",
+    [
+        "easy_threshold",
+        "hard_threshold",
+        "signal_tol",
+        "backoff",
+        "history_weight",
+        "predict_margin",
+        "predict_recheck",
+        "predict_backoff",
+    ],
+)
 def test_an_integer_too_large_for_a_float_in_a_real_field_is_a_config_error(field: str) -> None:
     with pytest.raises(snooze.ConfigError, match=f"^{field}=<an integer of 1329 bits>: must be"):
         snooze.SchedulerConfig(**{field: HUGE})
@@ -220,10 +254,16 @@ def test_the_one_numeric_check() -> None:
 
 
 # -- item 12: lone surrogates -------------------------------------------------------------------------------
-@pytest.mark.parametrize(("data", "why"), [
-    ({"a\ud800": [{"id": 1}]}, r"dataset name 'a\\ud800' holds a lone surrogate \(U\+D800\)"),
-    ({"a": [{"id": "x"}, {"id": "y\udc00"}]}, r"dataset 'a': id 'y\\udc00' \(row 1\) holds a lone surrogate \(U\+DC00\)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        ({"a\ud800": [{"id": 1}]}, r"dataset name 'a\\ud800' holds a lone surrogate \(U\+D800\)"),
+        (
+            {"a": [{"id": "x"}, {"id": "y\udc00"}]},
+            r"dataset 'a': id 'y\\udc00' \(row 1\) holds a lone surrogate \(U\+DC00\)",
+        ),
+    ],
+)
 def test_a_lone_surrogate_in_a_dataset_name_or_id_is_a_data_error_naming_it(data: dict, why: str) -> None:
     with pytest.raises(snooze.DataError, match=why):
         snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=1, group_size=2), seed=0)

@@ -58,7 +58,9 @@ def test_a_period_beyond_the_counter_is_a_config_error(field: str, value: int) -
 
 @pytest.mark.parametrize("skip", ["counter", "history"])
 def test_the_largest_period_builds_and_runs(skip: str) -> None:
-    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=MAX_PERIOD, snooze_hard=True, skip=skip, max_gen_rounds=2)
+    cfg = snooze.SchedulerConfig(
+        batch_size=2, group_size=4, snooze_factor=MAX_PERIOD, snooze_hard=True, skip=skip, max_gen_rounds=2
+    )
     s = snooze.Scheduler({"d": _ids(10)}, cfg)
     for _ in range(3):
         s.step(_easy)
@@ -68,7 +70,9 @@ def test_the_largest_period_builds_and_runs(skip: str) -> None:
 @pytest.mark.parametrize("fields", [{"predict_backoff": 1e308}, {"predict_backoff": 1e20}, {"predict_recheck": 1e306}])
 def test_a_predictive_period_that_overflows_is_a_config_error(fields: dict) -> None:
     """predict_backoff=1e308 built a config and failed at Scheduler(...) with OverflowError (backoff**16)."""
-    with pytest.raises(snooze.ConfigError, match=f"^{next(iter(fields))}=.*longest re-look period.*must be a finite number"):
+    with pytest.raises(
+        snooze.ConfigError, match=f"^{next(iter(fields))}=.*longest re-look period.*must be a finite number"
+    ):
         snooze.SchedulerConfig(policy="predictive", **fields)  # the error leads with the keyword given
 
 
@@ -84,7 +88,9 @@ def test_factor_zero_under_a_huge_backoff_snoozes_nothing() -> None:
 
 
 def test_a_huge_backoff_caps_each_period_at_max_snooze() -> None:
-    cfg = snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=3, backoff=1e300, max_snooze=MAX_PERIOD, max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=1, group_size=4, snooze_factor=3, backoff=1e300, max_snooze=MAX_PERIOD, max_gen_rounds=1
+    )
     s = snooze.Scheduler({"d": _ids(1)}, cfg)
     s.step(_easy)
     s.tables[0].counter[:] = 0  # wake it: its second too-easy outcome gets 3 x 1e300, capped at max_snooze
@@ -101,7 +107,9 @@ def test_quota_mix_trains_the_signal_groups_of_the_round_that_exhausts_a_dataset
     """A 2-prompt dataset with one epoch beside a 6-prompt one: its 2 signal groups were generated and
     then discarded (its quota fell to 0 when its stream ran out, before its groups were placed): 8
     generated, 4 trained. Now every generated signal group is trained."""
-    cfg = snooze.SchedulerConfig(batch_size=4, group_size=4, mix="quota", epochs=1, max_gen_rounds=4, carry_surplus=carry)
+    cfg = snooze.SchedulerConfig(
+        batch_size=4, group_size=4, mix="quota", epochs=1, max_gen_rounds=4, carry_surplus=carry
+    )
     s = snooze.Scheduler({"a": _ids(2, "a"), "b": _ids(6, "b")}, cfg)
     trained = {"a": 0, "b": 0}
     while not s.exhausted:
@@ -117,7 +125,9 @@ def test_quota_mix_trains_the_signal_groups_of_the_round_that_exhausts_a_dataset
 def test_a_refused_finish_step_in_quota_mode_changes_nothing() -> None:
     """on_short='raise' moved surplus into the batch before raising: the retry the message suggests then
     built a batch of 3 'a' groups, breaking a 2/2 quota."""
-    cfg = snooze.SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, mix="quota", on_short="raise", max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=4, gen_batch_size=6, group_size=4, mix="quota", on_short="raise", max_gen_rounds=1
+    )
     s = snooze.Scheduler({"a": _ids(8, "a"), "b": _ids(8, "b")}, cfg)
     cands = s.propose()
     s.report(cands, np.array([[1.0, 0, 1, 0] if c.dataset == "a" else [1.0] * 4 for c in cands]))
@@ -131,7 +141,9 @@ def test_a_refused_finish_step_in_quota_mode_changes_nothing() -> None:
 
 def test_finish_step_raises_only_when_the_surplus_cannot_fill_the_batch() -> None:
     """Starved slots still go to the other datasets' surplus: a batch the surplus fills is not short."""
-    cfg = snooze.SchedulerConfig(batch_size=4, gen_batch_size=8, group_size=4, mix="quota", on_short="raise", max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=4, gen_batch_size=8, group_size=4, mix="quota", on_short="raise", max_gen_rounds=1
+    )
     s = snooze.Scheduler({"a": _ids(8, "a"), "b": _ids(8, "b")}, cfg)
     cands = s.propose()
     s.report(cands, np.array([[1.0, 0, 1, 0] if c.dataset == "a" else [1.0] * 4 for c in cands]))

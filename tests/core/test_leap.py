@@ -21,11 +21,20 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
     policy = str(rng.choice(["snooze", "snooze", "filter"]))
     cfg = snooze.SchedulerConfig(
         audit=0.0,  # the leap is the walk's without the audit (an audited encounter of an asleep prompt is rolled out)
-        batch_size=int(rng.integers(1, 5)), gen_batch_size=int(rng.integers(1, 7)), group_size=4, policy=policy,
-        snooze_factor=int(rng.integers(1, 9)), backoff=float(rng.choice([1.0, 2.0])), max_snooze=64, snooze_hard=bool(rng.random() < 0.3),
-        mix=str(rng.choice(["stream", "quota"])), max_gen_rounds=int(rng.integers(1, 4)),
-        epochs=None if rng.random() < 0.6 else int(rng.integers(2, 30)), shuffle=bool(rng.random() < 0.8),
-        weights={f"d{d}": float(rng.choice([0.5, 1.0, 3.0])) for d in range(D)}, carry_surplus=bool(rng.random() < 0.3),
+        batch_size=int(rng.integers(1, 5)),
+        gen_batch_size=int(rng.integers(1, 7)),
+        group_size=4,
+        policy=policy,
+        snooze_factor=int(rng.integers(1, 9)),
+        backoff=float(rng.choice([1.0, 2.0])),
+        max_snooze=64,
+        snooze_hard=bool(rng.random() < 0.3),
+        mix=str(rng.choice(["stream", "quota"])),
+        max_gen_rounds=int(rng.integers(1, 4)),
+        epochs=None if rng.random() < 0.6 else int(rng.integers(2, 30)),
+        shuffle=bool(rng.random() < 0.8),
+        weights={f"d{d}": float(rng.choice([0.5, 1.0, 3.0])) for d in range(D)},
+        carry_surplus=bool(rng.random() < 0.3),
     )
     with monkeypatch.context() as m:
         if not leap:
@@ -33,8 +42,12 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
         s = snooze.Scheduler(data, cfg, seed=seed)
         out = []
         for step in range(12):
+
             def roll(cands):
-                return np.array([[1.0] * 4 if c.record["easy"] else ([0.0] * 4 if step % 3 else [1.0, 0, 1, 0]) for c in cands])
+                return np.array(
+                    [[1.0] * 4 if c.record["easy"] else ([0.0] * 4 if step % 3 else [1.0, 0, 1, 0]) for c in cands]
+                )
+
             batch = s.step(roll)
             out.append(([(c.dataset, c.id) for c in batch.candidates], state_hash(s)))
             if s.exhausted:
@@ -43,13 +56,18 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
 
 
 @pytest.mark.parametrize("seed", range(80))
-def test_the_leap_issues_and_keeps_exactly_what_the_walk_pass_by_pass_does(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_leap_issues_and_keeps_exactly_what_the_walk_pass_by_pass_does(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert _run(seed, True, monkeypatch) == _run(seed, False, monkeypatch)
 
 
 def test_a_leap_is_taken_and_its_counters_are_the_walk_s() -> None:
     """Factor 10**7 on one prompt: a step counts it down 10**7 encounters at once (it took 10**7 passes)."""
-    s = snooze.Scheduler({"d": [{"id": 0}]}, snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=10**7, max_gen_rounds=1, audit=0.0))
+    s = snooze.Scheduler(
+        {"d": [{"id": 0}]},
+        snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=10**7, max_gen_rounds=1, audit=0.0),
+    )
     s.step(lambda c: np.ones((len(c), 4)))
     s.step(lambda c: np.ones((len(c), 4)))  # asleep: skipped 10**7 times, then rolled out again
     m = s.metrics()
@@ -58,7 +76,10 @@ def test_a_leap_is_taken_and_its_counters_are_the_walk_s() -> None:
 
 
 def test_a_failed_round_after_a_leap_is_undone() -> None:
-    s = snooze.Scheduler({"d": [{"id": i} for i in range(3)]}, snooze.SchedulerConfig(batch_size=3, group_size=4, snooze_factor=1000, audit=0.0))
+    s = snooze.Scheduler(
+        {"d": [{"id": i} for i in range(3)]},
+        snooze.SchedulerConfig(batch_size=3, group_size=4, snooze_factor=1000, audit=0.0),
+    )
     s.step(lambda c: np.ones((len(c), 4)))
     before = state_hash(s)
 
@@ -76,14 +97,18 @@ def test_skip_history_with_a_huge_factor_gives_up_a_round_instead_of_walking_for
     dataset after PATIENCE passes of skips: the step is short, at once."""
     from snooze.core.policies.history import PATIENCE
 
-    cfg = snooze.SchedulerConfig(batch_size=4, group_size=4, skip="history", snooze_factor=10**7, history_weight=1.0, max_gen_rounds=3, audit=0.0)
+    cfg = snooze.SchedulerConfig(
+        batch_size=4, group_size=4, skip="history", snooze_factor=10**7, history_weight=1.0, max_gen_rounds=3, audit=0.0
+    )
     s = snooze.Scheduler({"d": [{"id": i} for i in range(8)]}, cfg)
     s.step(lambda c: np.ones((len(c), 4)))
     s.step(lambda c: np.ones((len(c), 4)))  # every prompt's pass rate is 1 now
     batch = s.step(lambda c: np.ones((len(c), 4)))
     m = s.metrics()
     assert len(batch.candidates) == 0 and m["gen/groups"] == 0
-    assert m["snooze/skipped"] == PATIENCE * 8 and m["gen/rounds"] == 1  # the round gave up after PATIENCE passes of 8; none followed
+    assert (
+        m["snooze/skipped"] == PATIENCE * 8 and m["gen/rounds"] == 1
+    )  # the round gave up after PATIENCE passes of 8; none followed
 
 
 def test_no_leap_under_the_audit_an_asleep_prompt_s_audited_encounter_is_rolled_out() -> None:

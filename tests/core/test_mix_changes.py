@@ -48,8 +48,9 @@ def test_setting_the_same_weights_again_changes_nothing():
 def test_a_dataset_let_back_in_rejoins_at_its_weight(mix):
     sched = snooze.Scheduler(
         {n: [{"id": i} for i in range(500)] for n in ("a", "b")},
-        snooze.SchedulerConfig(batch_size=10, group_size=2, policy="grpo", mix=mix), seed=1,
-    )  # fmt: skip
+        snooze.SchedulerConfig(batch_size=10, group_size=2, policy="grpo", mix=mix),
+        seed=1,
+    )
     sched.set_excluded("b", list(range(500)))  # b is out of the mix entirely
     assert _issued(sched, 10).tolist() == [100, 0]
     sched.set_excluded("b", list(range(500)), excluded=False)

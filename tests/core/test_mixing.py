@@ -61,7 +61,11 @@ def test_state_round_trip_keeps_or_replaces_the_weights() -> None:
     assert other.state_dict() == {"weights": [1.0, 3.0], "drawn": [5, 7]}
     other.load_state_dict({"weights": None, "drawn": [1, 1]})  # saved under other configured weights: keep ours
     assert other.weights.tolist() == [1.0, 3.0]
-    for bad in ({"weights": None, "drawn": [1]}, {"weights": [1.0, -1.0], "drawn": [0, 0]}, {"weights": None, "drawn": [-1, 0]}):
+    for bad in (
+        {"weights": None, "drawn": [1]},
+        {"weights": [1.0, -1.0], "drawn": [0, 0]},
+        {"weights": None, "drawn": [-1, 0]},
+    ):
         with pytest.raises(snooze.StateError):
             other.load_state_dict(bad)
         assert other.state_dict() == {"weights": [1.0, 3.0], "drawn": [1, 1]}

@@ -74,7 +74,10 @@ def test_the_policy_in_the_concepts_page_runs_as_written() -> None:
     namespace: dict = {}
     exec(compile(block, "docs/concepts.md", "exec"), namespace)  # noqa: S102 - our own docs
     try:
-        sched = snooze.Scheduler({"d": [{"id": i} for i in range(3)]}, snooze.SchedulerConfig(batch_size=3, group_size=2, policy="seen_twice"))
+        sched = snooze.Scheduler(
+            {"d": [{"id": i} for i in range(3)]},
+            snooze.SchedulerConfig(batch_size=3, group_size=2, policy="seen_twice"),
+        )
         for _ in range(2):
             cands = sched.propose()
             sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))

@@ -65,7 +65,9 @@ def test_filter_never_rolls_out_a_too_easy_prompt_again(n, seed, rounds):
     for _ in range(rounds):
         cands = sched.propose(2)
         easy_rows = [c.row for c in cands if c.record["kind"] == "easy"]
-        assert not seen & set(easy_rows)  # (one round may hold a prompt twice across an epoch edge: drawn before any report)
+        assert not seen & set(
+            easy_rows
+        )  # (one round may hold a prompt twice across an epoch edge: drawn before any report)
         seen |= set(easy_rows)
         sched.report(cands, rewards_for(cands))
 
@@ -114,11 +116,15 @@ def test_batch_is_full_of_signal_whenever_data_allows(n_signal, n_zero, batch_si
 def test_quota_shares_stay_within_one_group_of_target(weights, batch_size, seed, easy_share):
     names = [f"d{i}" for i in range(len(weights))]
     data = {
-        name: records(["easy"] * (easy_share * (i + 1)) + ["signal"] * 5, prefix=name)
-        for i, name in enumerate(names)
+        name: records(["easy"] * (easy_share * (i + 1)) + ["signal"] * 5, prefix=name) for i, name in enumerate(names)
     }
-    cfg = snooze.SchedulerConfig(audit=0.0, 
-        batch_size=batch_size, group_size=4, mix="quota", weights=dict(zip(names, weights)), max_gen_rounds=1000
+    cfg = snooze.SchedulerConfig(
+        audit=0.0,
+        batch_size=batch_size,
+        group_size=4,
+        mix="quota",
+        weights=dict(zip(names, weights)),
+        max_gen_rounds=1000,
     )
     sched = snooze.Scheduler(data, cfg, seed=seed)
     w = np.array(weights, dtype=float)
@@ -146,9 +152,18 @@ def test_quota_shares_stay_within_one_group_of_target(weights, batch_size, seed,
     seed=st.integers(0, 999),
 )
 def test_metrics_add_up(kinds_a, kinds_b, policy, mix, carry, on_short, batch_size, gen, rounds, epochs, seed):
-    cfg = snooze.SchedulerConfig(audit=0.0, 
-        batch_size=batch_size, gen_batch_size=gen, group_size=4, policy=policy, mix=mix, carry_surplus=carry,
-        on_short=on_short, max_gen_rounds=rounds, epochs=epochs, snooze_factor=2,
+    cfg = snooze.SchedulerConfig(
+        audit=0.0,
+        batch_size=batch_size,
+        gen_batch_size=gen,
+        group_size=4,
+        policy=policy,
+        mix=mix,
+        carry_surplus=carry,
+        on_short=on_short,
+        max_gen_rounds=rounds,
+        epochs=epochs,
+        snooze_factor=2,
     )
     sched = snooze.Scheduler({"a": records(kinds_a, "a"), "b": records(kinds_b, "b")}, cfg, seed=seed)
     totals = {"gen": 0, "train": 0}
@@ -180,7 +195,9 @@ def test_stream_mix_holds_weights_over_encounters_and_gives_skipped_draws_away(w
     """Stream mix interleaves *encounters* by weight; a snoozed prompt's encounter is replaced from the
     mixed stream, so time saved on a mastered dataset goes to the others (docs/concepts.md, "Mixing datasets")."""
     data = {"easy": records(["easy"] * 20, "e"), "sig": records(["signal"] * 20, "s")}
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb})
+    cfg = snooze.SchedulerConfig(
+        audit=0.0, batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb}
+    )
     sched = snooze.Scheduler(data, cfg, seed=seed)
     issued = {"easy": 0, "sig": 0}
     for _ in range(30):

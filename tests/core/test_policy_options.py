@@ -13,18 +13,37 @@ from snooze import HistoryOptions, NoOptions, PredictiveOptions, SchedulerConfig
 from snooze.core.options import POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY_FIELDS = {"snooze_factor", "hard_snooze_factor", "snooze_hard", "backoff", "max_snooze", "skip", "history_weight",
-                 "predict_margin", "predict_hard_margin", "predict_recheck", "predict_backoff"}  # fmt: skip
+POLICY_FIELDS = {
+    "snooze_factor",
+    "hard_snooze_factor",
+    "snooze_hard",
+    "backoff",
+    "max_snooze",
+    "skip",
+    "history_weight",
+    "predict_margin",
+    "predict_hard_margin",
+    "predict_recheck",
+    "predict_backoff",
+}
 
 
 def test_the_config_has_no_policy_specific_field() -> None:
     fields = {f.name for f in dataclasses.fields(SchedulerConfig)}
     assert not fields & POLICY_FIELDS and "options" in fields
-    assert [POLICIES[p].Options for p in POLICIES] == [NoOptions, NoOptions, NoOptions, SnoozeOptions, PredictiveOptions]
+    assert [POLICIES[p].Options for p in POLICIES] == [
+        NoOptions,
+        NoOptions,
+        NoOptions,
+        SnoozeOptions,
+        PredictiveOptions,
+    ]
 
 
 def test_options_given_as_an_object_a_mapping_or_flat_names_are_the_same_config() -> None:
-    want = SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=3, skip="history", rule=HistoryOptions(weight=0.25)))
+    want = SchedulerConfig(
+        policy="snooze", options=SnoozeOptions(factor=3, skip="history", rule=HistoryOptions(weight=0.25))
+    )
     assert SchedulerConfig(options=SnoozeOptions(factor=3, skip="history", rule=HistoryOptions(weight=0.25))) == want
     assert SchedulerConfig(policy="snooze", options={"factor": 3, "skip": "history", "rule": {"weight": 0.25}}) == want
     assert SchedulerConfig(snooze_factor=3, skip="history", history_weight=0.25) == want
@@ -44,13 +63,17 @@ def test_replace_changes_one_option_and_a_new_policy_starts_from_its_defaults() 
 def test_wrong_options_are_config_errors_that_name_what_was_written() -> None:
     with pytest.raises(snooze.ConfigError, match="policy 'snooze' takes SnoozeOptions"):
         SchedulerConfig(policy="snooze", options=PredictiveOptions())
-    with pytest.raises(snooze.ConfigError, match="policies 'grpo', 'dynamic_sampling', 'filter' take NoOptions; give policy="):
+    with pytest.raises(
+        snooze.ConfigError, match="policies 'grpo', 'dynamic_sampling', 'filter' take NoOptions; give policy="
+    ):
         SchedulerConfig(options=NoOptions())
     with pytest.raises(snooze.ConfigError, match=r"^predict_margin=0.0: must be a finite number > 0"):
         SchedulerConfig(policy="predictive", predict_margin=0.0)
     with pytest.raises(snooze.ConfigError, match=r"^margin=0.0: must be"):
         PredictiveOptions(margin=0.0)
-    with pytest.raises(snooze.ConfigError, match=r"^history_weight=2.0: must be in \(0, 1\]"):  # another rule's: checked, then dropped
+    with pytest.raises(
+        snooze.ConfigError, match=r"^history_weight=2.0: must be in \(0, 1\]"
+    ):  # another rule's: checked, then dropped
         SchedulerConfig(history_weight=2.0)
     with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field.*did you mean 'snooze_factor'"):
         SchedulerConfig(snooze_facto=2)
@@ -61,9 +84,22 @@ def test_wrong_options_are_config_errors_that_name_what_was_written() -> None:
 
 
 def test_an_old_flat_config_migrates_once_dropping_other_policies_options() -> None:
-    old = {"batch_size": 4, "policy": "filter", "snooze_factor": 2, "snooze_hard": False, "hard_snooze_factor": None, "backoff": 1.0,
-           "max_snooze": 1000000, "skip": "counter", "history_weight": 0.5, "predict_margin": 0.5, "predict_hard_margin": None,
-           "predict_recheck": 2.0, "predict_backoff": 2.0, "group_size": 4}  # fmt: skip
+    old = {
+        "batch_size": 4,
+        "policy": "filter",
+        "snooze_factor": 2,
+        "snooze_hard": False,
+        "hard_snooze_factor": None,
+        "backoff": 1.0,
+        "max_snooze": 1000000,
+        "skip": "counter",
+        "history_weight": 0.5,
+        "predict_margin": 0.5,
+        "predict_hard_margin": None,
+        "predict_recheck": 2.0,
+        "predict_backoff": 2.0,
+        "group_size": 4,
+    }
     cfg = SchedulerConfig.from_dict(old)
     assert (cfg.policy, cfg.options, cfg.batch_size) == ("filter", NoOptions(), 4)
     assert SchedulerConfig.from_dict({**old, "policy": "snooze"}).options == SnoozeOptions(factor=2)

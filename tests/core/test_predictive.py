@@ -27,7 +27,9 @@ def _rewards(p: float, seed: int, row: int, k: int) -> list[float]:
 
 
 def _sched(n: int, seed: int, **kw) -> snooze.Scheduler:
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1000, group_size=G, policy="predictive", max_gen_rounds=1000, **kw)
+    cfg = snooze.SchedulerConfig(
+        audit=0.0, batch_size=1000, group_size=G, policy="predictive", max_gen_rounds=1000, **kw
+    )
     return snooze.Scheduler({"d": [{"id": i} for i in range(n)]}, cfg, seed=seed)
 
 
@@ -68,7 +70,9 @@ def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, ha
         cols = sched.tables[0].columns
         assert cols["code"].tolist() == model.code and cols["looked"].tolist() == model.looked
         assert cols["streak"].tolist() == model.streak
-        assert sched.policy.rate[0].tolist() == model.rate and sched.policy.clock == model.clock  # the same numbers, not close ones
+        assert (
+            sched.policy.rate[0].tolist() == model.rate and sched.policy.clock == model.clock
+        )  # the same numbers, not close ones
         assert sched.policy.codes[0].T.tolist() == model.codes
 
 
@@ -161,7 +165,11 @@ def test_forgetting_is_counted_as_regressed() -> None:
 
 def test_state_is_five_bytes_a_prompt_and_resumes(tmp_path) -> None:
     sched = _sched(50, seed=3)
-    extra = {name: col.dtype.itemsize for name, col in sched.tables[0].columns.items() if name not in ("counter", "flags", "streak")}
+    extra = {
+        name: col.dtype.itemsize
+        for name, col in sched.tables[0].columns.items()
+        if name not in ("counter", "flags", "streak")
+    }
     assert extra == {"code": 1, "looked": 4}
     for _ in range(6):
         cands = sched.propose(7)
@@ -183,7 +191,10 @@ def test_state_is_five_bytes_a_prompt_and_resumes(tmp_path) -> None:
         (lambda s: s["meta"]["policy"]["datasets"]["d"]["codes"][0].__setitem__(3, 1e9), "signal <= groups"),
         (lambda s: s["meta"]["policy"]["datasets"].update(other={}), "names datasets ['other']"),
         (lambda s: s["meta"]["policy"].__setitem__("clock", -2), "policy.clock=-2 is out of range"),
-        (lambda s: s["meta"]["policy"]["datasets"]["d"].__setitem__("relaxed", 9), "policy.datasets['d'].relaxed=9 is out of range"),
+        (
+            lambda s: s["meta"]["policy"]["datasets"]["d"].__setitem__("relaxed", 9),
+            "policy.datasets['d'].relaxed=9 is out of range",
+        ),
         (lambda s: s["arrays"]["ds0.code"].__setitem__(0, N_CODES), f"ds0.code holds values above {N_CODES - 1}"),
         (lambda s: s["arrays"]["ds0.looked"].__setitem__(0, -1), "ds0.looked holds values below 0"),
     ],
@@ -201,7 +212,9 @@ def test_a_corrupt_policy_state_is_refused_and_changes_nothing(change, message) 
     with pytest.raises(snooze.StateError, match=re.escape(message)):
         other.load_state_dict(state)
     after = other.state_dict()
-    assert after["meta"] == before["meta"] and all(np.array_equal(after["arrays"][k], before["arrays"][k]) for k in before["arrays"])
+    assert after["meta"] == before["meta"] and all(
+        np.array_equal(after["arrays"][k], before["arrays"][k]) for k in before["arrays"]
+    )
 
 
 @pytest.mark.parametrize(

@@ -34,10 +34,18 @@ def rollout(cands):
 
 
 CONFIGS = {
-    "snooze-quota": snooze.SchedulerConfig(batch_size=4, group_size=4, policy="snooze", snooze_factor=2, mix="quota", weights={"a": 1, "b": 1}),
-    "filter-stream-carry": snooze.SchedulerConfig(batch_size=3, gen_batch_size=5, group_size=4, policy="filter", carry_surplus=True),
-    "snooze-finite": snooze.SchedulerConfig(batch_size=4, group_size=4, policy="snooze", snooze_factor=1, epochs=2, on_short="pad"),
-    "snooze-history": snooze.SchedulerConfig(batch_size=3, group_size=4, policy="snooze", snooze_factor=3, skip="history", weights={"a": 2, "b": 1}),
+    "snooze-quota": snooze.SchedulerConfig(
+        batch_size=4, group_size=4, policy="snooze", snooze_factor=2, mix="quota", weights={"a": 1, "b": 1}
+    ),
+    "filter-stream-carry": snooze.SchedulerConfig(
+        batch_size=3, gen_batch_size=5, group_size=4, policy="filter", carry_surplus=True
+    ),
+    "snooze-finite": snooze.SchedulerConfig(
+        batch_size=4, group_size=4, policy="snooze", snooze_factor=1, epochs=2, on_short="pad"
+    ),
+    "snooze-history": snooze.SchedulerConfig(
+        batch_size=3, group_size=4, policy="snooze", snooze_factor=3, skip="history", weights={"a": 2, "b": 1}
+    ),
 }
 
 
@@ -114,7 +122,10 @@ def test_a_resume_under_a_changed_config_is_announced_and_a_matching_one_is_not(
         changed = snooze.Scheduler.load(tmp_path / "ckpt", datasets(), cfg.replace(snooze_factor=5, max_gen_rounds=2))
     assert changed.config.options.factor == 5
     (record,) = caplog.records
-    assert f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage() and "options.factor: saved 2, now 5" in record.getMessage()
+    assert (
+        f"max_gen_rounds: saved {cfg.max_gen_rounds}, now 2" in record.getMessage()
+        and "options.factor: saved 2, now 5" in record.getMessage()
+    )
 
 
 def test_a_saved_config_field_that_cannot_be_compared_is_reported_not_raised(caplog):

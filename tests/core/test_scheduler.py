@@ -90,14 +90,32 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
     s.propose()
     state = s.state_dict()
     assert set(state["meta"]) == {
-        "format", "version", "seed", "config", "weights", "step", "round", "next_ticket", "run_id", "drawn",
-        "metrics", "last_metrics", "datasets",
-    }  # fmt: skip
+        "format",
+        "version",
+        "seed",
+        "config",
+        "weights",
+        "step",
+        "round",
+        "next_ticket",
+        "run_id",
+        "drawn",
+        "metrics",
+        "last_metrics",
+        "datasets",
+    }
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
     buffers = {f"{b}.{c}" for b in ("batch", "surplus", "zero") for c in ("ds", "row", "ticket", "outcome", "rewards")}
     assert set(state["arrays"]) == columns | buffers | {"pending"}
-    assert state["meta"]["datasets"][1] == {"name": "b", "size": 9, "fingerprint": s.sources[1].fingerprint, **s.streams[1].state_dict()}
-    assert state["meta"]["next_ticket"] == s.pending.next_ticket and np.array_equal(state["arrays"]["pending"], s.pending.state_dict()["pending"])
+    assert state["meta"]["datasets"][1] == {
+        "name": "b",
+        "size": 9,
+        "fingerprint": s.sources[1].fingerprint,
+        **s.streams[1].state_dict(),
+    }
+    assert state["meta"]["next_ticket"] == s.pending.next_ticket and np.array_equal(
+        state["arrays"]["pending"], s.pending.state_dict()["pending"]
+    )
     state["arrays"]["ds0.counter"][:] = 7  # a snapshot: changing it does not change the scheduler
     assert not (s.tables[0].counter == 7).all()
 

@@ -61,8 +61,9 @@ def test_rewards_in_zero_one_are_classified_as_before(seed: int, G: int, noise: 
 # -- the reward band ------------------------------------------------------------------------------------------
 
 
-def reference_outcome(group: list[float], rr: tuple[float, float], easy: float, hard: float,
-                      band: tuple[float, float] | None) -> int:
+def reference_outcome(
+    group: list[float], rr: tuple[float, float], easy: float, hard: float, band: tuple[float, float] | None
+) -> int:
     """docs/concepts.md, "Prompts, groups, outcomes", read plainly. The rewards come from a grid of eighths,
     so every mean below is exact and every spread is far above the float-noise tolerance."""
     low, high = rr
@@ -107,7 +108,9 @@ def test_the_scheduler_applies_the_band_as_the_reference_says(case, policy: str)
     to batch_size), the metrics count its outcomes, and under snooze its too-easy prompts fall asleep."""
     rewards, rr, band = case
     n, G = rewards.shape
-    cfg = snooze.SchedulerConfig(batch_size=n, group_size=G, policy=policy, reward_range=rr, reward_band=band, max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=n, group_size=G, policy=policy, reward_range=rr, reward_band=band, max_gen_rounds=1
+    )
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(n)]}, cfg, seed=0)
     cands = sched.propose()
     expect = [reference_outcome(g, rr, 0.99, 0.01, band) for g in rewards.tolist()]
@@ -124,10 +127,18 @@ def test_a_band_by_hand() -> None:
     assert snooze.classify_groups(r).tolist() == [SIGNAL, SIGNAL, SIGNAL, FLAT, FLAT]
     # means .75, .25, .5, .5, .9 against [0.3, 0.7]: above -> too easy, below -> too hard, constant inside -> flat
     assert snooze.classify_groups(r, reward_band=(0.3, 0.7)).tolist() == [TOO_EASY, TOO_HARD, SIGNAL, FLAT, TOO_EASY]
-    assert snooze.classify_groups(r, reward_band=(0.25, 0.75)).tolist() == [SIGNAL, SIGNAL, SIGNAL, FLAT, TOO_EASY]  # closed
+    assert snooze.classify_groups(r, reward_band=(0.25, 0.75)).tolist() == [
+        SIGNAL,
+        SIGNAL,
+        SIGNAL,
+        FLAT,
+        TOO_EASY,
+    ]  # closed
 
 
-@pytest.mark.parametrize("band", [(0.8, 0.2), (0.5, 0.5), (-0.1, 0.5), (0.2, 1.5), (0.2,), "0.2,0.8", (True, 0.5), (np.nan, 0.5)])
+@pytest.mark.parametrize(
+    "band", [(0.8, 0.2), (0.5, 0.5), (-0.1, 0.5), (0.2, 1.5), (0.2,), "0.2,0.8", (True, 0.5), (np.nan, 0.5)]
+)
 def test_a_bad_band_is_a_config_error_that_names_it(band) -> None:
     with pytest.raises(snooze.ConfigError, match=r"reward_band=.*0 <= lo < hi <= 1"):
         snooze.SchedulerConfig(reward_band=band)
@@ -148,7 +159,9 @@ def test_band_and_the_new_fields_round_trip() -> None:
 
 def test_out_of_range_accept_records_rewards_as_they_are_and_places_constant_groups() -> None:
     r = np.array([[2.0, 2.0], [-1.0, -1.0], [2.0, -1.0], [0.5, 0.5]])
-    with pytest.raises(snooze.RewardError, match=r"reward 2.0 at group 0, rollout 0 is outside reward_range.*out_of_range='accept'"):
+    with pytest.raises(
+        snooze.RewardError, match=r"reward 2.0 at group 0, rollout 0 is outside reward_range.*out_of_range='accept'"
+    ):
         snooze.classify_groups(r)
     assert snooze.classify_groups(r, out_of_range="accept").tolist() == [TOO_EASY, TOO_HARD, SIGNAL, FLAT]
     with pytest.raises(snooze.RewardError, match="not finite"):
@@ -158,8 +171,14 @@ def test_out_of_range_accept_records_rewards_as_they_are_and_places_constant_gro
 
 
 def test_accepted_rewards_outside_the_range_survive_a_save_and_load(tmp_path) -> None:
-    cfg = snooze.SchedulerConfig(batch_size=1, gen_batch_size=3, group_size=2, policy="dynamic_sampling",
-                                 out_of_range="accept", carry_surplus=True)  # fmt: skip
+    cfg = snooze.SchedulerConfig(
+        batch_size=1,
+        gen_batch_size=3,
+        group_size=2,
+        policy="dynamic_sampling",
+        out_of_range="accept",
+        carry_surplus=True,
+    )
     recs = [{"id": i} for i in range(6)]
     sched = snooze.Scheduler({"d": recs}, cfg, seed=0)
     batch = sched.step(lambda c: np.tile([3.0, -2.0], (len(c), 1)))  # surplus carried, rewards outside

@@ -15,7 +15,9 @@ G, K = 4, 3
 
 
 def _sched(pass_rates: list[float], **kw) -> snooze.Scheduler:
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history", **kw)
+    cfg = snooze.SchedulerConfig(
+        audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history", **kw
+    )
     return snooze.Scheduler({"d": [{"id": i, "p": p} for i, p in enumerate(pass_rates)]}, cfg, seed=3)
 
 
@@ -90,7 +92,9 @@ def test_a_half_solved_prompt_is_skipped_at_its_all_correct_chance():
 
 def test_regressions_are_counted_once_per_relapse():
     """A prompt whose groups alternate all-correct / half-correct regresses at every half-correct group."""
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history")
+    cfg = snooze.SchedulerConfig(
+        audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history"
+    )
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(5)]}, cfg, seed=1)
     seen: dict[int, int] = {}
     relapses = regressed = 0

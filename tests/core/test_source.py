@@ -92,7 +92,11 @@ def test_a_streaming_hf_dataset_is_refused_when_the_scheduler_is_built():
     about the record). Now it is refused where the scheduler is built, with the fix."""
     datasets = pytest.importorskip("datasets")
     stream = datasets.Dataset.from_list([{"id": i, "prompt": "q"} for i in range(3)]).to_iterable_dataset()
-    with pytest.raises(snooze.DataError, match=r"'d' is a streaming Hugging Face dataset \(IterableDataset\).*Materialise it"):
+    with pytest.raises(
+        snooze.DataError, match=r"'d' is a streaming Hugging Face dataset \(IterableDataset\).*Materialise it"
+    ):
         snooze.Scheduler({"d": stream}, snooze.SchedulerConfig(batch_size=1, group_size=2))
-    sched = snooze.Scheduler({"d": datasets.Dataset.from_list(list(stream))}, snooze.SchedulerConfig(batch_size=1, group_size=2))
+    sched = snooze.Scheduler(
+        {"d": datasets.Dataset.from_list(list(stream))}, snooze.SchedulerConfig(batch_size=1, group_size=2)
+    )
     assert sched.propose()[0].record["prompt"] == "q"  # the fix the message gives works

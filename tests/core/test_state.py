@@ -25,7 +25,9 @@ def _same_state(got: dict[str, Any], want: dict[str, Any]) -> None:
     w["config"] = snooze.SchedulerConfig.from_dict(w["config"]).to_dict()  # an old flat config, migrated once
     if "diagnosis" not in w["metrics"]:  # the audit's counts, added after these states were written
         g["metrics"] = {k: v for k, v in g["metrics"].items() if k != "diagnosis"}
-        g["last_metrics"] = {k: v for k, v in g["last_metrics"].items() if k in w["last_metrics"]}  # and its new metrics
+        g["last_metrics"] = {
+            k: v for k, v in g["last_metrics"].items() if k in w["last_metrics"]
+        }  # and its new metrics
     assert g == w
     assert sorted(got["arrays"]) == sorted(want["arrays"])
     for k, a in want["arrays"].items():
@@ -45,7 +47,9 @@ def test_a_state_saved_before_the_redesign_loads_and_continues_exactly(name: str
     trace = json.loads(json.dumps(make.drive(sched, make.SCENARIOS[name]["steps_after"])))
     assert len(trace) == len(expected["trace"])
     for i, (got, want) in enumerate(zip(trace, expected["trace"])):
-        if isinstance(want, dict) and "metrics" in want:  # metrics added since (snooze/audit/*, gen/exhausted) are extra keys
+        if (
+            isinstance(want, dict) and "metrics" in want
+        ):  # metrics added since (snooze/audit/*, gen/exhausted) are extra keys
             got = {**got, "metrics": {k: v for k, v in got["metrics"].items() if k in want["metrics"]}}
         assert got == want, f"{name}: entry {i} of the continuation differs"
     _same_state(sched.state_dict(), load_state(FIXTURES / f"{name}.after"))
@@ -63,7 +67,11 @@ def test_step_and_round_are_header_copies_checked_against_the_counts() -> None:
     sched = _trained()
     state = sched.state_dict()
     meta = state["meta"]
-    assert (meta["step"], meta["round"]) == (meta["metrics"]["totals"]["steps"], meta["metrics"]["scalars"]["gen/rounds"]) == (3, 1)
+    assert (
+        (meta["step"], meta["round"])
+        == (meta["metrics"]["totals"]["steps"], meta["metrics"]["scalars"]["gen/rounds"])
+        == (3, 1)
+    )
     for key, value in (("round", 2), ("step", 4)):
         fresh = snooze.Scheduler(make.datasets(), sched.config, seed=1)
         with pytest.raises(snooze.StateError, match="disagree with the metrics' counts"):
@@ -93,12 +101,16 @@ def test_policy_state_is_written_only_by_a_policy_that_keeps_some() -> None:
         assert "policy" not in _trained().state_dict()["meta"]  # the built-in policies keep none: format 1 as before
         sched = _trained(policy="test_counting")
         state = sched.state_dict()
-        assert state["meta"]["policy"] == {"reports": sched.policy.reports} and sched.policy.reports >= 3  # a report a round
+        assert (
+            state["meta"]["policy"] == {"reports": sched.policy.reports} and sched.policy.reports >= 3
+        )  # a report a round
         again = snooze.Scheduler(make.datasets(), sched.config, seed=1)
         again.load_state_dict(state)
         assert again.policy.reports == sched.policy.reports
         builtin = snooze.Scheduler(make.datasets(), sched.config.replace(policy="snooze"), seed=1)
-        with pytest.raises(snooze.StateMismatchError, match="'test_counting' keeps run-level state that only it can read"):
+        with pytest.raises(
+            snooze.StateMismatchError, match="'test_counting' keeps run-level state that only it can read"
+        ):
             builtin.load_state_dict(state)
         same = {**state, "meta": {**state["meta"], "config": builtin.config.to_dict()}}  # a snooze state holding one
         with pytest.raises(snooze.StateError, match="keeps no state of its own"):

@@ -22,15 +22,44 @@ from snooze.experiments.compare import (
     _strata,
 )
 
-SUMMARY_KEYS = {"total_gen_groups", "total_rollouts", "final_test_accuracy", "test_accuracy_by_seed", "base_test_accuracy", "steps", "wall_seconds",
-                "seeds", "gen_groups", "encounters_per_prompt", "generated_per_prompt", "accuracy"}  # fmt: skip
+SUMMARY_KEYS = {
+    "total_gen_groups",
+    "total_rollouts",
+    "final_test_accuracy",
+    "test_accuracy_by_seed",
+    "base_test_accuracy",
+    "steps",
+    "wall_seconds",
+    "seeds",
+    "gen_groups",
+    "encounters_per_prompt",
+    "generated_per_prompt",
+    "accuracy",
+}
 TIME_KEYS = ("time/step_s", "time/elapsed_s")
 
 
 @pytest.mark.slow
 def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    assert main(["compare", "--out", str(out), "--profile", "quick", "--jobs", "2", "--cache", str(tmp_path / "cache"), "--arms", "all"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--out",
+                str(out),
+                "--profile",
+                "quick",
+                "--jobs",
+                "2",
+                "--cache",
+                str(tmp_path / "cache"),
+                "--arms",
+                "all",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
     assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS)  # without --arms: all but the factor sweep
@@ -53,27 +82,79 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     assert any(k.startswith("dataset/easy:") for k in fig3[0]) and any(k.startswith("dataset/hard:") for k in fig3[0])
     printed = capsys.readouterr().out
     assert "dynamic_sampling" in printed and (out / "summary.md").read_text().startswith("| arm")
-    assert sorted(p.name for p in out.glob("*.png")) == ["fig1_dapo_waste.png", "fig2_efficiency.png", "fig3_mix.png", "fig4_tradeoff.png"]
+    assert sorted(p.name for p in out.glob("*.png")) == [
+        "fig1_dapo_waste.png",
+        "fig2_efficiency.png",
+        "fig3_mix.png",
+        "fig4_tradeoff.png",
+    ]
     _check_new_summary_keys(out, summary)
     # the same two runs one after another in this process: the same numbers as in worker processes
     again = tmp_path / "again"
     arms = "dynamic_sampling,snooze"
-    assert main(["compare", "--out", str(again), "--profile", "quick", "--arms", arms, "--jobs", "1", "--cache", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--out",
+                str(again),
+                "--profile",
+                "quick",
+                "--arms",
+                arms,
+                "--jobs",
+                "1",
+                "--cache",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     for arm in arms.split(","):
-        a, b = ([{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(d / arm / "seed0" / "metrics.jsonl")] for d in (out, again))
+        a, b = (
+            [{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(d / arm / "seed0" / "metrics.jsonl")]
+            for d in (out, again)
+        )
         assert a == b, arm
-    assert json.loads((out / "run_meta.json").read_text())["jobs"] == 2 and json.loads((again / "run_meta.json").read_text())["jobs"] == 1
+    assert (
+        json.loads((out / "run_meta.json").read_text())["jobs"] == 2
+        and json.loads((again / "run_meta.json").read_text())["jobs"] == 1
+    )
     assert json.loads((again / "run_meta.json").read_text())["resumed_runs"] == 0 and isinstance(_wall(again), float)
     # rerun on the finished folder: nothing is trained again, and the regime's wall time is not this invocation's
-    assert main(["compare", "--out", str(again), "--profile", "quick", "--arms", arms, "--jobs", "1", "--cache", str(tmp_path / "cache")]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--out",
+                str(again),
+                "--profile",
+                "quick",
+                "--arms",
+                arms,
+                "--jobs",
+                "1",
+                "--cache",
+                str(tmp_path / "cache"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((again / "run_meta.json").read_text())["resumed_runs"] == 2
     assert _wall(again) == "not measured: 2 run(s) resumed from an earlier invocation"
-    assert [{k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(again / "snooze" / "seed0" / "metrics.jsonl")] == [
-        {k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(out / "snooze" / "seed0" / "metrics.jsonl")]
+    assert [
+        {k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(again / "snooze" / "seed0" / "metrics.jsonl")
+    ] == [
+        {k: v for k, v in x.items() if k not in TIME_KEYS} for x in _lines(out / "snooze" / "seed0" / "metrics.jsonl")
+    ]
 
 
 def _wall(out: Path) -> Any:
-    return next(c["value"] for c in json.loads((out / "regime.json").read_text())["checks"] if c["criterion"].startswith("6. wall time"))
+    return next(
+        c["value"]
+        for c in json.loads((out / "regime.json").read_text())["checks"]
+        if c["criterion"].startswith("6. wall time")
+    )
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -98,7 +179,9 @@ def _check_new_summary_keys(out: Path, summary: dict[str, Any]) -> None:
         assert s["accuracy"]["greedy"]["final"]["mean"] == s["final_test_accuracy"]
     regime = json.loads((out / "regime.json").read_text())
     names = [c["criterion"] for c in regime["checks"]]
-    assert any(n.startswith("2. DAPO reaches 90%") for n in names) and any(n.startswith("5. figure-3 stratum easy:") for n in names)
+    assert any(n.startswith("2. DAPO reaches 90%") for n in names) and any(
+        n.startswith("5. figure-3 stratum easy:") for n in names
+    )
     assert regime["detail"]["accuracy"] == "sampled"
 
 
@@ -131,7 +214,10 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     assert backoff == {arm: 2.0 for arm in snoozing}
     skip = {arm: _cfg(arm, skip="history").options.skip for arm in snoozing}
     assert skip == {arm: "history" for arm in snoozing}
-    assert all(_cfg(arm, skip="history").options == SchedulerConfig(policy=ARMS[arm].policy).options for arm in set(arms) - snoozing)
+    assert all(
+        _cfg(arm, skip="history").options == SchedulerConfig(policy=ARMS[arm].policy).options
+        for arm in set(arms) - snoozing
+    )
     factors = {arm: _cfg(arm, snooze_factor=3).options.factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
     assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --factor sets the snooze arm only
     pred = _cfg("predictive", predict_margin=0.3, predict_recheck=4.0)
@@ -145,7 +231,11 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
 def test_an_arm_is_a_named_config_and_a_new_one_needs_no_code() -> None:
     mine = Arm("snooze-history", "snooze", {"skip": "history", "history_weight": 0.25})
     cfg = mine.config(PROFILES["quick"], [])
-    assert (cfg.options.skip, cfg.options.rule.weight, cfg.batch_size) == ("history", 0.25, PROFILES["quick"].batch_size)
+    assert (cfg.options.skip, cfg.options.rule.weight, cfg.batch_size) == (
+        "history",
+        0.25,
+        PROFILES["quick"].batch_size,
+    )
 
 
 def test_unknown_arm_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,10 @@ from snooze.experiments.family_table import family_markdown, family_rows, paired
 
 
 def _entry(gen: list[float], late: list[float]) -> dict:
-    return {"gen_groups": {"by_seed": gen}, "accuracy": {"sampled": {"late": {"by_seed": late}}, "greedy": {"late": {"by_seed": late}}}}
+    return {
+        "gen_groups": {"by_seed": gen},
+        "accuracy": {"sampled": {"late": {"by_seed": late}}, "greedy": {"late": {"by_seed": late}}},
+    }
 
 
 def _write(out: Path, regime: str, summary: dict) -> None:
@@ -45,7 +48,9 @@ def test_rows_worst_gap_over_regimes_and_table(tmp_path: Path) -> None:
 
 def test_write_family_draws_the_frontier(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    _write(tmp_path, "a", {"dynamic_sampling": _entry([100, 110], [0.8, 0.82]), "snooze": _entry([50, 60], [0.79, 0.80])})
+    _write(
+        tmp_path, "a", {"dynamic_sampling": _entry([100, 110], [0.8, 0.82]), "snooze": _entry([50, 60], [0.79, 0.80])}
+    )
     write_family(tmp_path, ["a"])
     assert json.loads((tmp_path / "family.json").read_text())["overall"]["snooze"]["regimes"] == 1
     png = (tmp_path / "family_frontier.png").read_bytes()

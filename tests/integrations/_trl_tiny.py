@@ -15,16 +15,28 @@ from typing import Any
 import numpy as np
 import torch
 
-WORDS = ("beautiful is better than ugly explicit implicit simple complex flat nested sparse dense readability "
-         "counts errors never pass silently yes no ok user assistant system \\boxed{4} 4 <think> </think>").split()  # fmt: skip
+WORDS = (
+    "beautiful is better than ugly explicit implicit simple complex flat nested sparse dense readability "
+    "counts errors never pass silently yes no ok user assistant system \\boxed{4} 4 <think> </think>"
+).split()
 CHAT = (
     "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}"
     "{% if add_generation_prompt %}assistant {% endif %}"
 )
 LINES = [  # prompt-only rows, as TRL's "zen" test dataset (17 + 2 lines of the Zen of Python there)
-    "beautiful is better than", "explicit is", "simple is better", "complex", "flat is better than",
-    "sparse is better", "readability", "errors should never", "ugly is", "implicit is not", "nested is", "dense",
-]  # fmt: skip
+    "beautiful is better than",
+    "explicit is",
+    "simple is better",
+    "complex",
+    "flat is better than",
+    "sparse is better",
+    "readability",
+    "errors should never",
+    "ugly is",
+    "implicit is not",
+    "nested is",
+    "dense",
+]
 TEST_LINES = ["readability counts", "errors never pass", "simple is"]
 
 
@@ -45,9 +57,19 @@ def tokenizer() -> Any:
 def _config(vocab_size: int, **kw: Any) -> Any:
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
-                       pad_token_id=0, eos_token_id=1, bos_token_id=1, **kw)  # fmt: skip
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=1,
+        **kw,
+    )
 
 
 def causal_lm(seed: int = 0) -> Any:
@@ -139,8 +161,11 @@ class Trace:
         assert self.steps, "no generation was traced"
         for step in self.steps:
             batch, handed, rounds = step["batch"], step["handed"], step["rounds"]
-            blocks = [(rows_of(out, lo, lo + G), rewards[lo:lo + G]) for out, rewards in rounds
-                      for lo in range(0, out["completion_ids"].shape[0], G)]  # fmt: skip
+            blocks = [
+                (rows_of(out, lo, lo + G), rewards[lo : lo + G])
+                for out, rewards in rounds
+                for lo in range(0, out["completion_ids"].shape[0], G)
+            ]
             at = 0
             for i, cand in enumerate(batch.candidates):
                 mine = rows_of(handed, i * G, (i + 1) * G)

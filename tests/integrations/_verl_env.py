@@ -44,8 +44,14 @@ def make_model_dir(tmp: Path) -> Path:
     folder = tmp / "model"
     fast.save_pretrained(folder)
     Qwen2Config(
-        vocab_size=len(words), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, max_position_embeddings=64, architectures=["Qwen2ForCausalLM"],
+        vocab_size=len(words),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        architectures=["Qwen2ForCausalLM"],
     ).save_pretrained(folder)
     return folder
 
@@ -121,8 +127,10 @@ class Rollout:
     def generate_sequences(self, batch: Any) -> None:
         import transfer_queue as tq
 
-        rows = [(str(_val(batch["uid"], i)), str(_val(batch["data_source"], i)), dict(_val(batch["extra_info"], i)))
-                for i in range(len(batch))]
+        rows = [
+            (str(_val(batch["uid"], i)), str(_val(batch["data_source"], i)), dict(_val(batch["extra_info"], i)))
+            for i in range(len(batch))
+        ]
         self.submitted.append([(ds, extra["index"]) for _, ds, extra in rows])
         for uid, _, _ in rows:
             tq.kv_put(key=uid, partition_id="train", tag={"status": "running"})
@@ -150,13 +158,31 @@ class Rollout:
                 scores = torch.zeros(3)
                 scores[-1] = self.rule(key, s)  # verl puts the sequence reward on the last response token
                 keys.append(f"{uid}_{s}_0")
-                fields.append({
-                    "prompts": torch.tensor([3, 4, 5]), "responses": resp, "response_mask": torch.ones(3, dtype=torch.int64),
-                    "rm_scores": scores, "data_source": ds, "extra_info": extra, "index": extra["index"], "uid": uid,
-                    "global_steps": step, "extra_fields": {"reward_extra_info": {"acc": self.acc_rule(key, s)}},
-                })
-                tags.append({"status": "success", "prompt_len": 3, "response_len": 3, "seq_len": 6, "global_steps": step,
-                             "min_global_steps": step, "max_global_steps": step})
+                fields.append(
+                    {
+                        "prompts": torch.tensor([3, 4, 5]),
+                        "responses": resp,
+                        "response_mask": torch.ones(3, dtype=torch.int64),
+                        "rm_scores": scores,
+                        "data_source": ds,
+                        "extra_info": extra,
+                        "index": extra["index"],
+                        "uid": uid,
+                        "global_steps": step,
+                        "extra_fields": {"reward_extra_info": {"acc": self.acc_rule(key, s)}},
+                    }
+                )
+                tags.append(
+                    {
+                        "status": "success",
+                        "prompt_len": 3,
+                        "response_len": 3,
+                        "seq_len": 6,
+                        "global_steps": step,
+                        "min_global_steps": step,
+                        "max_global_steps": step,
+                    }
+                )
             if keys:
                 tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields), tags=tags)
             status = "failure" if key in self.fail else "finished"
@@ -195,8 +221,9 @@ def train_step(trainer: Any) -> tuple[Any, dict[str, Any]]:
     from verl.trainer.ppo.v1.utils import MetricsAggregator
 
     trainer.prepare_step()
-    batch, metrics = trainer.replay_buffer.sample(global_steps=trainer.global_steps, partition_id="train",
-                                                  batch_size=trainer.config.data.train_batch_size)
+    batch, metrics = trainer.replay_buffer.sample(
+        global_steps=trainer.global_steps, partition_id="train", batch_size=trainer.config.data.train_batch_size
+    )
     aggregator = MetricsAggregator()
     aggregator.add_step_metrics(metrics, sample_count=len(batch))
     return batch, aggregator.get_aggregated_metrics()

@@ -16,7 +16,9 @@ def _run(path: Path, resumed: bool, step: int) -> None:
         log.write(step, ["d"], [step], [[1.0, 0.0]])
 
 
-def test_a_fresh_run_moves_an_earlier_log_aside_and_a_resumed_one_appends(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_a_fresh_run_moves_an_earlier_log_aside_and_a_resumed_one_appends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "rewards.jsonl"
     _run(path, resumed=False, step=0)  # nothing there: nothing moved
     _run(path, resumed=True, step=1)  # resumed: appended
@@ -29,7 +31,9 @@ def test_a_fresh_run_moves_an_earlier_log_aside_and_a_resumed_one_appends(tmp_pa
     assert (tmp_path / "rewards.earlier-2.jsonl").read_text().count("\n") == 1
     assert path.read_text().count("\n") == 1
     assert [r.getMessage().split(" moved it to ")[1].split()[0] for r in caplog.records] == [
-        str(tmp_path / "rewards.earlier-1.jsonl"), str(tmp_path / "rewards.earlier-2.jsonl")]  # fmt: skip
+        str(tmp_path / "rewards.earlier-1.jsonl"),
+        str(tmp_path / "rewards.earlier-2.jsonl"),
+    ]
 
 
 def test_an_empty_log_is_not_worth_keeping(tmp_path: Path) -> None:

@@ -193,7 +193,9 @@ def test_bad_trainer_arguments_are_refused_before_training(
 
 
 @pytest.mark.parametrize(("save_steps", "warned"), [(1, True), (6, True), (4, False), (8, False)])
-def test_saves_between_two_generations_are_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture, save_steps: int, warned: bool) -> None:
+def test_saves_between_two_generations_are_warned_of(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, save_steps: int, warned: bool
+) -> None:
     """steps_per_generation=4 with no accumulation: one generation serves 4 optimizer steps, and only a
     save_steps that is a multiple of 4 saves the scheduler with the model that trained on its batch."""
     from datasets import Dataset
@@ -202,13 +204,29 @@ def test_saves_between_two_generations_are_warned_of(tmp_path: Path, caplog: pyt
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
     sched = snooze.Scheduler({"toy": RECORDS}, snooze.SchedulerConfig(batch_size=4, group_size=4), seed=0)
-    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, gradient_accumulation_steps=1,
-                      steps_per_generation=4, num_generations=4, save_strategy="steps", save_steps=save_steps,
-                      report_to=[], use_cpu=True, bf16=False, max_steps=1)  # fmt: skip
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=1,
+        steps_per_generation=4,
+        num_generations=4,
+        save_strategy="steps",
+        save_steps=save_steps,
+        report_to=[],
+        use_cpu=True,
+        bf16=False,
+        max_steps=1,
+    )
     tok = _tokenizer()
     with caplog.at_level("WARNING", logger="snooze.integrations.trl"):
-        SnoozeGRPOTrainer(model=_model(len(tok)), reward_funcs=Scorer(), args=args, train_dataset=Dataset.from_list(RECORDS),
-                          processing_class=tok, scheduler=sched)  # fmt: skip
+        SnoozeGRPOTrainer(
+            model=_model(len(tok)),
+            reward_funcs=Scorer(),
+            args=args,
+            train_dataset=Dataset.from_list(RECORDS),
+            processing_class=tok,
+            scheduler=sched,
+        )
     said = [r.getMessage() for r in caplog.records if "not a multiple of 4" in r.getMessage()]
     assert bool(said) is warned, said
     assert not said or f"save_steps={save_steps} is not a multiple of 4" in said[0]
@@ -248,10 +266,16 @@ def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:
         ("1.15.2", None, r"supports trl 1\.16\.x \(tested with 1\.16\.0\); trl 1\.15\.2 is installed"),
         ("1.17.0", None, "trl 1.17.0 is installed"),
         ("1.16.3", "_calculate_rewards", r"GRPOTrainer\._calculate_rewards is missing"),
-        ("1.16.3", "_load_optimizer_and_scheduler", r"_load_optimizer_and_scheduler takes \('self', 'checkpoint', 'extra'\)"),
+        (
+            "1.16.3",
+            "_load_optimizer_and_scheduler",
+            r"_load_optimizer_and_scheduler takes \('self', 'checkpoint', 'extra'\)",
+        ),
     ],
 )
-def test_a_trl_whose_internals_the_adapter_cannot_rely_on_is_refused_at_import(version: str, drop: str | None, match: str) -> None:
+def test_a_trl_whose_internals_the_adapter_cannot_rely_on_is_refused_at_import(
+    version: str, drop: str | None, match: str
+) -> None:
     """The guard run at import: the installed TRL (the tested one) passes; another minor version, or a
     GRPOTrainer without an overridden method or with other parameters, is an IntegrationError saying what
     to install."""
@@ -263,7 +287,11 @@ def test_a_trl_whose_internals_the_adapter_cannot_rely_on_is_refused_at_import(v
     check_trl(trl.__version__, GRPOTrainer)  # what this venv has passes
     fake: type = GRPOTrainer
     if drop == "_calculate_rewards":  # a class with the other two methods only
-        fake = type("GRPOTrainer", (), {k: getattr(GRPOTrainer, k) for k in ("_generate_and_score_completions", "_load_optimizer_and_scheduler")})
+        fake = type(
+            "GRPOTrainer",
+            (),
+            {k: getattr(GRPOTrainer, k) for k in ("_generate_and_score_completions", "_load_optimizer_and_scheduler")},
+        )
     elif drop is not None:  # the method with another parameter list
         fake = type("GRPOTrainer", (GRPOTrainer,), {drop: lambda self, checkpoint, extra: None})
     with pytest.raises(snooze.IntegrationError, match=match) as info:

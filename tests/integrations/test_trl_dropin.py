@@ -35,9 +35,20 @@ def model_name(tmp_path_factory: pytest.TempPathFactory) -> str:
 def _args(tmp: Path, **kw: Any) -> Any:
     from trl import GRPOConfig
 
-    base = {"output_dir": str(tmp / "out"), "learning_rate": 0.1, "per_device_train_batch_size": 4, "num_generations": 4,
-            "max_completion_length": 6, "report_to": "none", "use_cpu": True, "bf16": False, "max_steps": 3,
-            "disable_tqdm": True, "save_strategy": "no", "logging_steps": 1}  # fmt: skip
+    base = {
+        "output_dir": str(tmp / "out"),
+        "learning_rate": 0.1,
+        "per_device_train_batch_size": 4,
+        "num_generations": 4,
+        "max_completion_length": 6,
+        "report_to": "none",
+        "use_cpu": True,
+        "bf16": False,
+        "max_steps": 3,
+        "disable_tqdm": True,
+        "save_strategy": "no",
+        "logging_steps": 1,
+    }
     return GRPOConfig(**{**base, **kw})
 
 
@@ -45,8 +56,13 @@ def _trainer(model_name: str, tmp: Path, reward: Any = tiny.reward_len, data: An
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
     own = {k: kw.pop(k) for k in ("scheduler", "snooze_config", "on_batch") if k in kw}
-    return SnoozeGRPOTrainer(model=model_name, reward_funcs=reward, args=_args(tmp, **kw),
-                             train_dataset=tiny.prompts() if data is None else data, **own)  # fmt: skip
+    return SnoozeGRPOTrainer(
+        model=model_name,
+        reward_funcs=reward,
+        args=_args(tmp, **kw),
+        train_dataset=tiny.prompts() if data is None else data,
+        **own,
+    )
 
 
 # -- the quick start -------------------------------------------------------------------------------------------
@@ -61,12 +77,14 @@ def trl_quick_start() -> str:
     from importlib.metadata import metadata
 
     readme = metadata("trl").get_payload()  # type: ignore[attr-defined]
-    return _first_python_block(readme[readme.index("### `GRPOTrainer`"):])
+    return _first_python_block(readme[readme.index("### `GRPOTrainer`") :])
 
 
 def test_the_docs_first_example_is_trls_quick_start_with_the_class_replaced() -> None:
     ours = _first_python_block(DOC.read_text())
-    want = trl_quick_start().replace("from trl import GRPOTrainer", "from snooze.integrations.trl import SnoozeGRPOTrainer")
+    want = trl_quick_start().replace(
+        "from trl import GRPOTrainer", "from snooze.integrations.trl import SnoozeGRPOTrainer"
+    )
     assert ours == want.replace("GRPOTrainer(", "SnoozeGRPOTrainer(")
     assert ours.count(HUB_MODEL) == 1
 
@@ -104,8 +122,9 @@ def _passes(sched: snooze.Scheduler) -> float:
 # -- the scheduler it builds -----------------------------------------------------------------------------------
 
 
-def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(model_name: str, tmp_path: Path,
-                                                                 caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(
+    model_name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from datasets import Dataset
 
     from snooze.integrations._trl_data import prompt_key
@@ -118,11 +137,14 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(model_name: st
     assert [keyed.id_of(r) for r in range(len(keyed))] == [prompt_key(p) for p in tiny.LINES]
     shuffled = tiny.prompts(lines=tiny.LINES[::-1])
     again = _trainer(model_name, tmp_path, data=shuffled).scheduler.sources[0]
-    assert {again.id_of(r): again.record(r)["prompt"] for r in range(len(again))} == \
-        {keyed.id_of(r): keyed.record(r)["prompt"] for r in range(len(keyed))}  # fmt: skip
+    assert {again.id_of(r): again.record(r)["prompt"] for r in range(len(again))} == {
+        keyed.id_of(r): keyed.record(r)["prompt"] for r in range(len(keyed))
+    }
     # repeated prompts: each row stays a prompt of its own (key, key#2, ...), and the trainer says so
     with caplog.at_level("WARNING", logger="snooze.integrations._trl_data"):
-        dup = _trainer(model_name, tmp_path, data=tiny.prompts(lines=["simple is", "flat is", "simple is", "simple is"]))
+        dup = _trainer(
+            model_name, tmp_path, data=tiny.prompts(lines=["simple is", "flat is", "simple is", "simple is"])
+        )
     ids = [dup.scheduler.sources[0].id_of(r) for r in range(4)]
     k = prompt_key("simple is")
     assert ids == [k, prompt_key("flat is"), f"{k}#2", f"{k}#3"]
@@ -130,8 +152,15 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(model_name: st
 
 
 def test_sizes_order_seed_and_range_come_from_grpo_config(model_name: str, tmp_path: Path) -> None:
-    trainer = _trainer(model_name, tmp_path, reward=[tiny.reward_len, tiny.reward_len], reward_weights=[1.0, -0.5],
-                       gradient_accumulation_steps=2, shuffle_dataset=False, seed=7)  # fmt: skip
+    trainer = _trainer(
+        model_name,
+        tmp_path,
+        reward=[tiny.reward_len, tiny.reward_len],
+        reward_weights=[1.0, -0.5],
+        gradient_accumulation_steps=2,
+        shuffle_dataset=False,
+        seed=7,
+    )
     cfg, sched = trainer.scheduler.config, trainer.scheduler
     assert (cfg.group_size, cfg.batch_size, cfg.shuffle, sched.seed) == (4, 2, False, 7)  # 4 x 2 rows / 4
     assert cfg.reward_range == (-0.5, 1.0) and cfg.out_of_range == "accept" and cfg.policy == "dynamic_sampling"
@@ -142,7 +171,9 @@ def test_snooze_settings_come_through_one_argument(model_name: str, tmp_path: Pa
     assert (cfg.policy, cfg.max_gen_rounds, cfg.batch_size, cfg.group_size) == ("filter", 3, 1, 4)
     given = snooze.SchedulerConfig(batch_size=1, group_size=4, policy="dynamic_sampling")
     assert _trainer(model_name, tmp_path, snooze_config=given).scheduler.config is given
-    with pytest.raises(snooze.IntegrationError, match=r"batch_size=16 \(GRPOConfig: generation_batch_size / num_generations = 1\)"):
+    with pytest.raises(
+        snooze.IntegrationError, match=r"batch_size=16 \(GRPOConfig: generation_batch_size / num_generations = 1\)"
+    ):
         _trainer(model_name, tmp_path, snooze_config=snooze.SchedulerConfig(policy="filter"))
     with pytest.raises(snooze.IntegrationError, match=r"group_size=8 \(GRPOConfig: num_generations = 4\)"):
         _trainer(model_name, tmp_path, snooze_config={"group_size": 8})
@@ -162,10 +193,14 @@ def test_a_scheduler_built_by_hand_must_hold_train_datasets_prompts(model_name: 
     same = snooze.Scheduler({"d": mine[::-1]}, cfg)  # the same prompts, in another order: fine
     assert _trainer(model_name, tmp_path, scheduler=same).scheduler is same
     other = snooze.Scheduler({"d": [*mine[:-1], {"id": 99, "prompt": "ok ok"}]}, cfg)
-    with pytest.raises(snooze.IntegrationError, match=r"1 of its 12 prompts are not in train_dataset \(the first: 'd'/99\), and 1 of"):
+    with pytest.raises(
+        snooze.IntegrationError, match=r"1 of its 12 prompts are not in train_dataset \(the first: 'd'/99\), and 1 of"
+    ):
         _trainer(model_name, tmp_path, scheduler=other)
     no_prompt = snooze.Scheduler({"d": [{"id": i, "text": p} for i, p in enumerate(tiny.LINES)]}, cfg)
-    with pytest.raises(snooze.IntegrationError, match="'d'/0: TRL needs each scheduler record to be a dict with a 'prompt'"):
+    with pytest.raises(
+        snooze.IntegrationError, match="'d'/0: TRL needs each scheduler record to be a dict with a 'prompt'"
+    ):
         _trainer(model_name, tmp_path, scheduler=no_prompt)
     with pytest.raises(snooze.IntegrationError, match=r"shuffle_dataset=False but SchedulerConfig.shuffle=True"):
         _trainer(model_name, tmp_path, scheduler=same, shuffle_dataset=False)
@@ -213,18 +248,23 @@ def test_trls_own_reward_functions_train_with_the_built_scheduler(model_name: st
 
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
-    data = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{w} is"}], "solution": "4"} for w in tiny.LINES])
+    data = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": f"{w} is"}], "solution": "4"} for w in tiny.LINES]
+    )
     funcs = [accuracy_reward, think_format_reward, get_soft_overlong_punishment(6, 4), get_repetition_penalty_reward(2)]
     log = tmp_path / "rewards.jsonl"
-    trainer = SnoozeGRPOTrainer(model=model_name, reward_funcs=funcs, args=_args(tmp_path), train_dataset=data, reward_log=log)
+    trainer = SnoozeGRPOTrainer(
+        model=model_name, reward_funcs=funcs, args=_args(tmp_path), train_dataset=data, reward_log=log
+    )
     trainer.train()
     assert trainer.scheduler.config.reward_range == (0.0, 4.0) and trainer.state.global_step == 3
     rewards = np.array([json.loads(line)["rewards"] for line in log.read_text().splitlines()])
     assert rewards.min() < 0  # the penalties took rewards below the range: recorded, not refused
     with_ids = data.add_column("id", list(range(len(data))))
     by_hand = snooze.Scheduler({"train": with_ids}, snooze.SchedulerConfig(batch_size=1, group_size=4))
-    refused = SnoozeGRPOTrainer(model=model_name, reward_funcs=funcs, args=_args(tmp_path), train_dataset=with_ids,
-                                scheduler=by_hand)  # fmt: skip
+    refused = SnoozeGRPOTrainer(
+        model=model_name, reward_funcs=funcs, args=_args(tmp_path), train_dataset=with_ids, scheduler=by_hand
+    )
     with pytest.raises(snooze.RewardError, match=r"outside reward_range \[0.0, 1.0\].*out_of_range='accept'"):
         refused.train()
 
@@ -241,7 +281,9 @@ def test_a_wide_reward_range_keeps_every_group_with_spread(model_name: str, tmp_
     trainer = _trainer(model_name, tmp_path, reward=half, scheduler=sched, max_steps=4)
     trainer.train()
     steps = [h for h in trainer.state.log_history if "snooze/train/groups" in h]
-    assert [h["snooze/train/groups"] for h in steps] == [1.0] * 4 and [h["snooze/gen/rounds"] for h in steps] == [1.0] * 4
+    assert [h["snooze/train/groups"] for h in steps] == [1.0] * 4 and [h["snooze/gen/rounds"] for h in steps] == [
+        1.0
+    ] * 4
 
 
 def test_a_trainer_built_the_same_way_resumes_its_own_scheduler(model_name: str, tmp_path: Path) -> None:

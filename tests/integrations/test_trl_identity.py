@@ -44,10 +44,23 @@ def _run(model: str, snooze: bool, tmp: Path, extra: dict[str, Any]) -> tuple[An
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
     torch.set_num_threads(1)
-    args = GRPOConfig(output_dir=str(tmp / ("snooze" if snooze else "trl")), learning_rate=0.1, per_device_train_batch_size=4,
-                      num_generations=4, max_completion_length=6, max_steps=4, shuffle_dataset=False, seed=0,
-                      report_to="none", use_cpu=True, bf16=False, save_strategy="no", disable_tqdm=True, logging_steps=1,
-                      **extra)  # fmt: skip
+    args = GRPOConfig(
+        output_dir=str(tmp / ("snooze" if snooze else "trl")),
+        learning_rate=0.1,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=4,
+        shuffle_dataset=False,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        save_strategy="no",
+        disable_tqdm=True,
+        logging_steps=1,
+        **extra,
+    )
     seen: list[list[str]] = []
 
     def reward(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
@@ -79,6 +92,10 @@ def test_grpo_policy_is_grpo_trainer_bit_for_bit(config: str, model: str, tmp_pa
     losses = [[h.get("loss") for h in t.state.log_history if "loss" in h] for t in (plain, ours)]
     assert losses[0] == losses[1] and len(losses[0]) == 4
     steps = [h for h in ours.state.log_history if "snooze/train/size" in h]
-    assert len(steps) == 4 // CONFIGS[config].get("num_iterations", 1) and all(h["snooze/train/size"] == h["snooze/gen/groups"] for h in steps)  # every group trained
-    zero = sum(h["snooze/gen/groups"] - h["snooze/train/groups"] for h in ours.state.log_history if "snooze/gen/groups" in h)
+    assert len(steps) == 4 // CONFIGS[config].get("num_iterations", 1) and all(
+        h["snooze/train/size"] == h["snooze/gen/groups"] for h in steps
+    )  # every group trained
+    zero = sum(
+        h["snooze/gen/groups"] - h["snooze/train/groups"] for h in ours.state.log_history if "snooze/gen/groups" in h
+    )
     assert zero > 0  # zero-spread groups among them

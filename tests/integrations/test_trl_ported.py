@@ -51,14 +51,31 @@ def _one_thread() -> None:
 def _args(tmp: Path, **kw: Any) -> Any:
     from trl import GRPOConfig
 
-    base = {"output_dir": str(tmp), "learning_rate": 0.1, "per_device_train_batch_size": 3, "num_generations": 3,
-            "max_completion_length": 8, "report_to": "none", "use_cpu": True, "bf16": False, "max_steps": 3,
-            "disable_tqdm": True, "save_strategy": "no"}  # fmt: skip
+    base = {
+        "output_dir": str(tmp),
+        "learning_rate": 0.1,
+        "per_device_train_batch_size": 3,
+        "num_generations": 3,
+        "max_completion_length": 8,
+        "report_to": "none",
+        "use_cpu": True,
+        "bf16": False,
+        "max_steps": 3,
+        "disable_tqdm": True,
+        "save_strategy": "no",
+    }
     return GRPOConfig(**{**base, **kw})
 
 
-def _trainer(names: dict[str, str], tmp: Path, monkeypatch: pytest.MonkeyPatch, *, reward: Any = None,
-             data: Any = None, **kw: Any) -> tuple[Any, tiny.Trace]:  # fmt: skip
+def _trainer(
+    names: dict[str, str],
+    tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    reward: Any = None,
+    data: Any = None,
+    **kw: Any,
+) -> tuple[Any, tiny.Trace]:
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
     extra = {k: kw.pop(k) for k in ("eval_dataset", "reward_processing_classes", "snooze_config") if k in kw}
@@ -92,13 +109,29 @@ def reward_unique(completions: list[Any], **kwargs: Any) -> list[float]:
 CONFIG_CASES = {
     "test_train": {},
     "test_train_loss_types[bnpo]": {"loss_type": "bnpo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
-    "test_train_loss_types[dr_grpo]": {"loss_type": "dr_grpo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
+    "test_train_loss_types[dr_grpo]": {
+        "loss_type": "dr_grpo",
+        "max_completion_length": 32,
+        "gradient_accumulation_steps": 2,
+    },
     "test_train_loss_types[dapo]": {"loss_type": "dapo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
-    "test_train_loss_types[cispo]": {"loss_type": "cispo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
+    "test_train_loss_types[cispo]": {
+        "loss_type": "cispo",
+        "max_completion_length": 32,
+        "gradient_accumulation_steps": 2,
+    },
     "test_train_loss_types[sapo]": {"loss_type": "sapo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
-    "test_train_loss_types[luspo]": {"loss_type": "luspo", "importance_sampling_level": "sequence",
-                                     "max_completion_length": 32, "gradient_accumulation_steps": 2},
-    "test_train_loss_types[vespo]": {"loss_type": "vespo", "max_completion_length": 32, "gradient_accumulation_steps": 2},
+    "test_train_loss_types[luspo]": {
+        "loss_type": "luspo",
+        "importance_sampling_level": "sequence",
+        "max_completion_length": 32,
+        "gradient_accumulation_steps": 2,
+    },
+    "test_train_loss_types[vespo]": {
+        "loss_type": "vespo",
+        "max_completion_length": 32,
+        "gradient_accumulation_steps": 2,
+    },
     "test_train_multiple_iterations": {"num_iterations": 2},
     "test_train_beta_non_zero": {"beta": 0.1},
     "test_train_with_pad_to_multiple_of": {"pad_to_multiple_of": 8},
@@ -109,10 +142,11 @@ CONFIG_CASES = {
     "test_train_scale_rewards[none]": {"scale_rewards": "none"},
     "test_train_num_generations_larger_than_batch_size": {"num_generations": 6, "gradient_accumulation_steps": 2},
     "test_train_delta_clipping": {"delta": 2.0},
-    "test_train_with_generation_kwargs": {"generation_kwargs": {"do_sample": True, "top_k": 50, "num_beams": 2,
-                                                                "length_penalty": -0.1}},
+    "test_train_with_generation_kwargs": {
+        "generation_kwargs": {"do_sample": True, "top_k": 50, "num_beams": 2, "length_penalty": -0.1}
+    },
     "test_train_sequence_importance_sampling": {"num_iterations": 2, "importance_sampling_level": "sequence"},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("case", list(CONFIG_CASES))
@@ -122,7 +156,9 @@ def test_trl_case(case: str, names: dict[str, str], tmp_path: Path, monkeypatch:
     it generated rather than what the scheduler kept would fail the Trace."""
     args = _args(tmp_path, **CONFIG_CASES[case])
     B = args.generation_batch_size // args.num_generations  # prompts a generation takes
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, snooze_config={"gen_batch_size": 2 * B}, **CONFIG_CASES[case])
+    trainer, trace = _trainer(
+        names, tmp_path, monkeypatch, snooze_config={"gen_batch_size": 2 * B}, **CONFIG_CASES[case]
+    )
     _train_and_check(trainer, trace)
     steps = [h for h in trainer.state.log_history if "snooze/gen/groups" in h]
     assert steps and all(h["snooze/gen/groups"] == 2 * B and h["snooze/surplus/discarded"] == B for h in steps)
@@ -131,7 +167,9 @@ def test_trl_case(case: str, names: dict[str, str], tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.parametrize("conversational", [False, True], ids=["standard_prompt_only", "conversational_prompt_only"])
-def test_train_dataset_format(conversational: bool, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_dataset_format(
+    conversational: bool, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trainer, trace = _trainer(names, tmp_path, monkeypatch, data=tiny.prompts(conversational))
     _train_and_check(trainer, trace)
     first = trace.steps[0]["batch"].candidates[0].record["prompt"]
@@ -153,11 +191,17 @@ def test_init_minimal(names: dict[str, str], tmp_path: Path, monkeypatch: pytest
     assert len(trainer.scheduler.sources[0]) == len(tiny.LINES)
 
 
-@pytest.mark.parametrize("case", ["test_train_with_eval", "test_train_with_num_generations_eval", "test_train_eval_on_start"])
+@pytest.mark.parametrize(
+    "case", ["test_train_with_eval", "test_train_with_num_generations_eval", "test_train_eval_on_start"]
+)
 def test_train_with_eval(case: str, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kw: dict[str, Any] = {"per_device_eval_batch_size": 3, "eval_strategy": "steps", "eval_steps": 2}
-    kw.update({"test_train_with_num_generations_eval": {"num_generations_eval": 1},
-               "test_train_eval_on_start": {"loss_type": "grpo", "eval_on_start": True}}.get(case, {}))  # fmt: skip
+    kw.update(
+        {
+            "test_train_with_num_generations_eval": {"num_generations_eval": 1},
+            "test_train_eval_on_start": {"loss_type": "grpo", "eval_on_start": True},
+        }.get(case, {})
+    )
     trainer, trace = _trainer(names, tmp_path, monkeypatch, eval_dataset=tiny.prompts(lines=tiny.TEST_LINES), **kw)
     trainer.train()  # TRL asserts nothing here; ours: evaluation ran on TRL's path, training on the scheduler's
     evals = [h["step"] for h in trainer.state.log_history if "eval_loss" in h]
@@ -168,13 +212,23 @@ def test_train_with_eval(case: str, names: dict[str, str], tmp_path: Path, monke
 
 
 def test_train_different_reward_model(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=tiny.reward_model(seed=7), data=tiny.prompts(True),
-                              reward_processing_classes=tiny.tokenizer())  # fmt: skip
+    trainer, trace = _trainer(
+        names,
+        tmp_path,
+        monkeypatch,
+        reward=tiny.reward_model(seed=7),
+        data=tiny.prompts(True),
+        reward_processing_classes=tiny.tokenizer(),
+    )
     _train_and_check(trainer, trace)
 
 
-@pytest.mark.parametrize("conversational", [False, True], ids=["test_train_reward_func_standard", "test_train_reward_func_conversational"])
-def test_train_reward_func(conversational: bool, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "conversational", [False, True], ids=["test_train_reward_func_standard", "test_train_reward_func_conversational"]
+)
+def test_train_reward_func(
+    conversational: bool, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=tiny.reward_len, data=tiny.prompts(conversational))
     _train_and_check(trainer, trace)
     assert trainer.scheduler.config.out_of_range == "accept"  # lengths lie outside [0, 1]: recorded as they are
@@ -186,7 +240,9 @@ def test_train_multiple_reward_funcs(names: dict[str, str], tmp_path: Path, monk
     _train_and_check(trainer, trace)
 
 
-def test_train_sync_and_async_reward_funcs(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_sync_and_async_reward_funcs(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def ones(completions: list[Any], **kwargs: Any) -> list[float]:
         return [1 for _ in completions]
 
@@ -198,7 +254,9 @@ def test_train_sync_and_async_reward_funcs(names: dict[str, str], tmp_path: Path
     _train_and_check(trainer, trace)
 
 
-def test_train_multiple_reward_funcs_with_None_output(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_multiple_reward_funcs_with_None_output(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def not_applicable(completions: list[Any], **kwargs: Any) -> list[None]:
         return [None] * len(completions)
 
@@ -206,11 +264,20 @@ def test_train_multiple_reward_funcs_with_None_output(names: dict[str, str], tmp
     _train_and_check(trainer, trace)
 
 
-def test_train_multiple_reward_funcs_with_weights(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=[tiny.reward_len, reward_unique], reward_weights=[0.7, 0.3])
+def test_train_multiple_reward_funcs_with_weights(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trainer, trace = _trainer(
+        names, tmp_path, monkeypatch, reward=[tiny.reward_len, reward_unique], reward_weights=[0.7, 0.3]
+    )
     _train_and_check(trainer, trace)
     last = trainer.state.log_history[-1]
-    for key in ("rewards/reward_len/mean", "rewards/reward_len/std", "rewards/reward_unique/mean", "rewards/reward_unique/std"):
+    for key in (
+        "rewards/reward_len/mean",
+        "rewards/reward_len/std",
+        "rewards/reward_unique/mean",
+        "rewards/reward_unique/std",
+    ):
         assert key in last
     # ours: the scheduler was given TRL's weighted sum, and its range is the weights' (each function in [0, 1])
     assert trainer.scheduler.config.reward_range == (0.0, 1.0)
@@ -221,15 +288,24 @@ def test_train_multiple_reward_funcs_with_weights(names: dict[str, str], tmp_pat
 
 
 @pytest.mark.parametrize("aggregation", ["sum_then_normalize", "normalize_then_sum"])
-def test_reward_metric_reflects_reward_weights(aggregation: str, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reward_metric_reflects_reward_weights(
+    aggregation: str, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def one(completions: list[Any], **kwargs: Any) -> list[float]:
         return [1.0] * len(completions)
 
     def zero(completions: list[Any], **kwargs: Any) -> list[float]:
         return [0.0] * len(completions)
 
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=[one, zero], reward_weights=[0.7, 0.3],
-                              multi_objective_aggregation=aggregation, max_steps=2)  # fmt: skip
+    trainer, trace = _trainer(
+        names,
+        tmp_path,
+        monkeypatch,
+        reward=[one, zero],
+        reward_weights=[0.7, 0.3],
+        multi_objective_aggregation=aggregation,
+        max_steps=2,
+    )
     before = tiny.snapshot(trainer.model)
     trainer.train()
     trace.check()  # nothing handed to TRL but inert rows
@@ -242,12 +318,16 @@ def test_reward_metric_reflects_reward_weights(aggregation: str, names: dict[str
     assert len(tiny.changed(before, trainer.model)) == len(before)
 
 
-def test_train_multiple_mixed_reward_funcs(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_multiple_mixed_reward_funcs(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=[tiny.reward_len, names["reward"]])
     _train_and_check(trainer, trace)
 
 
-def test_train_reward_func_additional_column(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_reward_func_additional_column(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tiny.prompts()
     data = data.add_column("some_values", list(range(len(data))))
     seen: list[tuple[str, int]] = []
@@ -270,14 +350,22 @@ def test_train_with_sync_ref_model(names: dict[str, str], tmp_path: Path, monkey
     assert not tiny.changed(ref_before, trainer.ref_model), "Ref Parameter has not changed."
 
 
-def test_train_normalize_then_sum_aggregation(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=[tiny.reward_len, reward_unique],
-                              multi_objective_aggregation="normalize_then_sum")  # fmt: skip
+def test_train_normalize_then_sum_aggregation(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trainer, trace = _trainer(
+        names,
+        tmp_path,
+        monkeypatch,
+        reward=[tiny.reward_len, reward_unique],
+        multi_objective_aggregation="normalize_then_sum",
+    )
     _train_and_check(trainer, trace)
 
 
-def test_warning_raised_all_rewards_none(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_warning_raised_all_rewards_none(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     def always_none(completions: list[Any], **kwargs: Any) -> list[None]:
         return [None] * len(completions)
 
@@ -290,7 +378,9 @@ def test_warning_raised_all_rewards_none(names: dict[str, str], tmp_path: Path, 
     assert step["snooze/groups/too_hard"] == step["snooze/gen/groups"] > 0 and step["snooze/train/groups"] == 0
 
 
-def test_train_with_reward_func_accessing_trainer_state(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_with_reward_func_accessing_trainer_state(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     steps: list[int] = []
 
     def reward_func(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -305,7 +395,9 @@ def test_train_with_reward_func_accessing_trainer_state(names: dict[str, str], t
     assert sorted(set(steps)) == [0, 1, 2]  # ours: every round of step k is scored at global step k
 
 
-def test_train_reward_func_with_log_extra(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_reward_func_with_log_extra(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def reward_func(completions: list[Any], **kwargs: Any) -> list[float]:
         log_extra = kwargs.get("log_extra")
         assert log_extra is not None
@@ -318,7 +410,9 @@ def test_train_reward_func_with_log_extra(names: dict[str, str], tmp_path: Path,
     trace.check()
 
 
-def test_train_reward_func_with_log_metric(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_train_reward_func_with_log_metric(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def reward_func(completions: list[Any], **kwargs: Any) -> list[float]:
         log_metric = kwargs.get("log_metric")
         assert log_metric is not None
@@ -331,15 +425,26 @@ def test_train_reward_func_with_log_metric(names: dict[str, str], tmp_path: Path
     trace.check()
 
 
-def test_prepare_input_called_with_correct_data(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_input_called_with_correct_data(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """TRL's data-order test, on 12 rows where TRL's has 17 (both give two generation batches of 6 prompts an
     epoch). TRL inspects the dataloader's batches, which the adapter does not train on; ours inspects the
     prompts the scheduler had generated: with shuffle_dataset=False, the dataset's order."""
     from trl import GRPOTrainer
 
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, gradient_accumulation_steps=3, steps_per_generation=4,
-                              num_generations=4, per_device_train_batch_size=6, num_iterations=2,
-                              shuffle_dataset=False, max_steps=-1)  # fmt: skip
+    trainer, trace = _trainer(
+        names,
+        tmp_path,
+        monkeypatch,
+        gradient_accumulation_steps=3,
+        steps_per_generation=4,
+        num_generations=4,
+        per_device_train_batch_size=6,
+        num_iterations=2,
+        shuffle_dataset=False,
+        max_steps=-1,
+    )
     first = [{"prompt": p} for p in tiny.LINES[:6] for _ in range(4)]
     second = [{"prompt": p} for p in tiny.LINES[6:] for _ in range(4)]
     with patch.object(GRPOTrainer, "training_step", wraps=trainer.training_step) as mock_prepare:
@@ -361,21 +466,27 @@ def test_train_with_iterable_dataset(names: dict[str, str], tmp_path: Path, monk
     from datasets import Dataset
 
     stream = tiny.prompts().to_iterable_dataset()
-    with pytest.raises(snooze.IntegrationError, match=r"streaming dataset \(IterableDataset\).*Dataset.from_list\(list\(stream\)\)"):
+    with pytest.raises(
+        snooze.IntegrationError, match=r"streaming dataset \(IterableDataset\).*Dataset.from_list\(list\(stream\)\)"
+    ):
         _trainer(names, tmp_path, monkeypatch, data=stream, max_steps=4)
     trainer, trace = _trainer(names, tmp_path, monkeypatch, data=Dataset.from_list(list(stream)), max_steps=4)
     _train_and_check(trainer, trace)
 
 
-def test_warning_raised_sequence_level_with_token_summed_loss(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_warning_raised_sequence_level_with_token_summed_loss(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level("WARNING", logger="trl.trainer.grpo_trainer"):
-        _trainer(names, tmp_path, monkeypatch, reward=tiny.reward_len, importance_sampling_level="sequence", loss_type="dapo")
+        _trainer(
+            names, tmp_path, monkeypatch, reward=tiny.reward_len, importance_sampling_level="sequence", loss_type="dapo"
+        )
     assert "weights each sequence by its completion length" in caplog.text
 
 
-def test_the_policy_decides_nothing_trl_trains_on_differs(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_the_policy_decides_nothing_trl_trains_on_differs(
+    names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     """A case of ours beside TRL's: training under dynamic_sampling, two prompts a round, with a reward that is
     constant for every other prompt: those groups are never handed to TRL."""
     solved = set(tiny.LINES[::2])
@@ -383,8 +494,14 @@ def test_the_policy_decides_nothing_trl_trains_on_differs(names: dict[str, str],
     def reward(prompts: list[str], completions: list[str], **kwargs: Any) -> list[float]:
         return [1.0 if p in solved else float(len(c) % 2) for p, c in zip(prompts, completions)]
 
-    trainer, trace = _trainer(names, tmp_path, monkeypatch, reward=reward, per_device_train_batch_size=6,
-                              snooze_config={"policy": "dynamic_sampling"})  # 2 prompts a round  # fmt: skip
+    trainer, trace = _trainer(
+        names,
+        tmp_path,
+        monkeypatch,
+        reward=reward,
+        per_device_train_batch_size=6,
+        snooze_config={"policy": "dynamic_sampling"},
+    )  # 2 prompts a round
     trainer.train()
     trace.check()
     trained = {c.record["prompt"] for s in trace.steps for c in s["batch"].candidates}

@@ -153,7 +153,9 @@ def test_a_state_one_process_cannot_read_stops_every_process_and_keeps_the_log(r
     rank 0 saw only gloo's "Connection closed by peer")."""
     ranks = _ranks(runs, "damaged")
     for r in ranks:
-        assert "state_loaded: rank 0 1 vs rank 1 0" in r["error"] and "could not read it and logged why" in r["error"], r["error"]
+        assert (
+            "state_loaded: rank 0 1 vs rank 1 0" in r["error"] and "could not read it and logged why" in r["error"]
+        ), r["error"]
         assert r["steps"] == []
     assert ranks[1]["cause"].startswith("StateError(") and "simulated damage" in ranks[1]["cause"]
     before, after = ranks[0]["log_lines"]

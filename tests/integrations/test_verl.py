@@ -90,7 +90,10 @@ def test_verl_builds_the_snooze_trainer_and_replay_buffer_from_its_own_config(tm
     cfg = trainer.snooze.config
     assert (cfg.batch_size, cfg.group_size, cfg.gen_size, cfg.policy, cfg.options.factor) == (B, G, B, "snooze", 5)
     assert cfg.weights == {"gsm": 4.0, "math": 2.0}  # row counts: verl's own uniform sampling over rows
-    assert isinstance(trainer.train_dataloader, SnoozePromptLoader) and trainer.snooze.scheduler.names == ["gsm", "math"]
+    assert isinstance(trainer.train_dataloader, SnoozePromptLoader) and trainer.snooze.scheduler.names == [
+        "gsm",
+        "math",
+    ]
     assert trainer.snooze.options.reward_log == tmp_path / "ckpt" / "snooze_rewards.jsonl"
 
 
@@ -147,8 +150,11 @@ def test_control_verls_own_dapo_filter_hides_easy_groups_so_they_are_never_snooz
         batch, metrics = dapo.sample(global_steps=trainer.global_steps, partition_id="train", batch_size=B)
         evicted += metrics.get("training/filter_groups/evicted_samples", 0)
         seen = [u for u in run.open if any(k.startswith(u) for k in batch.keys)]  # what passed the filter
-        data = tq.kv_batch_get(keys=[f"{u}_{s}_0" for u in seen for s in range(G)], partition_id="train",
-                               select_fields=["rm_scores", "data_source", "extra_info"])
+        data = tq.kv_batch_get(
+            keys=[f"{u}_{s}_0" for u in seen for s in range(G)],
+            partition_id="train",
+            select_fields=["rm_scores", "data_source", "extra_info"],
+        )
         rewards = np.array([float(t.sum()) for t in data["rm_scores"]]).reshape(len(seen), G)
         keys = [(str(data["data_source"][i * G]), data["extra_info"][i * G]["index"]) for i in range(len(seen))]
         run.report(seen, keys, rewards)
@@ -158,14 +164,18 @@ def test_control_verls_own_dapo_filter_hides_easy_groups_so_they_are_never_snooz
     submitted = [k for sub in rollout.submitted for k in sub]
     assert evicted == sum(submitted.count(k) for k in EASY) > 0  # DAPO dropped every easy group it got
     assert all(submitted.count(k) >= 2 for k in EASY)  # drawn again and again
-    assert run.scheduler.metrics()["snooze/asleep"] == 0 and run.scheduler.metrics()["total/gen_groups"] < len(submitted)
+    assert run.scheduler.metrics()["snooze/asleep"] == 0 and run.scheduler.metrics()["total/gen_groups"] < len(
+        submitted
+    )
 
 
 def test_generation_is_bounded_by_max_gen_rounds(tmp_path: Path) -> None:
     rows = [("gsm", 0), ("gsm", 2), ("gsm", 1), ("gsm", 5)]  # two easy prompts, two with signal
     rollout = Rollout(rule=lambda key, s: 1.0 if key in EASY or key == ("gsm", 5) else float(s % 2))
     data = make_parquet(tmp_path, rows)
-    trainer = build_trainer(compose(tmp_path, data=data, snooze={"max_gen_rounds": 2, "policy": "dynamic_sampling"}), rollout)
+    trainer = build_trainer(
+        compose(tmp_path, data=data, snooze={"max_gen_rounds": 2, "policy": "dynamic_sampling"}), rollout
+    )
     batch, metrics = step(trainer)
     assert metrics["snooze/gen/rounds"] <= 2 and len(rollout.submitted) == metrics["snooze/gen/rounds"]
     assert metrics["snooze/train/groups"] == len({k.split("_")[0] for k in batch.keys}) <= B
@@ -202,7 +212,9 @@ def test_a_group_of_the_wrong_size_is_refused_and_nothing_is_recorded(tmp_path: 
     rollout.sessions = {key: G - 1 for key in ROWS}  # an agent loop that ran n-1 rollouts
     trainer.prepare_step()  # the round is issued and generated
     before = trainer.snooze.scheduler.state_dict()
-    with pytest.raises(snooze.IntegrationError, match=f"finished with {G - 1} rollouts but the scheduler's group_size is {G}"):
+    with pytest.raises(
+        snooze.IntegrationError, match=f"finished with {G - 1} rollouts but the scheduler's group_size is {G}"
+    ):
         trainer.replay_buffer.sample(global_steps=1, partition_id="train", batch_size=B)
     after = trainer.snooze.scheduler.state_dict()
     assert after["meta"] == before["meta"] and after["arrays"].keys() == before["arrays"].keys()
@@ -235,7 +247,10 @@ def test_failed_groups_are_withdrawn_and_replaced(tmp_path: Path) -> None:
     trainer = build_trainer(compose(tmp_path), rollout)
     rollout.fail = {("gsm", 1), ("gsm", 3)}
     batch, metrics = step(trainer)
-    assert metrics["snooze/gen/cancelled"] >= 1 and len({k.split("_")[0] for k in batch.keys}) == metrics["snooze/train/groups"]
+    assert (
+        metrics["snooze/gen/cancelled"] >= 1
+        and len({k.split("_")[0] for k in batch.keys}) == metrics["snooze/train/groups"]
+    )
     assert not rollout.fail & set(_keys(batch))
 
 
@@ -254,7 +269,11 @@ def test_state_round_trips_through_verls_checkpoint_folder(tmp_path: Path) -> No
     assert (folder / "data.pt").exists() and (folder / "snooze" / "LATEST").exists()
     assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text() == "2"
     assert torch.load(folder / "data.pt", weights_only=True) == {
-        "format": "snooze.verl.prompts", "version": 1, "step": 2, "state_dir": "snooze"}
+        "format": "snooze.verl.prompts",
+        "version": 1,
+        "step": 2,
+        "state_dir": "snooze",
+    }
     snapshot = trainer.snooze.scheduler.state_dict()
     step(trainer)  # step 3 of the first run
     expected = rollout.submitted[-1]
@@ -308,7 +327,9 @@ def test_async_modes_are_refused_with_the_reason(tmp_path: Path, mode: str) -> N
 def test_a_scheduler_field_of_the_wrong_type_is_the_configs_error_not_a_feature_refusal(tmp_path: Path) -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    with pytest.raises(snooze.ConfigError, match="carry_surplus='abc'.*True or False"):  # was "carry_surplus=True is not supported"
+    with pytest.raises(
+        snooze.ConfigError, match="carry_surplus='abc'.*True or False"
+    ):  # was "carry_surplus=True is not supported"
         get_trainer_cls("snooze")(config=compose(tmp_path, "+trainer.v1.snooze.carry_surplus=abc"))
 
 
@@ -335,8 +356,12 @@ def _documented_command(tmp_path: Path) -> list[str]:
     words = shlex.split(block.replace("\\\n", " "))
     assert words[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
     data = make_parquet(tmp_path)
-    subs = {"$DATA/gsm8k/train.parquet": str(data), "$DATA/gsm8k/test.parquet": str(data),
-            "$MODEL": str(tmp_path / "model"), "$RUN": str(tmp_path / "run")}
+    subs = {
+        "$DATA/gsm8k/train.parquet": str(data),
+        "$DATA/gsm8k/test.parquet": str(data),
+        "$MODEL": str(tmp_path / "model"),
+        "$RUN": str(tmp_path / "run"),
+    }
     out = []
     for word in words[3:]:
         for old, new in subs.items():
@@ -361,11 +386,19 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
     make_model_dir(tmp_path)
     with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
         config = hydra_compose("ppo_trainer", overrides=_documented_command(tmp_path))
-    validate_config(config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config))  # as main()
+    validate_config(
+        config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+    )  # as main()
     trainer = get_trainer_cls(config.trainer.v1.trainer_mode)(config=config)
     trainer._init_tokenizer()
     trainer._init_dataloader()
     cfg = trainer.snooze.config
     assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.options.factor, cfg.max_gen_rounds) == (
-        256, 256, 8, "snooze", 5, 8)
+        256,
+        256,
+        8,
+        "snooze",
+        5,
+        8,
+    )
     assert trainer.snooze.options.reward_log == tmp_path / "run" / "ckpt" / "snooze_rewards.jsonl"

@@ -45,8 +45,9 @@ def _data(tmp: Path) -> Path:
 def _trainer(tmp: Path, *overrides: str) -> Any:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    config = compose(tmp, "data.max_prompt_length=16", "data.filter_overlong_prompts_workers=1", *overrides,
-                     data=_data(tmp))
+    config = compose(
+        tmp, "data.max_prompt_length=16", "data.filter_overlong_prompts_workers=1", *overrides, data=_data(tmp)
+    )
     trainer = get_trainer_cls("snooze")(config=config)
     trainer._init_tokenizer()
     trainer._init_dataloader()
@@ -64,7 +65,9 @@ def _issued(trainer: Any, rounds: int) -> list[tuple[str, Any]]:
     out = []
     for _ in range(rounds):
         batch = next(it)
-        out += [(str(s), dict(getattr(e, "data", e))["index"]) for s, e in zip(batch["data_source"], batch["extra_info"])]
+        out += [
+            (str(s), dict(getattr(e, "data", e))["index"]) for s, e in zip(batch["data_source"], batch["extra_info"])
+        ]
     trainer.snooze._unbound.clear()
     return out
 
@@ -81,8 +84,13 @@ def test_filtered_overlong_prompts_are_not_issued(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_a_sample_of_the_rows_train_max_samples_is_what_is_issued(tmp_path: Path, shuffle: bool) -> None:
-    trainer = _trainer(tmp_path, "data.filter_overlong_prompts=False", "data.train_max_samples=4",
-                       f"data.shuffle={shuffle}", "data.seed=3")
+    trainer = _trainer(
+        tmp_path,
+        "data.filter_overlong_prompts=False",
+        "data.train_max_samples=4",
+        f"data.shuffle={shuffle}",
+        "data.seed=3",
+    )
     rows = _verl_rows(trainer.train_dataset)
     assert len(rows) == 4
     if shuffle:
@@ -94,8 +102,9 @@ def test_a_sample_of_the_rows_train_max_samples_is_what_is_issued(tmp_path: Path
 
 
 def test_sample_then_filter_together(tmp_path: Path) -> None:
-    trainer = _trainer(tmp_path, "data.filter_overlong_prompts=True", "data.train_max_samples=6",
-                       "data.shuffle=True", "data.seed=1")
+    trainer = _trainer(
+        tmp_path, "data.filter_overlong_prompts=True", "data.train_max_samples=6", "data.shuffle=True", "data.seed=1"
+    )
     rows = _verl_rows(trainer.train_dataset)
     assert not LONG & set(rows) and 4 <= len(rows) <= 6
     assert set(_issued(trainer, (len(rows) + 1) // 2)) == set(rows)  # every row verl kept, nothing else
@@ -149,7 +158,9 @@ def test_the_import_guard_checks_signatures_not_just_names() -> None:
         ("trainer.resume_mode=resume_path", "must be the path of a global_step_N folder"),  # was verl's assert
     ],
 )
-def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(tmp_path: Path, override: str, match: str) -> None:
+def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(
+    tmp_path: Path, override: str, match: str
+) -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
     with pytest.raises(snooze.IntegrationError, match=match):
@@ -198,13 +209,17 @@ def test_the_gpu_recipe_script_composes_validates_and_builds(tmp_path: Path) -> 
     bin_dir, argv = tmp_path / "bin", tmp_path / "argv.json"
     bin_dir.mkdir()
     (bin_dir / "python3").write_text(
-        f"#!/bin/sh\nexec {sys.executable} -c 'import json, sys; json.dump(sys.argv[1:], open(\"{argv}\", \"w\"))' \"$@\"\n")
+        f'#!/bin/sh\nexec {sys.executable} -c \'import json, sys; json.dump(sys.argv[1:], open("{argv}", "w"))\' "$@"\n'
+    )
     (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     bad = subprocess.run(["bash", str(script), str(model)], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr and not argv.exists()
-    subprocess.run(["bash", str(script), str(model), str(data), str(tmp_path / "run"), "trainer.total_training_steps=3"],
-                   env=env, check=True)
+    subprocess.run(
+        ["bash", str(script), str(model), str(data), str(tmp_path / "run"), "trainer.total_training_steps=3"],
+        env=env,
+        check=True,
+    )
     words = json.loads(argv.read_text())
     assert words[:2] == ["-m", "verl.trainer.main_ppo"] and words[-1] == "trainer.total_training_steps=3"
     with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):

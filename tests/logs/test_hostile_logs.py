@@ -32,7 +32,9 @@ LINES = {
 @pytest.mark.parametrize("reader", READERS)
 def test_a_fifo_in_place_of_a_log_is_a_data_error_not_a_hang(tmp_path: Path, reader: str) -> None:
     os.mkfifo(tmp_path / "log.jsonl")
-    with pytest.raises(snooze.DataError, match=r"log.jsonl: cannot be read \(is a named pipe \(FIFO\), not a regular file\)"):
+    with pytest.raises(
+        snooze.DataError, match=r"log.jsonl: cannot be read \(is a named pipe \(FIFO\), not a regular file\)"
+    ):
         READERS[reader](tmp_path / "log.jsonl")
     assert (tmp_path / "log.jsonl").is_fifo()
 
@@ -49,31 +51,42 @@ def test_a_hostile_json_line_is_a_data_error_naming_the_line(tmp_path: Path, rea
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]
 
 
-@pytest.mark.parametrize(("rewards", "why"), [
-    ("[0, 1%s]" % ("0" * 400), "rollout 1: an integer of 1329 bits is too large for a float"),
-    ("[0, -1%s]" % ("0" * 400), "rollout 1: an integer of 1329 bits is too large for a float"),
-    ("[0, 1e400]", r"rollout 1: inf is not finite"),
-])  # fmt: skip
-def test_a_reward_too_large_for_a_float_is_a_data_error_naming_line_and_field(tmp_path: Path, rewards: str, why: str) -> None:
+@pytest.mark.parametrize(
+    ("rewards", "why"),
+    [
+        ("[0, 1%s]" % ("0" * 400), "rollout 1: an integer of 1329 bits is too large for a float"),
+        ("[0, -1%s]" % ("0" * 400), "rollout 1: an integer of 1329 bits is too large for a float"),
+        ("[0, 1e400]", r"rollout 1: inf is not finite"),
+    ],
+)
+def test_a_reward_too_large_for_a_float_is_a_data_error_naming_line_and_field(
+    tmp_path: Path, rewards: str, why: str
+) -> None:
     path = tmp_path / "log.jsonl"
     path.write_text(GOOD + f'{{"step": 0, "dataset": "a", "id": 2, "rewards": {rewards}}}\n')
     with pytest.raises(snooze.DataError, match=f"log.jsonl, line 2, field 'rewards': {why}"):
         read_reward_log(path)
 
 
-@pytest.mark.parametrize(("field", "line"), [
-    ("dataset", '{"step": 0, "dataset": "a\\ud800", "id": 1, "rewards": [0, 1]}\n'),
-    ("id", '{"step": 0, "dataset": "a", "id": "q\\udfff", "rewards": [0, 1]}\n'),
-])  # fmt: skip
-def test_a_lone_surrogate_in_a_reward_log_is_a_data_error_naming_the_line(tmp_path: Path, field: str, line: str) -> None:
+@pytest.mark.parametrize(
+    ("field", "line"),
+    [
+        ("dataset", '{"step": 0, "dataset": "a\\ud800", "id": 1, "rewards": [0, 1]}\n'),
+        ("id", '{"step": 0, "dataset": "a", "id": "q\\udfff", "rewards": [0, 1]}\n'),
+    ],
+)
+def test_a_lone_surrogate_in_a_reward_log_is_a_data_error_naming_the_line(
+    tmp_path: Path, field: str, line: str
+) -> None:
     path = tmp_path / "log.jsonl"
     path.write_text(GOOD + line)
     with pytest.raises(snooze.DataError, match=f"log.jsonl, line 2, field '{field}': .* holds a lone surrogate"):
         read_reward_log(path)
 
 
-def test_a_cut_back_that_fails_on_a_full_disk_leaves_the_log_and_no_temporary_file(tmp_path: Path,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cut_back_that_fails_on_a_full_disk_leaves_the_log_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "log.jsonl"
     path.write_text(GOOD + GOOD.replace('"step": 0', '"step": 1'))
     before = path.read_bytes()
@@ -83,7 +96,9 @@ def test_a_cut_back_that_fails_on_a_full_disk_leaves_the_log_and_no_temporary_fi
 
     with monkeypatch.context() as mp:
         mp.setattr(os, "fsync", full)
-        with pytest.raises(snooze.DataError, match="log.jsonl: the log could not be cut back to step 1 .*No space left"):
+        with pytest.raises(
+            snooze.DataError, match="log.jsonl: the log could not be cut back to step 1 .*No space left"
+        ):
             truncate_log(path, 1)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]
     assert truncate_log(path, 1) == 1 and path.read_text() == GOOD  # and the next cut-back works

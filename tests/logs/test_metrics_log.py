@@ -52,7 +52,10 @@ def test_writer_appends_flushed_lines_with_non_finite_numbers_as_null(tmp_path: 
         assert json.loads(path.read_text()) == {"step": 0, "train/loss": None, "efficiency": 0.5}  # flushed at once
     with MetricsLogWriter(path) as log:  # a resumed run appends
         log.write({"step": 1, "train/loss": math.inf})
-    assert read_metrics(path.parent) == [{"step": 0, "train/loss": None, "efficiency": 0.5}, {"step": 1, "train/loss": None}]
+    assert read_metrics(path.parent) == [
+        {"step": 0, "train/loss": None, "efficiency": 0.5},
+        {"step": 1, "train/loss": None},
+    ]
     assert truncate_log(path, 1) == 1 and read_metrics(path) == [{"step": 0, "train/loss": None, "efficiency": 0.5}]
 
 

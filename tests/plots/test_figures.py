@@ -177,7 +177,10 @@ def test_figure3_marks_where_an_arm_ran_out_of_data() -> None:
     import matplotlib.pyplot as plt
 
     def recs(steps: int) -> list[dict]:
-        return [{"step": t, "train/size": 4, "dataset/easy:r/batch_frac": 0.5, "dataset/hard:r/batch_frac": 0.5} for t in range(steps)]
+        return [
+            {"step": t, "train/size": 4, "dataset/easy:r/batch_frac": 0.5, "dataset/hard:r/batch_frac": 0.5}
+            for t in range(steps)
+        ]
 
     fig = figure_mix({"fig3-filter": [recs(12)], "fig3-snooze": [recs(40)]})
     labels = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
@@ -194,18 +197,30 @@ def test_figure4_puts_one_point_per_seed_and_states_the_trade_in_its_title() -> 
     from snooze.plots.tradeoff import final_point
 
     def run(groups: int, acc: float) -> list[dict]:
-        return [{"step": 0, "eval/accuracy": 0.5}, {"step": 1, "total/gen_groups": groups, "total/train_groups": 100, "eval/accuracy": acc}]
+        return [
+            {"step": 0, "eval/accuracy": 0.5},
+            {"step": 1, "total/gen_groups": groups, "total/train_groups": 100, "eval/accuracy": acc},
+        ]
 
-    runs = {"dynamic_sampling": [run(300, 0.80), run(340, 0.82)], "predictive": [run(100, 0.79), run(120, 0.80)], "fig3-snooze": [run(5, 0.1)]}
+    runs = {
+        "dynamic_sampling": [run(300, 0.80), run(340, 0.82)],
+        "predictive": [run(100, 0.79), run(120, 0.80)],
+        "fig3-snooze": [run(5, 0.1)],
+    }
     assert final_point(runs["predictive"][0], "eval/accuracy") == (100.0, 0.79)
     assert final_point([{"step": 0, "eval/accuracy": 0.5}], "eval/accuracy") is None
     fig = figure_tradeoff(runs)
     ax = fig.axes[0]
     offsets = [c.get_offsets() for c in ax.collections if len(c.get_offsets())]
     seeds = sorted(tuple(map(tuple, o.tolist())) for o in offsets if len(o) == 2)
-    assert seeds == [((100.0, 0.79), (120.0, 0.80)), ((300.0, 0.80), (340.0, 0.82))]  # one point per seed; fig3 arms left out
+    assert seeds == [
+        ((100.0, 0.79), (120.0, 0.80)),
+        ((300.0, 0.80), (340.0, 0.82)),
+    ]  # one point per seed; fig3 arms left out
     assert "predictive skipping: 2.91x fewer groups than DAPO, -1.5 points" in ax.get_title()
-    assert len(fig.axes) == 4 and "late accuracy" in fig.axes[1].get_title()  # one evaluation after the base: late = final here
+    assert (
+        len(fig.axes) == 4 and "late accuracy" in fig.axes[1].get_title()
+    )  # one evaluation after the base: late = final here
     assert "predictive skipping: 2.91x fewer groups than DAPO, -1.5 points" in fig.axes[1].get_title()
     plt.close(fig)
 

@@ -95,7 +95,9 @@ class PredictiveModel:
 
     # -- drawing: one encounter at a time --------------------------------------------------------
     def _order(self) -> list[int]:
-        return [int(r) for r in np.random.default_rng([self.seed, dataset_key(self.name), self.epoch]).permutation(self.n)]
+        return [
+            int(r) for r in np.random.default_rng([self.seed, dataset_key(self.name), self.epoch]).permutation(self.n)
+        ]
 
     def draw(self, need: int) -> tuple[list[int], int]:
         """``(issued rows, skipped encounters)`` of one round; after a whole epoch without an issue the

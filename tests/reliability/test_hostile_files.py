@@ -41,18 +41,48 @@ from snooze.core.curriculum import Curriculum
 from snooze.logs import read_metrics, read_reward_log, truncate_log
 from snooze.trainer.checkpoint import committed
 
-HOSTILE = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+HOSTILE = settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 pytestmark = pytest.mark.timeout(300)  # the whole test, all examples: a hang fails it
 
 # -- JSON text, fragment by fragment ------------------------------------------------------------------------
 _NUMBERS = st.one_of(
     st.integers(-5, 5).map(str),
-    st.sampled_from(["1" * 19, "9" * 400, "-" + "9" * 400, "1" * 4300, "1" * 5000, "1e999", "-1e999", "1e-400", "0.5",
-                     "NaN", "Infinity", "-Infinity", "1" + "0" * 308 + ".0", "-0"]),  # fmt: skip
+    st.sampled_from(
+        [
+            "1" * 19,
+            "9" * 400,
+            "-" + "9" * 400,
+            "1" * 4300,
+            "1" * 5000,
+            "1e999",
+            "-1e999",
+            "1e-400",
+            "0.5",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1" + "0" * 308 + ".0",
+            "-0",
+        ]
+    ),
 )
 _STRINGS = st.one_of(
-    st.sampled_from(['"a"', '"b"', '"q1"', '""', '"\\ud800"', '"x\\udfff"', '"\\udbff\\udc00"', '"a\\u0000b"', '"a/b"',
-                     '"' + "z" * 5000 + '"']),  # fmt: skip
+    st.sampled_from(
+        [
+            '"a"',
+            '"b"',
+            '"q1"',
+            '""',
+            '"\\ud800"',
+            '"x\\udfff"',
+            '"\\udbff\\udc00"',
+            '"a\\u0000b"',
+            '"a/b"',
+            '"' + "z" * 5000 + '"',
+        ]
+    ),
     st.text(max_size=8).map(json.dumps),
 )
 _LEAVES = st.one_of(_NUMBERS, _STRINGS, st.sampled_from(["true", "false", "null"]))
@@ -67,7 +97,9 @@ VALUES = st.recursive(
     st.one_of(_LEAVES, _DEEP),
     lambda inner: st.one_of(
         st.lists(inner, max_size=4).map(lambda xs: "[" + ", ".join(xs) + "]"),
-        st.dictionaries(_STRINGS, inner, max_size=3).map(lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"),
+        st.dictionaries(_STRINGS, inner, max_size=3).map(
+            lambda d: "{" + ", ".join(f"{k}: {v}" for k, v in d.items()) + "}"
+        ),
     ),
     max_leaves=6,
 )
@@ -75,6 +107,7 @@ VALUES = st.recursive(
 
 def _object(fields: dict[str, st.SearchStrategy[str]]) -> st.SearchStrategy[str]:
     """A JSON object of these fields, each either its sane value or a hostile one (or left out)."""
+
     def pick(name: str, sane: st.SearchStrategy[str]) -> st.SearchStrategy[str | None]:
         return st.one_of(sane, sane, VALUES, st.none())
 
@@ -92,18 +125,46 @@ def _lines(line: st.SearchStrategy[str]) -> st.SearchStrategy[bytes]:
 
 
 _SANE_STEP = st.integers(0, 3).map(str)
-REWARD_LINE = _object({"step": _SANE_STEP, "dataset": st.just('"d"'), "id": st.sampled_from(['"q1"', "7"]),
-                       "rewards": st.sampled_from(["[0, 1]", "[1.0, 0.0]", "[0.5, 0.5]"])})  # fmt: skip
+REWARD_LINE = _object(
+    {
+        "step": _SANE_STEP,
+        "dataset": st.just('"d"'),
+        "id": st.sampled_from(['"q1"', "7"]),
+        "rewards": st.sampled_from(["[0, 1]", "[1.0, 0.0]", "[0.5, 0.5]"]),
+    }
+)
 METRICS_LINE = _object({"step": _SANE_STEP, "efficiency": st.just("0.5"), "total/gen_groups": st.just("4")})
-COMPLETION_LINE = _object({"dataset": st.just('"d"'), "id": st.sampled_from(['"q1"', "7"]), "model": st.just('"m"'),
-                           "n": st.just("4"), "n_correct": st.just("2")})  # fmt: skip
+COMPLETION_LINE = _object(
+    {
+        "dataset": st.just('"d"'),
+        "id": st.sampled_from(['"q1"', "7"]),
+        "model": st.just('"m"'),
+        "n": st.just("4"),
+        "n_correct": st.just("2"),
+    }
+)
 DATASET_LINE = _object({"id": st.sampled_from(['"q1"', '"q2"', "7"]), "prompt": st.just('"2+2"')})
-_ADVANCE = st.one_of(_object({"step": st.just("3")}), _object({"metric": st.just('"efficiency"'), "op": st.just('"<"'),
-                                                                "value": st.just("0.2"), "for_steps": st.just("2")}))  # fmt: skip
-_STAGE = _object({"name": st.just('"s"'), "weights": st.just('{"d": 1.0}'), "exclude": st.just('{"d": ["q1"]}'),
-                  "advance": st.lists(_ADVANCE, max_size=2).map(lambda xs: "[" + ", ".join(xs) + "]")})  # fmt: skip
-CURRICULUM = _object({"version": st.just("1"), "drop": st.just("{}"),
-                      "stages": st.lists(_STAGE, min_size=1, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]")})  # fmt: skip
+_ADVANCE = st.one_of(
+    _object({"step": st.just("3")}),
+    _object(
+        {"metric": st.just('"efficiency"'), "op": st.just('"<"'), "value": st.just("0.2"), "for_steps": st.just("2")}
+    ),
+)
+_STAGE = _object(
+    {
+        "name": st.just('"s"'),
+        "weights": st.just('{"d": 1.0}'),
+        "exclude": st.just('{"d": ["q1"]}'),
+        "advance": st.lists(_ADVANCE, max_size=2).map(lambda xs: "[" + ", ".join(xs) + "]"),
+    }
+)
+CURRICULUM = _object(
+    {
+        "version": st.just("1"),
+        "drop": st.just("{}"),
+        "stages": st.lists(_STAGE, min_size=1, max_size=3).map(lambda xs: "[" + ", ".join(xs) + "]"),
+    }
+)
 
 
 # -- the invariants -----------------------------------------------------------------------------------------
@@ -167,9 +228,20 @@ def _load(ck: Path) -> Callable[[], Any]:
 
 
 @HOSTILE
-@given(latest=st.one_of(_object({"format": st.just('"snooze.checkpoint"'), "version": st.just("1"),
-                                 "file": st.just('"state-00000000-0000abcd.npz"'), "bytes": st.just("10"),
-                                 "sha256": st.just('"00"')}).map(str.encode), st.binary(max_size=64)))  # fmt: skip
+@given(
+    latest=st.one_of(
+        _object(
+            {
+                "format": st.just('"snooze.checkpoint"'),
+                "version": st.just("1"),
+                "file": st.just('"state-00000000-0000abcd.npz"'),
+                "bytes": st.just("10"),
+                "sha256": st.just('"00"'),
+            }
+        ).map(str.encode),
+        st.binary(max_size=64),
+    )
+)
 def test_a_hostile_latest_gives_only_our_errors_and_changes_nothing(latest: bytes) -> None:
     with _folder() as root:
         ck = _saved(root)
@@ -247,7 +319,10 @@ def test_a_hostile_stratify_input_gives_only_our_errors_and_changes_nothing(text
 def test_a_hostile_dataset_file_gives_only_our_errors_and_changes_nothing(text: bytes) -> None:
     with _folder() as root:
         (root / "data.jsonl").write_bytes(text)
-        _only_ours(root, lambda: snooze.Scheduler({"d": root / "data.jsonl"}, snooze.SchedulerConfig(batch_size=1, group_size=2)))
+        _only_ours(
+            root,
+            lambda: snooze.Scheduler({"d": root / "data.jsonl"}, snooze.SchedulerConfig(batch_size=1, group_size=2)),
+        )
 
 
 READERS: dict[str, Callable[[Path], Callable[[], Any]]] = {

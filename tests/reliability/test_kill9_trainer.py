@@ -27,7 +27,18 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kill9_trainer.py"
 def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, Any], Path]:
     ref = tmp_path_factory.mktemp("kill9-trainer") / "ref"
     points = ",".join((K.WARMUP, *K.POINTS))
-    cmd = [sys.executable, str(SCRIPT), "--kills", str(1 + len(K.POINTS)), "--seed", "1", "--points", points, "--reference", str(ref)]
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--kills",
+        str(1 + len(K.POINTS)),
+        "--seed",
+        "1",
+        "--points",
+        points,
+        "--reference",
+        str(ref),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-3000:]
@@ -35,14 +46,18 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> tuple[int, dict[str, An
 
 
 @pytest.mark.slow
-def test_a_kill_at_each_point_of_the_commit_loses_and_replays_nothing(harness: tuple[int, dict[str, Any], Path]) -> None:
+def test_a_kill_at_each_point_of_the_commit_loses_and_replays_nothing(
+    harness: tuple[int, dict[str, Any], Path],
+) -> None:
     code, out, _ = harness
     assert out["kills"] == 1 + len(K.POINTS) and out["rerun_failed"] == 0
     assert all(out[f"kills_{p}"] >= 1 for p in (K.WARMUP, *K.POINTS)), out  # every aimed point was reached
     assert out["arms_compared"] >= len(DEFAULT_ARMS) * out["series"] and out["arms_missing"] == 0
     assert out["arms_differing"] == 0 and out["summary_differs"] == 0
     assert out["lost"] == 0 and out["mismatched"] == 0 and out["orphan_logs"] == 0
-    assert out["metrics_lines"] == len(DEFAULT_ARMS) * PROFILES["quick"].steps * out["series"]  # every arm, every step, every series
+    assert (
+        out["metrics_lines"] == len(DEFAULT_ARMS) * PROFILES["quick"].steps * out["series"]
+    )  # every arm, every step, every series
     assert code == 0
 
 
@@ -53,7 +68,9 @@ def _copy(ref: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_the_final_check_sees_a_replayed_step_and_a_lost_group(harness: tuple[int, dict[str, Any], Path], tmp_path: Path) -> None:
+def test_the_final_check_sees_a_replayed_step_and_a_lost_group(
+    harness: tuple[int, dict[str, Any], Path], tmp_path: Path
+) -> None:
     ref = harness[2]
     assert K.final_check(_copy(ref, tmp_path), ref)["arms_differing"] == 0
     out = _copy(ref, tmp_path / "a")
@@ -68,7 +85,9 @@ def test_the_final_check_sees_a_replayed_step_and_a_lost_group(harness: tuple[in
 
 
 @pytest.mark.slow
-def test_the_crash_check_sees_orphan_logs_and_lost_lines(harness: tuple[int, dict[str, Any], Path], tmp_path: Path) -> None:
+def test_the_crash_check_sees_orphan_logs_and_lost_lines(
+    harness: tuple[int, dict[str, Any], Path], tmp_path: Path
+) -> None:
     ref = harness[2]
     out = _copy(ref, tmp_path)
     assert not any(K.crash_check(out, ref).values())

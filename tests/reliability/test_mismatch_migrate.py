@@ -138,10 +138,15 @@ def test_a_change_to_or_from_predictive_is_refused_unless_migrate(saved: str, no
     sched = _predictive() if saved == "predictive" else _trained()
     fresh = snooze.Scheduler(D.datasets(), D.config(policy=now), seed=SEED)
     before = D.state_hash(fresh)
-    with pytest.raises(snooze.StateMismatchError, match=f"policy '{saved}' \\(saved\\) != '{now}' \\(now\\).*migrate=True"):
+    with pytest.raises(
+        snooze.StateMismatchError, match=f"policy '{saved}' \\(saved\\) != '{now}' \\(now\\).*migrate=True"
+    ):
         fresh.load_state_dict(sched.state_dict())
     assert D.state_hash(fresh) == before
     fresh.load_state_dict(sched.state_dict(), migrate=True)
     assert _memory(fresh, "add") == _memory(sched, "add") and fresh.step_index == sched.step_index
-    assert snooze.Scheduler(D.datasets(), D.config(policy="filter"), seed=SEED).load_state_dict(_trained().state_dict()) is None
+    assert (
+        snooze.Scheduler(D.datasets(), D.config(policy="filter"), seed=SEED).load_state_dict(_trained().state_dict())
+        is None
+    )
     D.drive(fresh, 2, [])

@@ -29,9 +29,24 @@ KEYS = {
 @pytest.mark.parametrize(("mix", "skip"), [("quota", "counter"), ("stream", "counter"), ("quota", "history")])
 def test_scale_benchmark_prints_its_figures(mix, skip):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--prompts", "30000", "--dict-prompts", "30000", "--steps", "5", "--mix", mix, "--skip", skip],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--prompts",
+            "30000",
+            "--dict-prompts",
+            "30000",
+            "--steps",
+            "5",
+            "--mix",
+            mix,
+            "--skip",
+            skip,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert KEYS <= set(out) and out["prompts"] == 30000 and out["mix"] == mix
@@ -44,12 +59,27 @@ def test_scale_benchmark_prints_its_figures(mix, skip):
 
 def test_scale_benchmark_measures_predictive_beside_the_seed_rule():
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--prompts", "20000", "--dict-prompts", "5000", "--steps", "3", "--policy", "predictive"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--prompts",
+            "20000",
+            "--dict-prompts",
+            "5000",
+            "--steps",
+            "3",
+            "--policy",
+            "predictive",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["policy"] == "predictive" and KEYS <= set(out)
     assert 11.0 <= out["bytes_per_prompt"] <= 16  # the base 6 bytes + code (1) + looked (4), plus the header
     assert out["seed_bytes_per_prompt"] < out["bytes_per_prompt"]
-    assert out["predictive_over_seed_bytes_per_prompt"] == pytest.approx(out["bytes_per_prompt"] / out["seed_bytes_per_prompt"], rel=1e-3)
+    assert out["predictive_over_seed_bytes_per_prompt"] == pytest.approx(
+        out["bytes_per_prompt"] / out["seed_bytes_per_prompt"], rel=1e-3
+    )

@@ -51,10 +51,18 @@ class SchedulerMachine(RuleBasedStateMachine):
     )
     def setup(self, sizes, policy, factor, mix, carry, epochs, batch_size, seed) -> None:  # noqa: ANN001
         self.sizes = sizes
-        self.cfg = snooze.SchedulerConfig(audit=0.0, 
-            batch_size=batch_size, group_size=G, policy=policy, snooze_factor=factor, mix=mix,
-            carry_surplus=carry, epochs=epochs, weights={"a": 1.0, "b": 2.0}, max_gen_rounds=3,
-        )  # fmt: skip
+        self.cfg = snooze.SchedulerConfig(
+            audit=0.0,
+            batch_size=batch_size,
+            group_size=G,
+            policy=policy,
+            snooze_factor=factor,
+            mix=mix,
+            carry_surplus=carry,
+            epochs=epochs,
+            weights={"a": 1.0, "b": 2.0},
+            max_gen_rounds=3,
+        )
         self.sched = snooze.Scheduler(self._data(), self.cfg, seed=seed)
         self.model = Model(NAMES, sizes, seed, policy, factor, epochs)
 

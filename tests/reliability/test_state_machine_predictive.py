@@ -20,7 +20,13 @@ import snooze
 from .predictive_model import PredictiveModel
 
 G = 4
-KINDS = {"easy": [1.0] * G, "hard": [0.0] * G, "up": [1.0, 1.0, 1.0, 0.0], "down": [0.0, 0.0, 1.0, 0.0], "flat": [0.5] * G}
+KINDS = {
+    "easy": [1.0] * G,
+    "hard": [0.0] * G,
+    "up": [1.0, 1.0, 1.0, 0.0],
+    "down": [0.0, 0.0, 1.0, 0.0],
+    "flat": [0.5] * G,
+}
 
 
 class PredictiveMachine(RuleBasedStateMachine):
@@ -45,10 +51,19 @@ class PredictiveMachine(RuleBasedStateMachine):
     )
     def setup(self, n, margin, hard, recheck, backoff, seed) -> None:  # noqa: ANN001
         self.n = n
-        self.cfg = snooze.SchedulerConfig(  # audit off: the model is the skip rule alone (audits: tests/core/test_audit.py)
-            audit=0.0, batch_size=100, group_size=G, policy="predictive", max_gen_rounds=100, predict_margin=margin,
-            predict_hard_margin=hard, predict_recheck=recheck, predict_backoff=backoff,
-        )  # fmt: skip
+        self.cfg = (
+            snooze.SchedulerConfig(  # audit off: the model is the skip rule alone (audits: tests/core/test_audit.py)
+                audit=0.0,
+                batch_size=100,
+                group_size=G,
+                policy="predictive",
+                max_gen_rounds=100,
+                predict_margin=margin,
+                predict_hard_margin=hard,
+                predict_recheck=recheck,
+                predict_backoff=backoff,
+            )
+        )
         self.sched = snooze.Scheduler(self._data(), self.cfg, seed=seed)
         self.model = PredictiveModel(n, seed, margin, recheck, backoff, margin if hard is None else hard)
 

@@ -21,7 +21,9 @@ from snooze.trainer.tokenizer import CharTokenizer
 
 def test_signal_chance_by_hand() -> None:
     assert signal_chance(np.array([0.5]), 2)[0] == 0.5  # of the four outcomes, two disagree
-    np.testing.assert_allclose(signal_chance(np.array([0.0, 1.0, -0.2, 1.3]), 8), 0.0)  # a fitted value outside [0, 1] is a sure outcome
+    np.testing.assert_allclose(
+        signal_chance(np.array([0.0, 1.0, -0.2, 1.3]), 8), 0.0
+    )  # a fitted value outside [0, 1] is a sure outcome
     assert abs(signal_chance(np.array([0.9]), 8)[0] - (1 - 0.9**8 - 0.1**8)) < 1e-12
 
 
@@ -76,8 +78,15 @@ def test_scores_read_the_critic_and_the_value_probe() -> None:
     p = rng.random(n)
     correct = rng.binomial(group, p)
     features = np.hstack([p[:, None], rng.normal(size=(n, 2))]).astype(np.float32)
-    log = {"step": np.repeat(np.arange(steps), per_step), "ds": rng.integers(0, 2, n), "row": rng.integers(0, 300, n), "correct": correct,
-           "p": p, "features": features, "critic_p": np.stack([p, np.full(n, 0.5)], axis=1)}  # fmt: skip
+    log = {
+        "step": np.repeat(np.arange(steps), per_step),
+        "ds": rng.integers(0, 2, n),
+        "row": rng.integers(0, 300, n),
+        "correct": correct,
+        "p": p,
+        "features": features,
+        "critic_p": np.stack([p, np.full(n, 0.5)], axis=1),
+    }
     out, sig, _ = scores(log, group, window=10, lam=1.0, from_step=10, lrs=[1e-3, 1e-4])
     oracle = auc(out["oracle"], sig)
     assert auc(out["critic (lr 0.001)"], sig) == oracle > 0.7
@@ -115,7 +124,9 @@ def test_a_shared_critic_learns_with_the_policy_through_its_update() -> None:
     run = SimpleNamespace(model=policy, opt=torch.optim.AdamW(policy.parameters(), lr=3e-3))
     seen: list[float] = []
 
-    def update(run: Any, batch: Any, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:  # _update's shape, on a fixed loss
+    def update(
+        run: Any, batch: Any, cfg: GRPOConfig, device: str, temperature: float
+    ) -> dict[str, float]:  # _update's shape, on a fixed loss
         logp = policy.tok.weight[:4, :3]  # a GRPO loss that reads the policy (zero advantages: no gradient of its own)
         loss, _ = loop.grpo_loss(logp, logp.detach(), torch.zeros(4), torch.ones(4, 3), cfg)
         run.opt.zero_grad(set_to_none=True)
@@ -140,4 +151,6 @@ def test_a_shared_critic_learns_with_the_policy_through_its_update() -> None:
     assert after[:20].mean() > 0.8 and after[20:].mean() < 0.2
     assert np.mean(seen[-10:]) < np.mean(seen[1:11])  # the value loss, added to GRPO's, fell
     assert len(run.opt.param_groups) == 2 and run.opt.param_groups[1]["params"][0] is critic.head.weight
-    assert not torch.equal(policy.state_dict()["blocks.0.qkv.weight"], before["blocks.0.qkv.weight"])  # the policy's trunk moved: only the value loss reaches it
+    assert not torch.equal(
+        policy.state_dict()["blocks.0.qkv.weight"], before["blocks.0.qkv.weight"]
+    )  # the policy's trunk moved: only the value loss reaches it

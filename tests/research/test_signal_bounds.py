@@ -60,7 +60,9 @@ def test_history_table_counts_repeat_encounters(tmp_path: Path) -> None:
     with RewardLogWriter(path) as log:
         log.write(0, ["d", "d"], ["a", "b"], [[1, 1, 1, 1], [0, 1, 0, 0]])
         log.write(3, ["d"], ["a"], [[1, 0, 1, 1]])  # a again, 3 steps later, after 4 of 4: signal
-        log.write(20, ["d", "d"], ["a", "b"], [[1, 1, 1, 1], [0, 0, 0, 0]])  # a after 3 of 4 (17 steps); b after 1 of 4 (20 steps)
+        log.write(
+            20, ["d", "d"], ["a", "b"], [[1, 1, 1, 1], [0, 0, 0, 0]]
+        )  # a after 3 of 4 (17 steps); b after 1 of 4 (20 steps)
     prev, age, sig = encounters(path)
     assert prev.tolist() == [4, 3, 1] and age.tolist() == [3, 17, 20] and sig.tolist() == [True, False, False]
     table = cells(prev, age, sig, group_size=4)
@@ -73,7 +75,9 @@ def test_history_table_counts_repeat_encounters(tmp_path: Path) -> None:
 def test_level_evidence_is_the_recent_signal_share_of_the_level(tmp_path: Path) -> None:
     path = tmp_path / "rewards.jsonl"
     with RewardLogWriter(path) as log:
-        log.write(0, ["d", "d", "d"], ["a", "b", "c"], [[1, 0], [1, 1], [0, 1]])  # level 1: a, b (1 of 2 signal); level 2: c
+        log.write(
+            0, ["d", "d", "d"], ["a", "b", "c"], [[1, 0], [1, 1], [0, 1]]
+        )  # level 1: a, b (1 of 2 signal); level 2: c
         log.write(1, ["d", "d"], ["b", "c"], [[1, 1], [0, 0]])
         log.write(9, ["d"], ["a"], [[0, 1]])  # nothing of level 1 in the 3 steps before
     feature, sig = level_encounters(path, {"a": 1, "b": 1, "c": 2}, window=3)
@@ -125,13 +129,22 @@ def test_predictors_find_signal_where_it_is() -> None:
     features = rng.normal(size=(n, 3)).astype(np.float32)
     features[:, 0] += 3.0 * signal
     p = np.where(signal, 0.5, np.where(correct == 0, 0.001, 0.999))
-    log = {"step": np.repeat(np.arange(steps), per_step), "ds": rng.integers(0, 2, n), "row": rng.integers(0, 200, n), "correct": correct, "p": p, "features": features}
+    log = {
+        "step": np.repeat(np.arange(steps), per_step),
+        "ds": rng.integers(0, 2, n),
+        "row": rng.integers(0, 200, n),
+        "correct": correct,
+        "p": p,
+        "features": features,
+    }
     scores, sig, step = predictors(log, group, window=10, lam=1.0, from_step=10)
     assert sig.shape == (n - 10 * per_step,) and (step >= 10).all()
     assert auc(scores["probe"], sig) > 0.95 and auc(scores["probe+history"], sig) > 0.95
     assert abs(auc(scores["history"], sig) - 0.5) < 0.06
     assert auc(scores["oracle"], sig) > 0.99
-    assert kept_share(scores["probe"], sig, step, 0.25) > 0.85 > 0.4 > kept_share(scores["history"], sig, step, 0.25)  # signal share 0.3
+    assert (
+        kept_share(scores["probe"], sig, step, 0.25) > 0.85 > 0.4 > kept_share(scores["history"], sig, step, 0.25)
+    )  # signal share 0.3
 
 
 def test_rolling_ridge_reads_only_the_window_before() -> None:

@@ -36,8 +36,10 @@ def _commit(root: Path, step: int, payload: bytes = b"weights") -> Path:
 
 
 def _tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
-            for p in sorted(root.rglob("*"))}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(root.rglob("*"))
+    }
 
 
 # -- item 6: special files --------------------------------------------------------------------------------
@@ -86,8 +88,9 @@ def test_a_fifo_in_the_warm_up_cache_is_a_state_error_saying_to_delete_it(tmp_pa
 
 # -- item 7: a commit that fails ----------------------------------------------------------------------------
 @pytest.mark.parametrize("nth", [1, 4, 5, 6], ids=["a file", "the folder aside", "after the rename", "LATEST"])
-def test_a_commit_that_fails_on_a_full_disk_leaves_nothing_and_the_last_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                             nth: int) -> None:
+def test_a_commit_that_fails_on_a_full_disk_leaves_nothing_and_the_last_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nth: int
+) -> None:
     root = tmp_path / "checkpoint"
     _commit(root, 1)
     before = _tree(root)
@@ -110,22 +113,32 @@ def test_a_commit_that_fails_on_a_full_disk_leaves_nothing_and_the_last_commit(t
 
 
 # -- item 11: values that fail later -----------------------------------------------------------------------
-@pytest.mark.parametrize("value", [1e-300, 1e-4, 0.0, -1.0, float("inf"), float("nan"), pytest.param(HUGE, id="10**400")])
+@pytest.mark.parametrize(
+    "value", [1e-300, 1e-4, 0.0, -1.0, float("inf"), float("nan"), pytest.param(HUGE, id="10**400")]
+)
 def test_a_temperature_sampling_cannot_use_is_refused_by_every_config(value: float) -> None:
-    for make in (lambda t: TrainConfig(temperature=t), lambda t: with_overrides(PROFILES["quick"], temperature=t),
-                 lambda t: BaselineConfig(temperature=t)):  # fmt: skip
+    for make in (
+        lambda t: TrainConfig(temperature=t),
+        lambda t: with_overrides(PROFILES["quick"], temperature=t),
+        lambda t: BaselineConfig(temperature=t),
+    ):
         with pytest.raises(snooze.ConfigError, match=r"temperature=.*: must be a finite number >= 0.001"):
             make(value)
     if value != 0.0:
-        with pytest.raises(snooze.ConfigError, match=r"val_temperature=.*: must be 0 \(greedy\) or a finite number >= 0.001"):
+        with pytest.raises(
+            snooze.ConfigError, match=r"val_temperature=.*: must be 0 \(greedy\) or a finite number >= 0.001"
+        ):
             WarmupConfig(val_temperature=value)
     assert TrainConfig(temperature=0.001).temperature == 0.001 and WarmupConfig(val_temperature=0).val_temperature == 0
 
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), pytest.param(HUGE, id="10**400"), 0.0])
 def test_a_learning_rate_that_is_not_finite_and_positive_is_refused(value: float) -> None:
-    for make, what in ((lambda v: GRPOConfig(lr=v), "GRPOConfig.lr"), (lambda v: with_overrides(PROFILES["quick"], lr=v), "Profile.lr"),
-                       (lambda v: WarmupConfig(lr=v), "WarmupConfig.lr")):  # fmt: skip
+    for make, what in (
+        (lambda v: GRPOConfig(lr=v), "GRPOConfig.lr"),
+        (lambda v: with_overrides(PROFILES["quick"], lr=v), "Profile.lr"),
+        (lambda v: WarmupConfig(lr=v), "WarmupConfig.lr"),
+    ):
         with pytest.raises(snooze.ConfigError, match=f"{what}=.*: must be a finite number > 0"):
             make(value)
     for field in ("kl_coef", "weight_decay", "clip_high", "max_grad_norm"):

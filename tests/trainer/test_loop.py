@@ -30,7 +30,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     test = make_split(SPEC, "test", 200)
     pool = make_split(SPEC, "pool", 300, exclude=[r["prompt"] for r in test])
     banned = {r["prompt"] for r in test + pool}
-    base = warmup([SPEC], banned, WarmupConfig(target_accuracy=0.5, eval_every=50), MODEL, cache_dir=tmp_path_factory.mktemp("cache"))
+    base = warmup(
+        [SPEC],
+        banned,
+        WarmupConfig(target_accuracy=0.5, eval_every=50),
+        MODEL,
+        cache_dir=tmp_path_factory.mktemp("cache"),
+    )
     return {"pool": {SPEC.name: pool}, "test": {SPEC.name: test}, "base": base}
 
 
@@ -46,11 +52,21 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any],
     train(tmp_path / "b", *args, stop_after=4)
     train(tmp_path / "b", *args)  # resumes at step 4
     drop = ("time/step_s", "time/elapsed_s")
-    a, b = ([{k: v for k, v in x.items() if k not in drop} for x in _lines(tmp_path / r / "metrics.jsonl")] for r in "ab")
+    a, b = (
+        [{k: v for k, v in x.items() if k not in drop} for x in _lines(tmp_path / r / "metrics.jsonl")] for r in "ab"
+    )
     assert [x["step"] for x in a] == list(range(6)) and a == b
     assert (tmp_path / "a" / REWARDS_FILE).read_text() == (tmp_path / "b" / REWARDS_FILE).read_text()
     first = a[0]
-    for key in ("gen/rounds", "efficiency", "snooze/skipped", "total/gen_groups", f"dataset/{SPEC.name}/batch_frac", "train/loss", "eval/accuracy"):
+    for key in (
+        "gen/rounds",
+        "efficiency",
+        "snooze/skipped",
+        "total/gen_groups",
+        f"dataset/{SPEC.name}/batch_frac",
+        "train/loss",
+        "eval/accuracy",
+    ):
         assert key in first, key
     groups = _lines(tmp_path / "a" / REWARDS_FILE)
     assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards"}
@@ -60,21 +76,41 @@ def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path
     sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
     cfg = TrainConfig(steps=4, eval_every=2, checkpoint_every=1)
     train(tmp_path, setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict, stop_after=1)
-    with pytest.raises(snooze.StateMismatchError, match=r"another configuration \(train\.grpo\.lr: saved 0\.0001, now 0\.01; see ") as refused:
-        train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, grpo=GRPOConfig(lr=1e-2)), MODEL, setup["base"].state_dict)
+    with pytest.raises(
+        snooze.StateMismatchError, match=r"another configuration \(train\.grpo\.lr: saved 0\.0001, now 0\.01; see "
+    ) as refused:
+        train(
+            tmp_path,
+            setup["pool"],
+            setup["test"],
+            sc,
+            replace(cfg, grpo=GRPOConfig(lr=1e-2)),
+            MODEL,
+            setup["base"].state_dict,
+        )
     assert "snooze compare: a new --out" in str(refused.value)  # the CLI's way out: it has no resume=False
-    train(tmp_path, setup["pool"], setup["test"], sc, replace(cfg, checkpoint_every=2), MODEL, setup["base"].state_dict)  # not compared
+    train(
+        tmp_path, setup["pool"], setup["test"], sc, replace(cfg, checkpoint_every=2), MODEL, setup["base"].state_dict
+    )  # not compared
 
 
 def test_config_differences_name_each_field_and_take_new_fields_at_their_default() -> None:
-    defaults = {"scheduler": {"policy": "snooze", "predict_margin": 0.5}, "train": {"steps": 10, "checkpoint_every": 50}}
-    saved = {"scheduler": {"policy": "snooze"}, "train": {"steps": 10, "checkpoint_every": 5}}  # older snooze: no predict_margin
+    defaults = {
+        "scheduler": {"policy": "snooze", "predict_margin": 0.5},
+        "train": {"steps": 10, "checkpoint_every": 50},
+    }
+    saved = {
+        "scheduler": {"policy": "snooze"},
+        "train": {"steps": 10, "checkpoint_every": 5},
+    }  # older snooze: no predict_margin
     now = {"scheduler": {"policy": "snooze", "predict_margin": 0.5}, "train": {"steps": 10, "checkpoint_every": 50}}
     assert config_differences(saved, now, defaults) == []
     now["scheduler"]["predict_margin"] = 0.25  # a new field away from its default does change the run
     now["train"]["steps"] = 12
     assert config_differences(saved, now, defaults) == [
-        "scheduler.predict_margin: saved 0.5, now 0.25", "train.steps: saved 10, now 12"]
+        "scheduler.predict_margin: saved 0.5, now 0.25",
+        "train.steps: saved 10, now 12",
+    ]
     assert config_differences({"model": {"gone": 1}}, {"model": {}}, {}) == ["model.gone: saved 1, now (none)"]
 
 
@@ -87,7 +123,9 @@ def test_a_short_dapo_run_raises_accuracy_at_the_rollout_temperature(setup: dict
     +5 points on 200 prompts x 8 samples is 80 more correct samples; +3 greedy points is 6 more prompts solved.
     """
     sc = snooze.SchedulerConfig(batch_size=16, group_size=8, policy="dynamic_sampling")
-    cfg = TrainConfig(steps=30, eval_every=30, checkpoint_every=0, temperature=0.7, eval_samples=8, grpo=GRPOConfig(lr=3e-4))
+    cfg = TrainConfig(
+        steps=30, eval_every=30, checkpoint_every=0, temperature=0.7, eval_samples=8, grpo=GRPOConfig(lr=3e-4)
+    )
     train(tmp_path, setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict)
     result = read_result(tmp_path)
     assert result.sampled_final >= result.sampled_base + 0.05, (result.sampled_base, result.sampled_final)
@@ -101,12 +139,17 @@ def test_a_result_holds_the_mean_of_the_last_evaluations_after_the_base(tmp_path
 
     accs = [0.2, 0.5, 0.6, 0.8, 0.4]  # the base at step 0, then four evaluations; the last is a dip
     lines = [{"step": 0, "eval/accuracy": accs[0], "eval/sampled_accuracy": accs[0] / 2, "time/elapsed_s": 0.0}]
-    lines += [{"step": 10 * k, "eval/accuracy": a, "eval/sampled_accuracy": a / 2, "time/elapsed_s": 1.0} for k, a in enumerate(accs[1:], 1)]
+    lines += [
+        {"step": 10 * k, "eval/accuracy": a, "eval/sampled_accuracy": a / 2, "time/elapsed_s": 1.0}
+        for k, a in enumerate(accs[1:], 1)
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     result = read_result(tmp_path)
     assert LATE_EVALS == 3 and result.final_accuracy == 0.4 and result.base_accuracy == 0.2
     assert result.late_accuracy == pytest.approx((0.6 + 0.8 + 0.4) / 3) and result.sampled_late == pytest.approx(0.3)
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines[:2]))  # one evaluation after the base
+    (tmp_path / "metrics.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in lines[:2])
+    )  # one evaluation after the base
     assert read_result(tmp_path).late_accuracy == 0.5
 
 
@@ -126,7 +169,9 @@ def test_the_sampled_evaluation_is_repeatable_and_leaves_the_training_generator_
     assert together[SPEC.name] == a[SPEC.name]  # a set's score does not depend on the sets evaluated before it
 
 
-def test_tensorboard_shows_each_step_once_after_a_crash_between_checkpoints(setup: dict[str, Any], tmp_path: Path) -> None:
+def test_tensorboard_shows_each_step_once_after_a_crash_between_checkpoints(
+    setup: dict[str, Any], tmp_path: Path
+) -> None:
     event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
     sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="dynamic_sampling")
     cfg = TrainConfig(steps=6, eval_every=3, checkpoint_every=2, grpo=GRPOConfig(lr=1e-3))

@@ -202,7 +202,9 @@ def test_a_checkpoint_of_snooze_0_1_0_is_resumed(tmp_path: Path, reference: tupl
     assert not (root / "model.pt").exists() and ckpt.committed(root) is not None  # rewritten in the new layout
 
 
-def test_resuming_with_another_checkpoint_interval_is_allowed(tmp_path: Path, reference: tuple[list[dict[str, Any]], str]) -> None:
+def test_resuming_with_another_checkpoint_interval_is_allowed(
+    tmp_path: Path, reference: tuple[list[dict[str, Any]], str]
+) -> None:
     _train(tmp_path, stop_after=3)
     _train(tmp_path, cfg=TrainConfig(steps=STEPS, eval_every=2, checkpoint_every=1, max_new_tokens=6, seed=1))
     assert _logs(tmp_path) == reference

@@ -94,7 +94,9 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(tmp_path: Path, stop_a
     cur = _curriculum([{"metric": "efficiency", "op": "<", "value": 0.5, "for_steps": 3}])
     _train(tmp_path / "a", cur)
     _train(tmp_path / "b", cur, stop_after=stop_after)
-    assert json.loads((committed(tmp_path / "b" / "checkpoint") / CURRICULUM_STATE).read_text())["stage"] == (stop_after >= 3)
+    assert json.loads((committed(tmp_path / "b" / "checkpoint") / CURRICULUM_STATE).read_text())["stage"] == (
+        stop_after >= 3
+    )
     _train(tmp_path / "b", cur)  # resumes at step stop_after
     drop = ("time/step_s", "time/elapsed_s")
     a, b = ([{k: v for k, v in x.items() if k not in drop} for x in _lines(tmp_path / r / METRICS_FILE)] for r in "ab")

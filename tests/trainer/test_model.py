@@ -47,6 +47,8 @@ def test_grouped_training_forward_has_the_same_gradients() -> None:
     grads = []
     for g in (1, 3):
         model.zero_grad()
-        completion_logprobs(model, out.prompt_ids, out.prompt_mask, out.tokens, out.mask, 1.0, group_size=g).sum().backward()
+        completion_logprobs(
+            model, out.prompt_ids, out.prompt_mask, out.tokens, out.mask, 1.0, group_size=g
+        ).sum().backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
     assert torch.allclose(grads[0], grads[1], atol=1e-5) and grads[0].abs().sum() > 0

@@ -17,7 +17,12 @@ from snooze.trainer.warmup import WarmupConfig, warmup
 MODEL = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=16, n_head=2)
 SPECS = parse_tasks("rev:3-4,sort:3-4")
 # what a fake validation reports at each check: rev learns fast, sort slowly
-CHECKS = [{"rev:3-4": 0.5, "sort:3-4": 0.1}, {"rev:3-4": 0.7, "sort:3-4": 0.2}, {"rev:3-4": 0.8, "sort:3-4": 0.35}, {"rev:3-4": 0.9, "sort:3-4": 0.5}]
+CHECKS = [
+    {"rev:3-4": 0.5, "sort:3-4": 0.1},
+    {"rev:3-4": 0.7, "sort:3-4": 0.2},
+    {"rev:3-4": 0.8, "sort:3-4": 0.35},
+    {"rev:3-4": 0.9, "sort:3-4": 0.5},
+]
 
 
 def _fake() -> Any:
@@ -25,8 +30,12 @@ def _fake() -> Any:
     return lambda model, sets: dict(next(it))
 
 
-@pytest.mark.parametrize(("per_task", "steps", "task_steps"), [(False, 1, {"rev:3-4": 1}), (True, 3, {"rev:3-4": 1, "sort:3-4": 3})])
-def test_the_warmup_stops_on_every_task_or_on_the_mean(tmp_path: Path, per_task: bool, steps: int, task_steps: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    ("per_task", "steps", "task_steps"), [(False, 1, {"rev:3-4": 1}), (True, 3, {"rev:3-4": 1, "sort:3-4": 3})]
+)
+def test_the_warmup_stops_on_every_task_or_on_the_mean(
+    tmp_path: Path, per_task: bool, steps: int, task_steps: dict[str, int]
+) -> None:
     cfg = WarmupConfig(target_accuracy=0.3, per_task=per_task, eval_every=1, max_steps=10, batch_size=4, val_per_task=2)
     result = warmup(SPECS, set(), cfg, MODEL, cache_dir=tmp_path, evaluate=_fake())
     assert result.steps == steps and result.task_steps == task_steps and not result.cached

@@ -127,8 +127,13 @@ def _counts(path: str, row: int, obj: Mapping[str, Any], reward_range: tuple[flo
     if n < 1:
         raise _fail(path, row, "n", f"{obj['n']!r}: a row needs at least one sample")
     if not n.is_integer():  # n_correct may be fractional (a sum of scaled rewards); a count of samples may not
-        raise _fail(path, row, "n", f"{obj['n']!r}: the number of samples must be a whole number (n_correct may be "
-                                    "fractional: the sum of rewards scaled to [0, 1])")
+        raise _fail(
+            path,
+            row,
+            "n",
+            f"{obj['n']!r}: the number of samples must be a whole number (n_correct may be "
+            "fractional: the sum of rewards scaled to [0, 1])",
+        )
     if not 0 <= k <= n:
         raise _fail(path, row, "n_correct", f"{obj['n_correct']!r} is not between 0 and n={obj['n']!r}")
     return n, k
@@ -142,13 +147,23 @@ def _keys(path: str, row: int, obj: Mapping[str, Any]) -> tuple[str, str | int, 
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise _fail(path, row, "id", f"{pid!r} is not a string or an integer")
     if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:
-        raise _fail(path, row, "id", f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids")
+        raise _fail(
+            path,
+            row,
+            "id",
+            f"{pid} does not fit in a signed 64-bit integer (nor would a Scheduler take it); use string ids",
+        )
     if not isinstance(model, str) or not model or "/" in model:
         raise _fail(path, row, "model", f"{model!r} must be a non-empty string without '/'")
     for column, text in (("dataset", dataset), ("id", pid), ("model", model)):
         bad = lone_surrogate(text) if isinstance(text, str) else None
         if bad is not None:
-            raise _fail(path, row, column, f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of the data it came from")
+            raise _fail(
+                path,
+                row,
+                column,
+                f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of the data it came from",
+            )
     return dataset, pid, model
 
 
@@ -165,7 +180,11 @@ def _add_row(
         raise _fail(path, row, None, f"expected an object with columns {list(COLUMNS)}, got {type(obj).__name__}")
     unknown = sorted(set(obj) - set(COLUMNS))
     if unknown:
-        hint = "; this is a reward log of a training run, which `snooze replay` reads (docs/reward-log.md)" if "step" in obj else ""
+        hint = (
+            "; this is a reward log of a training run, which `snooze replay` reads (docs/reward-log.md)"
+            if "step" in obj
+            else ""
+        )
         raise _fail(path, row, unknown[0], f"unknown column; allowed columns are {list(COLUMNS)}{hint}")
     for column in ("dataset", "id"):
         if column not in obj:
@@ -174,8 +193,11 @@ def _add_row(
     kind = id_kinds.setdefault(dataset, (type(pid), path, row))
     if kind[0] is not type(pid):
         raise _fail(
-            path, row, "id", f"{pid!r} is a {type(pid).__name__}, but dataset {dataset!r} has {kind[0].__name__} ids "
-            f"({kind[1]}, row {kind[2]}); a dataset's ids are all integers or all strings, as the Scheduler's are"
+            path,
+            row,
+            "id",
+            f"{pid!r} is a {type(pid).__name__}, but dataset {dataset!r} has {kind[0].__name__} ids "
+            f"({kind[1]}, row {kind[2]}); a dataset's ids are all integers or all strings, as the Scheduler's are",
         )
     n, k = _counts(path, row, obj, reward_range)
     key = (dataset, pid, model)

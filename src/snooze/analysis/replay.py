@@ -54,6 +54,7 @@ __all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_nam
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class ReplayPolicy:
     """One policy to replay."""
@@ -96,9 +97,11 @@ def _replayable(pol: ReplayPolicy, group_size: int) -> Policy:
     policy = make_policy(cfg)
     policy.bind(["log"], [1])
     if policy.skip_mask is not None or policy.state_dict():
-        raise ConfigError(f"replay policy {pol.name!r} ({cfg.policy}): a policy with a skip mask or run-level state does "
-                          "not replay from a log (its skips depend on the scheduler's streams and replacement draws; "
-                          "snooze.analysis.replay's docstring says why)")
+        raise ConfigError(
+            f"replay policy {pol.name!r} ({cfg.policy}): a policy with a skip mask or run-level state does "
+            "not replay from a log (its skips depend on the scheduler's streams and replacement draws; "
+            "snooze.analysis.replay's docstring says why)"
+        )
     return policy
 
 
@@ -113,10 +116,14 @@ class _Encounters:
         self.by_count = np.argsort(-counts, kind="stable")  # [P] most encountered first
         self.start = starts[self.by_count]
         depth = int(counts.max()) if n_prompts else 0
-        self.active = np.searchsorted(-counts[self.by_count], -np.arange(depth), side="left")  # [J] prompts with a j-th encounter
+        self.active = np.searchsorted(
+            -counts[self.by_count], -np.arange(depth), side="left"
+        )  # [J] prompts with a j-th encounter
 
 
-def _replay_policy(enc: _Encounters, policy: Policy, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]) -> tuple[np.ndarray, int]:
+def _replay_policy(
+    enc: _Encounters, policy: Policy, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
+) -> tuple[np.ndarray, int]:
     """Skip mask ``bool [N]`` and the number of regressions: the core policy over each depth of encounters.
     A stretch of depths where every prompt left is asleep or retired is passed over in one go (as many
     depths as the shortest snooze, within the depths those prompts all have), so a long-logged prompt
@@ -146,7 +153,9 @@ def _replay_policy(enc: _Encounters, policy: Policy, outcomes: np.ndarray, rewar
         counter[rows[asleep]] -= 1
         keep = ~passed
         rolled, at = rows[keep], lines[keep]
-        changes = policy.report(memory, Report(zeros[: rolled.shape[0]], rolled, outcomes[at], rewards[at], reward_range))
+        changes = policy.report(
+            memory, Report(zeros[: rolled.shape[0]], rolled, outcomes[at], rewards[at], reward_range)
+        )
         if changes is not None and changes.regressed is not None:
             regressed += int(np.count_nonzero(changes.regressed))
         j += 1
@@ -209,7 +218,9 @@ def replay(
 
 
 def _classify(log: RewardLog, cfg: SchedulerConfig) -> np.ndarray:
-    return classify(log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band)
+    return classify(
+        log.rewards, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
+    )
 
 
 @dataclass(frozen=True)
@@ -241,7 +252,11 @@ class StepShape:
         ``batch_size`` = ``gen_batch_size`` (the DAPO default), ``max_gen_rounds`` as the most rounds a
         logged step took. ``None`` when no round size can be inferred (e.g. a snooze run's log).
         A given size below 1 is a :class:`~snooze.ConfigError`, before anything is inferred."""
-        for name, value in (("batch_size", batch_size), ("gen_batch_size", gen_batch_size), ("max_gen_rounds", max_gen_rounds)):
+        for name, value in (
+            ("batch_size", batch_size),
+            ("gen_batch_size", gen_batch_size),
+            ("max_gen_rounds", max_gen_rounds),
+        ):
             if value is not None:
                 as_int(value, name, 1)
         gen = gen_batch_size if gen_batch_size is not None else infer_gen_size(log.steps)

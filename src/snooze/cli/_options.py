@@ -41,7 +41,17 @@ from snooze.core._checks import INT64_MAX, INT64_MIN
 from snooze.core.errors import ConfigError
 from snooze.core.options import POLICIES, field_choices, options_class
 
-__all__ = ["add_options", "add_policy_options", "values", "build", "override", "naming_options", "field_help", "flag", "integer"]
+__all__ = [
+    "add_options",
+    "add_policy_options",
+    "values",
+    "build",
+    "override",
+    "naming_options",
+    "field_help",
+    "flag",
+    "integer",
+]
 
 T = TypeVar("T")
 
@@ -100,7 +110,9 @@ def integer(text: str) -> int:
     if value is None and not digits.isdigit():
         raise argparse.ArgumentTypeError(f"{given!r}: expected an integer")
     if value is None or not INT64_MIN <= value <= INT64_MAX:
-        raise argparse.ArgumentTypeError(f"{given}: does not fit in 64 bits (|n| < 2**63), as every count and size must")
+        raise argparse.ArgumentTypeError(
+            f"{given}: does not fit in 64 bits (|n| < 2**63), as every count and size must"
+        )
     return value
 
 
@@ -142,7 +154,15 @@ def _argument(cls: type, name: str, unset: str | None, key: str | None = None) -
     if unset is not None:
         shown = unset.format(default=_shown(default))
     else:
-        shown = "off" if tp is bool and not default else "on" if tp is bool else None if default is None else _shown(default)
+        shown = (
+            "off"
+            if tp is bool and not default
+            else "on"
+            if tp is bool
+            else None
+            if default is None
+            else _shown(default)
+        )
     text = field_help(cls, name)
     if tp is bool and unset is None and default:
         text = f"Turn off: {text[0].lower()}{text[1:]}"
@@ -171,7 +191,9 @@ def add_options(
 
 
 def add_policy_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, policy: str, unset: str | None = None,
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    policy: str,
+    unset: str | None = None,
     aliases: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """One option per option of the registered ``policy``'s options class (and the classes it holds:

@@ -33,7 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="match a `snooze compare` profile: its tasks, pool and test sizes, temperature, and (with --warmup) "
         "its cached base model, so the curriculum's ids and pass rates fit `snooze compare --curriculum`",
     )
-    parser.add_argument("--tasks", default=None, help="task specs, e.g. add:1-3,rev:3-7 (default: the profile's, else add,rev)")
+    parser.add_argument(
+        "--tasks", default=None, help="task specs, e.g. add:1-3,rev:3-7 (default: the profile's, else add,rev)"
+    )
     parser.add_argument(
         "--model",
         action="append",
@@ -47,7 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
     )
     parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
-    parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
+    parser.add_argument(
+        "--cache",
+        type=output_folder,
+        default=None,
+        help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)",
+    )
     sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
     add_options(sampling, BaselineConfig, OPTIONS)
     add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")
@@ -89,7 +96,9 @@ def _loaded(model_cfg: Any, result: Any) -> Any:
 
     model = TinyGPT(model_cfg)
     model.load_state_dict(result.state_dict)
-    print(f"  base: {result.steps} steps, val accuracy {result.val_accuracy:.3f}" + (" (cached)" if result.cached else ""))
+    print(
+        f"  base: {result.steps} steps, val accuracy {result.val_accuracy:.3f}" + (" (cached)" if result.cached else "")
+    )
     return model.eval()
 
 
@@ -115,12 +124,18 @@ def run(args: argparse.Namespace) -> int:
 
         profile = PROFILES[args.profile]
         if args.seed != 0:
-            raise ConfigError(f"--profile {args.profile} builds its pools with seed 0 (as snooze compare does); drop --seed")
+            raise ConfigError(
+                f"--profile {args.profile} builds its pools with seed 0 (as snooze compare does); drop --seed"
+            )
 
     from_profile = {name: getattr(profile, name) for name in PROFILE_OPTIONS} if profile is not None else {}
     cfg = build(BaselineConfig, {**values(args, OPTIONS), **from_profile, **values(args, PROFILE_OPTIONS)})
     tasks = args.tasks if args.tasks is not None else (profile.tasks if profile is not None else "add,rev")
-    if profile is not None and args.warmup and (tasks, cfg.pool_size, cfg.test_size) != (profile.tasks, profile.pool_size, profile.test_size):
+    if (
+        profile is not None
+        and args.warmup
+        and (tasks, cfg.pool_size, cfg.test_size) != (profile.tasks, profile.pool_size, profile.test_size)
+    ):
         raise ConfigError(
             f"--profile {args.profile} --warmup samples the profile's own base model, which was warmed up apart from "
             f"its tasks ({profile.tasks}) and pool/test sizes ({profile.pool_size}/{profile.test_size}); "
@@ -130,7 +145,9 @@ def run(args: argparse.Namespace) -> int:
     pools = task_pool(specs, cfg)
     models: dict[str, Any] = {}
     if args.warmup:
-        models["base"] = _profile_model(args.profile, args.cache) if profile is not None else _warmup_model(specs, cfg, args.cache)
+        models["base"] = (
+            _profile_model(args.profile, args.cache) if profile is not None else _warmup_model(specs, cfg, args.cache)
+        )
     for text in args.model:
         name, path = _named(text)
         if name in models:

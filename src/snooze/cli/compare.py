@@ -9,6 +9,7 @@ from typing import Any
 
 HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/1/2, predictive + figure-3 arms) from one base model and compare."
 
+
 def _arms(text: str) -> list[str]:
     from snooze.experiments.compare import ARMS
 
@@ -21,7 +22,18 @@ def _arms(text: str) -> list[str]:
     return out
 
 
-PROFILE_OPTIONS = ("seeds", "first_seed", "tasks", "fig3_task", "steps", "pool_size", "test_size", "temperature", "lr", "max_gen_rounds")
+PROFILE_OPTIONS = (
+    "seeds",
+    "first_seed",
+    "tasks",
+    "fig3_task",
+    "steps",
+    "pool_size",
+    "test_size",
+    "temperature",
+    "lr",
+    "max_gen_rounds",
+)
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 
 TRAIN_OPTIONS = ("device", "checkpoint_every")
@@ -44,11 +56,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.experiments.profiles import PROFILES, Profile
     from snooze.trainer.config import TrainConfig
 
-    parser.add_argument("--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)")
     parser.add_argument(
-        "--profile", choices=tuple(PROFILES), default="default",
+        "--out", required=True, type=output_folder, help="output folder (runs, summary.json, summary.md, figures)"
+    )
+    parser.add_argument(
+        "--profile",
+        choices=tuple(PROFILES),
+        default="default",
         help="quick: CI smoke run (minutes); default: the reference experiment (docs/results.md); full: the default with 5 seeds (24 min on 2 cores); gpu: a larger model for --device cuda",
-    )  # fmt: skip
+    )
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)
     for policy in POLICIES:  # one group per policy with options: the flags of its options class
@@ -58,16 +74,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             add_policy_options(group, policy, unset=_UNSET, aliases={"snooze_factor": ["--factor"]})
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
-        "--jobs", type=integer, default=None,
+        "--jobs",
+        type=integer,
+        default=None,
         help="training runs at once, each in its own process (default: one per CPU core); results do not depend on it",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--threads", type=integer, default=None,
+        "--threads",
+        type=integer,
+        default=None,
         help="torch CPU threads per run (default 1); keep jobs x threads within the core count",
-    )  # fmt: skip
-    parser.add_argument("--arms", type=_arms, default=None, help="comma-separated arms, or all (default: every arm but snooze-f1 and snooze-f2, the factor sweep)")
-    parser.add_argument("--cache", type=output_folder, default=None, help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)")
-    parser.add_argument("--curriculum", type=input_file, default=None, metavar="FILE", help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes")
+    )
+    parser.add_argument(
+        "--arms",
+        type=_arms,
+        default=None,
+        help="comma-separated arms, or all (default: every arm but snooze-f1 and snooze-f2, the factor sweep)",
+    )
+    parser.add_argument(
+        "--cache",
+        type=output_folder,
+        default=None,
+        help="warm-up cache folder (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)",
+    )
+    parser.add_argument(
+        "--curriculum",
+        type=input_file,
+        default=None,
+        metavar="FILE",
+        help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes",
+    )
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -117,14 +153,26 @@ def run(args: argparse.Namespace) -> int:
         bars[0].set_postfix_str(f"{arm} seed{seed} rounds={line.get('gen/rounds')}", refresh=False)
         bars[0].update(1)
 
-    print(f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)")
+    print(
+        f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)"
+    )
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")
     try:
         summary = run_compare(
-            args.out, profile, arms, seeds, settings, jobs=jobs, threads=args.threads, cache_dir=args.cache, device=args.device,
-            curriculum=args.curriculum, checkpoint_every=train_options["checkpoint_every"], on_step=on_step,
-        )  # fmt: skip
+            args.out,
+            profile,
+            arms,
+            seeds,
+            settings,
+            jobs=jobs,
+            threads=args.threads,
+            cache_dir=args.cache,
+            device=args.device,
+            curriculum=args.curriculum,
+            checkpoint_every=train_options["checkpoint_every"],
+            on_step=on_step,
+        )
     finally:
         for bar in bars:
             bar.close()

@@ -16,7 +16,9 @@ def _factors(text: str) -> list[int]:
     try:
         out = [integer(x) for x in text.split(",") if x.strip()]  # (each in 64 bits)
     except argparse.ArgumentTypeError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} (--factors: integers >= 0 separated by commas, e.g. 1,2,5,10)") from None
+        raise argparse.ArgumentTypeError(
+            f"{exc} (--factors: integers >= 0 separated by commas, e.g. 1,2,5,10)"
+        ) from None
     if not out or any(k < 0 for k in out):
         raise argparse.ArgumentTypeError(f"{text!r}: expected one or more integers >= 0")
     return sorted(set(out))
@@ -36,7 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.core.config import SchedulerConfig
 
     parser.add_argument(
-        "log", metavar="LOG", type=input_file, help="reward log, JSONL, one line per generated group (docs/reward-log.md)"
+        "log",
+        metavar="LOG",
+        type=input_file,
+        help="reward log, JSONL, one line per generated group (docs/reward-log.md)",
     )
     parser.add_argument("--out", required=True, type=output_folder, help="output folder for replay.json and replay.png")
     parser.add_argument(
@@ -49,7 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     classify = parser.add_argument_group("classification (SchedulerConfig fields)")
     add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[:1], unset="the log's first line")
     add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[1:])
-    add_options(parser.add_argument_group("the logged run's step loop (StepShape fields)"), StepShape, SHAPE_OPTIONS, unset="inferred from the log")
+    add_options(
+        parser.add_argument_group("the logged run's step loop (StepShape fields)"),
+        StepShape,
+        SHAPE_OPTIONS,
+        unset="inferred from the log",
+    )
 
 
 def _pct(value: object) -> str:

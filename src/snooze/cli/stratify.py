@@ -20,7 +20,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._options import add_options
     from snooze.cli._paths import input_file, output_folder
 
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", type=input_file, help="baseline completions, .jsonl or .parquet")
+    parser.add_argument(
+        "inputs", nargs="+", metavar="INPUT", type=input_file, help="baseline completions, .jsonl or .parquet"
+    )
     parser.add_argument("--out", required=True, type=output_folder, help="output folder")
     parser.add_argument("--models", default=None, help="comma-separated baseline models that must be present")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plots")

@@ -90,7 +90,9 @@ class Diagnosis:
         """Encounters the policy skipped (audited ones among them): the population the audit samples."""
         self.step["skips"] += int(n)
 
-    def record(self, audit: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]) -> None:
+    def record(
+        self, audit: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
+    ) -> None:
         """A report's groups: ``audit`` ``[N]`` marks the audit groups, the rest are the stream's draws."""
         low, high = reward_range
         means = np.clip((group_means(rewards) - low) / (high - low), 0.0, 1.0)
@@ -124,8 +126,12 @@ class Diagnosis:
             log.warning(
                 "the pool is used up: max_gen_rounds bound at each of the last %d steps, which trained on %d of the %d "
                 "groups they generated (%.1f%%, under %.0f%%); add data, stop, or lower max_gen_rounds",
-                EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0, 100 * EXHAUSTED_USED,
-            )  # fmt: skip
+                EXHAUSTED_WINDOW,
+                used,
+                gen,
+                100 * used / gen if gen else 0.0,
+                100 * EXHAUSTED_USED,
+            )
         self._warn_audit(audit_share)
         self.start_step()
 
@@ -148,13 +154,22 @@ class Diagnosis:
                 "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group %.0f%% "
                 "of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups so far. "
                 "Lower snooze_factor (or predict_margin), or use policy='dynamic_sampling' to skip nothing",
-                t["audit_groups"], audit_share, 100 * audited, 100 * drawn, t["drawn_groups"], given_up,
-            )  # fmt: skip
+                t["audit_groups"],
+                audit_share,
+                100 * audited,
+                100 * drawn,
+                t["drawn_groups"],
+                given_up,
+            )
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"totals": dict(self.totals), "step": dict(self.step), "window": [list(w) for w in self.window],
-                "warned": dict(self.warned)}  # fmt: skip
+        return {
+            "totals": dict(self.totals),
+            "step": dict(self.step),
+            "window": [list(w) for w in self.window],
+            "warned": dict(self.warned),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Counts integers >= 0, pass sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` triples."""
@@ -162,8 +177,14 @@ class Diagnosis:
             raise StateError("metrics.diagnosis is not a mapping; the state is corrupt")
         totals, step = (_counts(state.get(part, {}), part) for part in ("totals", "step"))
         window = state.get("window", [])
-        if not isinstance(window, list) or len(window) > EXHAUSTED_WINDOW or not all(isinstance(w, list) and len(w) == 3 for w in window):
-            raise StateError("metrics.diagnosis.window is not a list of [bound, generated, trained]; the state is corrupt")
+        if (
+            not isinstance(window, list)
+            or len(window) > EXHAUSTED_WINDOW
+            or not all(isinstance(w, list) and len(w) == 3 for w in window)
+        ):
+            raise StateError(
+                "metrics.diagnosis.window is not a list of [bound, generated, trained]; the state is corrupt"
+            )
         window = [[state_int(v, "metrics.diagnosis.window") for v in w] for w in window]
         warned = state.get("warned", {})
         if not isinstance(warned, Mapping) or not all(isinstance(warned.get(k, False), bool) for k in self.warned):

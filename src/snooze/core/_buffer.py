@@ -54,11 +54,19 @@ class GroupBuffer:
             head[:k] = True
             dst.extend(self, head)
             rest = self.take(~head)
-            self.ds, self.row, self.ticket, self.outcome, self.rewards = rest.ds, rest.row, rest.ticket, rest.outcome, rest.rewards
+            self.ds, self.row, self.ticket, self.outcome, self.rewards = (
+                rest.ds,
+                rest.row,
+                rest.ticket,
+                rest.outcome,
+                rest.rewards,
+            )
         return k
 
     @classmethod
-    def of(cls, ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, outcome: np.ndarray, rewards: np.ndarray) -> GroupBuffer:
+    def of(
+        cls, ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, outcome: np.ndarray, rewards: np.ndarray
+    ) -> GroupBuffer:
         out = cls(rewards.shape[1])
         out.ds, out.row = ds.astype(np.int32, copy=False), row.astype(np.int64, copy=False)
         out.ticket, out.outcome = ticket.astype(np.int64, copy=False), outcome.astype(np.int8, copy=False)
@@ -71,9 +79,12 @@ class GroupBuffer:
         return {name: getattr(self, name).copy() for name in (*_FIELDS, "rewards")}
 
     def load_state_dict(
-        self, state: Mapping[str, Any], sizes: Sequence[int] = (), what: str = "buffer",
+        self,
+        state: Mapping[str, Any],
+        sizes: Sequence[int] = (),
+        what: str = "buffer",
         reward_range: tuple[float, float] = (-np.inf, np.inf),
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Take the columns: integer ``ds``, ``row``, ``ticket`` and ``outcome`` (a code of
         :mod:`~snooze.core.classify`) of one length ``K``, every group naming a prompt of datasets of these
         ``sizes``, and ``[K, G]`` finite rewards inside ``reward_range``."""
@@ -83,7 +94,9 @@ class GroupBuffer:
             raise StateError(f"buffer {what!r} has columns of different lengths; the state is corrupt")
         rewards = state_reals(state["rewards"], f"{what}.rewards", (k, self.group_size), *reward_range)
         if k and int(cols["outcome"].max()) >= len(OUTCOME_NAMES):
-            raise StateError(f"array {what}.outcome holds codes outside 0..{len(OUTCOME_NAMES) - 1}; the state is corrupt")
+            raise StateError(
+                f"array {what}.outcome holds codes outside 0..{len(OUTCOME_NAMES) - 1}; the state is corrupt"
+            )
         check_rows(cols["ds"], cols["row"], sizes, what)
         cols = {name: col.astype(getattr(self, name).dtype) for name, col in cols.items()}
         for name, col in cols.items():

@@ -21,8 +21,18 @@ import numpy as np
 from snooze.core.errors import ConfigError
 
 __all__ = [
-    "is_int", "as_int", "as_real", "finite_float", "shown", "lone_surrogate", "check_weights", "check_reward_range", "check_thresholds",
-    "check_band", "INT64_MIN", "INT64_MAX",
+    "is_int",
+    "as_int",
+    "as_real",
+    "finite_float",
+    "shown",
+    "lone_surrogate",
+    "check_weights",
+    "check_reward_range",
+    "check_thresholds",
+    "check_band",
+    "INT64_MIN",
+    "INT64_MAX",
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # integer ids and steps are held as int64: the range they must fit
@@ -114,7 +124,9 @@ def check_weights(weights: Any, names: Sequence[str] | None = None, what: str = 
             raise ConfigError(f"{what} name unknown dataset(s) {unknown}; datasets are {list(names)}")
     total = sum(out.values())  # (math.fsum raises OverflowError where this gives inf, refused below)
     if not total > 0 or not math.isfinite(total):
-        raise ConfigError(f"{what}: at least one dataset needs a weight above 0, and their sum must be finite (got {total!r})")
+        raise ConfigError(
+            f"{what}: at least one dataset needs a weight above 0, and their sum must be finite (got {total!r})"
+        )
     return out
 
 
@@ -151,5 +163,7 @@ def check_band(band: Any, what: str = "reward_band") -> tuple[float, float] | No
         lo, hi = pair
         ok = 0.0 <= lo < hi <= 1.0
     if not ok:
-        raise ConfigError(f"{what}={band!r}: must be None (off) or (lo, hi), fractions of the reward range with 0 <= lo < hi <= 1")
+        raise ConfigError(
+            f"{what}={band!r}: must be None (off) or (lo, hi), fractions of the reward range with 0 <= lo < hi <= 1"
+        )
     return lo, hi

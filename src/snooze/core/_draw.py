@@ -47,7 +47,9 @@ class Walk:
     __slots__ = ("parts", "encounters", "skipped", "passed", "counted_down", "auditable")
 
     def __init__(self, datasets: int) -> None:
-        self.parts: list[tuple[np.ndarray | int, np.ndarray, np.ndarray]] = []  # per pass: (owners, or its dataset; rows; audit)
+        self.parts: list[
+            tuple[np.ndarray | int, np.ndarray, np.ndarray]
+        ] = []  # per pass: (owners, or its dataset; rows; audit)
         self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
         self.counted_down: list[tuple[int, np.ndarray, np.ndarray | int]] = []
         self.auditable = 0
@@ -87,7 +89,9 @@ class _Peek(NamedTuple):
 def drawable(tables: Sequence[PromptTable], streams: Sequence[DatasetStream], weights: np.ndarray) -> np.ndarray:
     """``[D]``: the dataset is in the mix (weight above 0) and can still give a prompt (its stream is
     not exhausted, not every prompt is blocked)."""
-    return np.array([w > 0 and not s.exhausted and t.n_blocked < t.n for w, t, s in zip(weights.tolist(), tables, streams)])
+    return np.array(
+        [w > 0 and not s.exhausted and t.n_blocked < t.n for w, t, s in zip(weights.tolist(), tables, streams)]
+    )
 
 
 def _encounters_for(table: PromptTable, k: int) -> int:
@@ -178,7 +182,9 @@ def walk(
             if dry is not None:
                 dry.spent(d, cut, taken.shape[0] + int(np.count_nonzero(peek.counter[:cut])))
         else:
-            peeks, owners, awake, rows, audit = _mixed_pass(tables, streams, policy, weights, active, drawn + out.encounters, need)
+            peeks, owners, awake, rows, audit = _mixed_pass(
+                tables, streams, policy, weights, active, drawn + out.encounters, need
+            )
             cut, met = _cut(awake, need)
             if cut == 0:
                 break
@@ -188,7 +194,9 @@ def walk(
                     if dry is not None:
                         dry.spent(d, k, taken.shape[0] + int(np.count_nonzero(peeks[d].counter[:k])))
             take = awake[:cut]
-            out.parts.append((owners[:cut][take], rows[:cut][take], audit[:cut][take]))  # the awake prompts, in mixed-stream order
+            out.parts.append(
+                (owners[:cut][take], rows[:cut][take], audit[:cut][take])
+            )  # the awake prompts, in mixed-stream order
         need -= met
     return out
 
@@ -250,7 +258,12 @@ def walk_quota(
             break  # no dataset gave a prompt and none ran out: nothing more to draw
     counts = np.array([r.shape[0] for r in rows_by_ds], dtype=np.int64)
     order = interleave_order(counts)  # slot -> index into the rows grouped by dataset
-    return np.repeat(np.arange(D), counts)[order], np.concatenate(rows_by_ds)[order], np.concatenate(audit_by_ds)[order], counts
+    return (
+        np.repeat(np.arange(D), counts)[order],
+        np.concatenate(rows_by_ds)[order],
+        np.concatenate(audit_by_ds)[order],
+        counts,
+    )
 
 
 def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:
@@ -296,6 +309,7 @@ def _mixed_pass(
     at = (np.cumsum(counts) - counts)[owners[order]] + rank[order]  # [M] index into the peeks, concatenated
     awake = np.concatenate([peeks[d].awake for d in active])[at]
     rows = np.concatenate([peeks[d].rows for d in active])[at]
-    audit = np.concatenate([peeks[d].audit if peeks[d].audit is not None else np.zeros(peeks[d].rows.shape[0], dtype=bool)
-                            for d in active])[at]  # fmt: skip
+    audit = np.concatenate(
+        [peeks[d].audit if peeks[d].audit is not None else np.zeros(peeks[d].rows.shape[0], dtype=bool) for d in active]
+    )[at]
     return peeks, owners[order], awake, rows, audit

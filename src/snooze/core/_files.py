@@ -22,8 +22,12 @@ from typing import IO, Any
 
 __all__ = ["open_regular", "read_regular", "write_atomic", "fsync_dir", "remove_quietly"]
 
-_KINDS = {stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket"}  # fmt: skip
+_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
 
 
 def open_regular(path: str | os.PathLike[str], text: bool = False, **kwargs: Any) -> IO[Any]:

@@ -88,7 +88,11 @@ def _spent(table: PromptTable, stream: DatasetStream, used: int) -> tuple[int, i
 
 
 def leap(
-    tables: Sequence[PromptTable], streams: Sequence[DatasetStream], weights: np.ndarray, drawn: np.ndarray, active: list[int]
+    tables: Sequence[PromptTable],
+    streams: Sequence[DatasetStream],
+    weights: np.ndarray,
+    drawn: np.ndarray,
+    active: list[int],
 ) -> list[tuple[int, int, int, int, np.ndarray, np.ndarray]]:
     """Spend every encounter due before the first that may be awake (the datasets in ``active`` all
     :func:`asleep_all`). Returns ``(dataset, encounters, skipped, passed, rows, by)`` per dataset that spent any."""

@@ -45,8 +45,11 @@ class Column(NamedTuple):
     """Largest valid value (a state holding more is refused as corrupt); ``None``: any."""
 
 
-BASE_COLUMNS: tuple[Column, ...] = (Column("counter", np.int32, minimum=0), Column("flags", np.uint8, maximum=int(RETIRED | EASY_SNOOZED | EXCLUDED)),
-                                      Column("streak", np.uint8))  # fmt: skip
+BASE_COLUMNS: tuple[Column, ...] = (
+    Column("counter", np.int32, minimum=0),
+    Column("flags", np.uint8, maximum=int(RETIRED | EASY_SNOOZED | EXCLUDED)),
+    Column("streak", np.uint8),
+)
 
 
 class PromptTable:
@@ -107,8 +110,11 @@ class PromptMemory:
         flags1 = self.columns["flags"][u]
         ds = np.searchsorted(self.offsets, u, side="right") - 1
         D = len(self.tables)
-        pairs = (("n_asleep", asleep0, self.columns["counter"][u] > 0), ("n_retired", (flags0 & RETIRED) != 0, (flags1 & RETIRED) != 0),
-                 ("n_blocked", (flags0 & BLOCKED) != 0, (flags1 & BLOCKED) != 0))  # fmt: skip
+        pairs = (
+            ("n_asleep", asleep0, self.columns["counter"][u] > 0),
+            ("n_retired", (flags0 & RETIRED) != 0, (flags1 & RETIRED) != 0),
+            ("n_blocked", (flags0 & BLOCKED) != 0, (flags1 & BLOCKED) != 0),
+        )
         for name, before, after in pairs:
             delta = np.bincount(ds, weights=after.astype(np.int64) - before.astype(np.int64), minlength=D)
             if delta.any():
@@ -138,7 +144,9 @@ class PromptMemory:
         ``"history"``: every prompt unseen); columns this run does not keep are ignored."""
         saved = state["datasets"]
         if len(saved) != len(self.tables):
-            raise StateError(f"the state holds the memory of {len(saved)} datasets, this scheduler has {len(self.tables)}")
+            raise StateError(
+                f"the state holds the memory of {len(saved)} datasets, this scheduler has {len(self.tables)}"
+            )
         base = {c.name for c in BASE_COLUMNS}
         loaded: list[dict[str, np.ndarray]] = []
         for d, (cols, n) in enumerate(zip(saved, self.sizes)):

@@ -22,7 +22,15 @@ from snooze.core.classify import OUTCOME_NAMES, SIGNAL
 __all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
 
 _DS_KEYS = ("gen_groups", "signal", "dropped", "skipped", "discarded", "carried_out", "carried_in")
-_SCALARS = ("gen/rounds", "gen/cancelled", "snooze/skipped", "snooze/new", "snooze/regressed", "filter/new", "filter/skipped")
+_SCALARS = (
+    "gen/rounds",
+    "gen/cancelled",
+    "snooze/skipped",
+    "snooze/new",
+    "snooze/regressed",
+    "filter/new",
+    "filter/skipped",
+)
 TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
 
 

@@ -84,8 +84,10 @@ class Mix:
             with np.errstate(over="ignore"):
                 total = weights.sum()
             if not total > 0 or not np.isfinite(total):  # an infinite sum: every share would be 0 or NaN
-                raise StateError(f"weights={state['weights']!r}: no dataset has a weight above 0, or their sum is not finite; "
-                                 "the state is corrupt")
+                raise StateError(
+                    f"weights={state['weights']!r}: no dataset has a weight above 0, or their sum is not finite; "
+                    "the state is corrupt"
+                )
         self.weights, self.drawn = weights, drawn
 
 
@@ -107,7 +109,9 @@ def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     >>> largest_remainder(5, np.array([1.0, 1.0])).tolist()
     [3, 2]
     """
-    w = [float(x) for x in np.asarray(weights, dtype=np.float64).tolist()]  # a handful of datasets: plain Python is faster
+    w = [
+        float(x) for x in np.asarray(weights, dtype=np.float64).tolist()
+    ]  # a handful of datasets: plain Python is faster
     total_w = sum(w)
     if total <= 0 or total_w <= 0:
         return np.zeros(len(w), dtype=np.int64)

@@ -55,8 +55,10 @@ class PendingSet:
     def check_room(self, n: int) -> None:
         """Refuse, before anything is drawn, a round whose ``n`` tickets would pass int64 (a crafted state)."""
         if n > INT64_MAX + 1 - self.next_ticket:
-            raise StateError(f"the ticket counter is at {self.next_ticket}: {n} more tickets would pass int64 "
-                             "(2**63 - 1); the state was not written by this scheduler's own run")
+            raise StateError(
+                f"the ticket counter is at {self.next_ticket}: {n} more tickets would pass int64 "
+                "(2**63 - 1); the state was not written by this scheduler's own run"
+            )
 
     def issue(self, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> np.ndarray:
         """Tickets for newly drawn prompts ``(ds[i], row[i])``, held until reported. ``[N]`` -> ``[N]``."""
@@ -67,7 +69,9 @@ class PendingSet:
 
     def add(self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> None:
         """Append tickets (all above the ones held); ``audit`` ``None``: none of them is an audit."""
-        self.audit = np.concatenate([self.audit, np.zeros(ds.shape[0], dtype=bool) if audit is None else audit.astype(bool)])
+        self.audit = np.concatenate(
+            [self.audit, np.zeros(ds.shape[0], dtype=bool) if audit is None else audit.astype(bool)]
+        )
         self.ticket = np.concatenate([self.ticket, ticket.astype(np.int64)])
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
@@ -101,7 +105,11 @@ class PendingSet:
         index = self.find(issued.ticket)
         if (index < 0).any():
             c = candidates[int(np.argmax(index < 0))]
-            why = "was already reported (or cancelled)" if 0 <= c.ticket < self.next_ticket else "was never issued by this scheduler"
+            why = (
+                "was already reported (or cancelled)"
+                if 0 <= c.ticket < self.next_ticket
+                else "was never issued by this scheduler"
+            )
             raise ReportError(
                 f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) {why}; report only what propose() "
                 "returned, once each. Nothing was recorded."
@@ -132,7 +140,12 @@ class PendingSet:
         """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``audit`` (the tickets
         of audit candidates, a list) and ``issuer`` (the run id)."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
-        return {"next_ticket": self.next_ticket, "pending": rows, "audit": self.ticket[self.audit].tolist(), "issuer": self.issuer}
+        return {
+            "next_ticket": self.next_ticket,
+            "pending": rows,
+            "audit": self.ticket[self.audit].tolist(),
+            "issuer": self.issuer,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """``issuer`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a

@@ -30,8 +30,12 @@ class RoundUndo:
         self.tickets = (sched.pending.next_ticket, len(sched.pending))
         self.policy = sched.policy.state_dict()  # JSON-safe copies; {} for policies without state of their own
         # a buffer's columns are replaced, never written in place, when groups join: keeping them is O(1)
-        self.buffers = [(b, (b.ds, b.row, b.ticket, b.outcome, b.rewards)) for b in (sched.batch, sched.surplus, sched.zero)]
-        self.counted_down: list[tuple[int, np.ndarray, np.ndarray | int]] = []  # (dataset, rows, by how much) in walk order
+        self.buffers = [
+            (b, (b.ds, b.row, b.ticket, b.outcome, b.rewards)) for b in (sched.batch, sched.surplus, sched.zero)
+        ]
+        self.counted_down: list[
+            tuple[int, np.ndarray, np.ndarray | int]
+        ] = []  # (dataset, rows, by how much) in walk order
         self.memory: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # (memory rows, their columns before)
 
     def keep_memory(self, columns: dict[str, np.ndarray], rows: np.ndarray) -> None:

@@ -107,7 +107,8 @@ def reading(state: Any) -> Iterator[None]:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise StateError(
-            (f"{where}: " if where else "") + f"scheduler state is incomplete or malformed ({type(exc).__name__}: {exc})"
+            (f"{where}: " if where else "")
+            + f"scheduler state is incomplete or malformed ({type(exc).__name__}: {exc})"
         ) from None
 
 
@@ -154,10 +155,16 @@ def unpack(
     return Parts(
         streams=[{"epoch": info["epoch"], "cursor": info["cursor"]} for info in meta["datasets"]],
         memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
-        mix={"weights": meta["weights"] if meta["config"]["weights"] == config.to_dict()["weights"] else None,
-             "drawn": meta["drawn"]},  # fmt: skip
-        pending={"next_ticket": meta["next_ticket"], "pending": arrays["pending"], "issuer": meta.get("run_id"),
-                 "audit": meta.get("pending_audit", [])},
+        mix={
+            "weights": meta["weights"] if meta["config"]["weights"] == config.to_dict()["weights"] else None,
+            "drawn": meta["drawn"],
+        },
+        pending={
+            "next_ticket": meta["next_ticket"],
+            "pending": arrays["pending"],
+            "issuer": meta.get("run_id"),
+            "audit": meta.get("pending_audit", []),
+        },
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
         metrics=dict(meta["metrics"]),
         last_metrics=_last_metrics(meta["last_metrics"]),
@@ -204,7 +211,9 @@ def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sou
     if [n for n, _ in saved] != [n for n, _ in now]:
         problems.append(f"datasets {[n for n, _ in saved]} (saved) != {[n for n, _ in now]} (now)")
     else:
-        problems += [f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now) if a != b]
+        problems += [
+            f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now) if a != b
+        ]
     return problems
 
 
@@ -279,14 +288,22 @@ def _migrate(
         streams=streams,
         memory={"datasets": memory},
         mix={"weights": None, "drawn": drawn},
-        pending={"next_ticket": meta["next_ticket"], "pending": np.empty((0, 3), dtype=np.int64), "issuer": meta.get("run_id")},
+        pending={
+            "next_ticket": meta["next_ticket"],
+            "pending": np.empty((0, 3), dtype=np.int64),
+            "issuer": meta.get("run_id"),
+        },
         buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
         metrics=metrics.state_dict(),
     )
 
 
 def _move_memory(
-    into: dict[str, np.ndarray], saved: Mapping[str, np.ndarray], i: int, info: Mapping[str, Any], new: Source,
+    into: dict[str, np.ndarray],
+    saved: Mapping[str, np.ndarray],
+    i: int,
+    info: Mapping[str, Any],
+    new: Source,
     previous: Mapping[str, Any] | None,
 ) -> int:
     """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts moved."""

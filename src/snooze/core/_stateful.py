@@ -42,11 +42,15 @@ def _shaped(value: Any, what: str, shape: tuple[int | None, ...], kinds: str) ->
     fits = arr.ndim == len(shape) and all(want is None or got == want for got, want in zip(arr.shape, shape))
     if not fits or (arr.size and arr.dtype.kind not in kinds):  # an empty JSON list reads as float64: let it be
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
-        raise StateError(f"array {what} has shape {arr.shape} / {arr.dtype}, expected {want} of {'integers' if kinds == 'iu' else 'numbers'}; the state is corrupt")
+        raise StateError(
+            f"array {what} has shape {arr.shape} / {arr.dtype}, expected {want} of {'integers' if kinds == 'iu' else 'numbers'}; the state is corrupt"
+        )
     return arr
 
 
-def state_ints(value: Any, what: str, shape: tuple[int | None, ...], low: int = 0, high: int | None = None) -> np.ndarray:
+def state_ints(
+    value: Any, what: str, shape: tuple[int | None, ...], low: int = 0, high: int | None = None
+) -> np.ndarray:
     """``value`` as an ``int64`` array of ``shape`` (``None``: any length) with values in ``[low, high]``,
     or a :class:`StateError`. Only integers: a float or a string is never cut or parsed to one."""
     arr = _shaped(value, what, shape, "iu")
@@ -56,11 +60,15 @@ def state_ints(value: Any, what: str, shape: tuple[int | None, ...], low: int = 
     return arr.astype(np.int64)
 
 
-def state_reals(value: Any, what: str, shape: tuple[int | None, ...], low: float = -np.inf, high: float = np.inf) -> np.ndarray:
+def state_reals(
+    value: Any, what: str, shape: tuple[int | None, ...], low: float = -np.inf, high: float = np.inf
+) -> np.ndarray:
     """``value`` as a finite ``float64`` array of ``shape`` with values in ``[low, high]``, or a :class:`StateError`."""
     arr = _shaped(value, what, shape, "iuf").astype(np.float64)
     if not np.isfinite(arr).all() or (arr.size and (arr.min() < low or arr.max() > high)):
-        raise StateError(f"array {what} holds values that are not finite or outside [{low:g}, {high:g}]; the state is corrupt")
+        raise StateError(
+            f"array {what} holds values that are not finite or outside [{low:g}, {high:g}]; the state is corrupt"
+        )
     return arr
 
 

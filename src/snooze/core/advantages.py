@@ -63,7 +63,9 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
     if r.ndim != 2:
         raise RewardError(f"rewards must be 2-D [groups, group_size], got shape {r.shape}")
     if scale == "group" and r.shape[0] and r.shape[1] < 2:
-        raise RewardError(f"rewards have shape {r.shape}: a group of one rollout has no std; GRPO needs group_size >= 2")
+        raise RewardError(
+            f"rewards have shape {r.shape}: a group of one rollout has no std; GRPO needs group_size >= 2"
+        )
     if not np.isfinite(r).all():
         raise RewardError("rewards hold NaN or infinite values; advantages of them are meaningless")
     return scaled_advantages(r, scale, eps)

@@ -83,7 +83,9 @@ def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         why = "a file of that name is in the way" if isinstance(exc, FileExistsError) else (exc.strerror or str(exc))
-        raise StateError(f"{root}: cannot save a checkpoint here ({why}); pass a directory path (save() creates it)") from None
+        raise StateError(
+            f"{root}: cannot save a checkpoint here ({why}); pass a directory path (save() creates it)"
+        ) from None
     try:
         with _turn(root):
             return _commit(root, data, step)
@@ -140,15 +142,21 @@ def _prune(root: Path, keep: str) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def read_record(latest: Path, fmt: str, version: int, what: str, fix: str = "", max_bytes: int = _MAX_RECORD) -> dict[str, Any]:
+def read_record(
+    latest: Path, fmt: str, version: int, what: str, fix: str = "", max_bytes: int = _MAX_RECORD
+) -> dict[str, Any]:
     """The commit record ``latest`` (a small JSON object) of format ``fmt`` and ``version``, or a
     :class:`StateError` naming the file; ``what`` names the checkpoint kind in messages, ``fix`` (a
     sentence) is appended to them. Used by the scheduler's checkpoints and the reference trainer's."""
     tail = f". {fix}" if fix else ""
     try:
-        raw = read_regular(latest, max_bytes + 1)  # a commit record is a few hundred bytes; never read a huge file whole
+        raw = read_regular(
+            latest, max_bytes + 1
+        )  # a commit record is a few hundred bytes; never read a huge file whole
     except OSError as exc:
-        raise StateError(f"{latest}: not a readable commit record ({exc.strerror or exc}); the checkpoint is corrupt{tail}") from None
+        raise StateError(
+            f"{latest}: not a readable commit record ({exc.strerror or exc}); the checkpoint is corrupt{tail}"
+        ) from None
     if len(raw) > max_bytes:
         raise StateError(f"{latest}: over {max_bytes} bytes, so not a commit record; the checkpoint is corrupt{tail}")
     record = parse_json(raw, f"{latest}: not a readable commit record", StateError, f"the checkpoint is corrupt{tail}")
@@ -174,22 +182,31 @@ def read_committed(file: Path, record: dict[str, Any], what: str, fix: str) -> b
         with open_regular(file) as fh:  # a FIFO or a device is refused, never read (a read would block or not end)
             size = os.fstat(fh.fileno()).st_size
             if size != record.get("bytes"):
-                raise StateError(f"{file}: checksum mismatch ({size} bytes, expected {record.get('bytes')}); {mismatch}. {fix}")
+                raise StateError(
+                    f"{file}: checksum mismatch ({size} bytes, expected {record.get('bytes')}); {mismatch}. {fix}"
+                )
             data = fh.read()
     except OSError as exc:
         raise StateError(f"{file}: committed {what} cannot be read ({exc.strerror or exc}). {fix}") from None
     if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
-        raise StateError(f"{file}: checksum mismatch ({len(data)} bytes, expected {record.get('bytes')}); {mismatch}. {fix}")
+        raise StateError(
+            f"{file}: checksum mismatch ({len(data)} bytes, expected {record.get('bytes')}); {mismatch}. {fix}"
+        )
     return data
 
 
-_INNER = ("scheduler", "snooze")  # the scheduler's folder in a reference-trainer step folder; in a TRL or verl checkpoint
+_INNER = (
+    "scheduler",
+    "snooze",
+)  # the scheduler's folder in a reference-trainer step folder; in a TRL or verl checkpoint
 
 
 def _committed_dir(record: Path) -> str | None:
     """The folder a training checkpoint's commit record names (the reference trainer's ``{"dir": ...}``)."""
     try:
-        name = parse_json(read_regular(record, _MAX_RECORD), str(record), StateError).get("dir")  # bounded, as every read of a record
+        name = parse_json(read_regular(record, _MAX_RECORD), str(record), StateError).get(
+            "dir"
+        )  # bounded, as every read of a record
     except (OSError, StateError, AttributeError):
         return None
     return name if isinstance(name, str) and name and Path(name).name == name else None
@@ -213,15 +230,20 @@ def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
         raise StateError(f"{root}: no checkpoint directory here (nothing was saved, or the path is wrong)")
-    if not (latest.exists() or latest.is_symlink()):  # (anything else there is refused by read_record, saying what it is)
+    if not (
+        latest.exists() or latest.is_symlink()
+    ):  # (anything else there is refused by read_record, saying what it is)
         raise StateError(
             f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
-            "leaves only temporary files, which are never loaded)" + (_inner_hint(root) or "; pass the directory given to save()")
+            "leaves only temporary files, which are never loaded)"
+            + (_inner_hint(root) or "; pass the directory given to save()")
         )
     try:
         record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint")
     except StateError:  # only a refused record looks around for a training checkpoint's inner folder
-        record = read_record(latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint", _inner_hint(root).removeprefix("; "))
+        record = read_record(
+            latest, CHECKPOINT_FORMAT, CHECKPOINT_VERSION, "snooze checkpoint", _inner_hint(root).removeprefix("; ")
+        )
     name = record.get("file")
     if not isinstance(name, str) or not _FILE_RE.match(name):
         raise StateError(
@@ -236,12 +258,16 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     Returns ``{"meta", "arrays", "path"}``; ``path`` (the state file) lets later checks name the file too.
     """
     root = Path(path)
-    for _ in range(_RETRIES):  # a save between reading LATEST and opening its file may prune that file: read LATEST again
+    for _ in range(
+        _RETRIES
+    ):  # a save between reading LATEST and opening its file may prune that file: read LATEST again
         record = _read_record(root)
         file = root / record["file"]
         if file.exists() or _read_record(root)["file"] == record["file"]:
             break
-    data = read_committed(file, record, f"state file inside {root}", "Restore it from a backup or start a new run explicitly.")
+    data = read_committed(
+        file, record, f"state file inside {root}", "Restore it from a backup or start a new run explicitly."
+    )
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}

@@ -25,7 +25,18 @@ import numpy.typing as npt
 from snooze.core._checks import check_band, check_reward_range, check_thresholds
 from snooze.core.errors import ConfigError, RewardError
 
-__all__ = ["SIGNAL", "TOO_EASY", "TOO_HARD", "FLAT", "OUTCOME_NAMES", "check_rewards", "classify_groups", "classify", "reward_array", "group_means"]
+__all__ = [
+    "SIGNAL",
+    "TOO_EASY",
+    "TOO_HARD",
+    "FLAT",
+    "OUTCOME_NAMES",
+    "check_rewards",
+    "classify_groups",
+    "classify",
+    "reward_array",
+    "group_means",
+]
 
 SIGNAL, TOO_EASY, TOO_HARD, FLAT = 0, 1, 2, 3
 OUTCOME_NAMES: tuple[str, ...] = ("signal", "too_easy", "too_hard", "flat")
@@ -73,7 +84,9 @@ def reward_array(rewards: object, want: str) -> np.ndarray:
             arr = np.asarray(rewards)
         except Exception as exc:  # any array-like may fail its own way (a tensor that requires grad, a ragged list)
             hint = " (a torch tensor: pass rewards.detach().cpu())" if hasattr(rewards, "detach") else ""
-            raise RewardError(f"rewards could not be read as an array ({type(exc).__name__}: {exc}){hint}; {want}") from None
+            raise RewardError(
+                f"rewards could not be read as an array ({type(exc).__name__}: {exc}){hint}; {want}"
+            ) from None
     if arr.dtype.kind not in "biuf":
         raise RewardError(
             f"rewards must be real numbers (float, int or bool), got an array of {arr.dtype} "
@@ -83,8 +96,15 @@ def reward_array(rewards: object, want: str) -> np.ndarray:
 
 
 def _kind_name(kind: str) -> str:
-    return {"U": "strings", "S": "bytes", "c": "complex numbers", "O": "Python objects: None, an int too large for a "
-            "float, or a mix of types", "M": "dates", "m": "time spans", "V": "raw records"}.get(kind, "not numbers")  # fmt: skip
+    return {
+        "U": "strings",
+        "S": "bytes",
+        "c": "complex numbers",
+        "O": "Python objects: None, an int too large for a float, or a mix of types",
+        "M": "dates",
+        "m": "time spans",
+        "V": "raw records",
+    }.get(kind, "not numbers")
 
 
 def group_means(rewards: np.ndarray) -> np.ndarray:

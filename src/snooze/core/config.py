@@ -33,7 +33,18 @@ from snooze.core.options import (
     take_flat,
 )
 
-__all__ = ["SchedulerConfig", "Choices", "field_choices", "config_changes", "migrate", "PolicyName", "OnShort", "OutOfRange", "Mix", "AdvantageScale"]
+__all__ = [
+    "SchedulerConfig",
+    "Choices",
+    "field_choices",
+    "config_changes",
+    "migrate",
+    "PolicyName",
+    "OnShort",
+    "OutOfRange",
+    "Mix",
+    "AdvantageScale",
+]
 
 
 PolicyName = Annotated[str, Choices(lambda: tuple(POLICIES))]
@@ -136,7 +147,9 @@ class SchedulerConfig:
         :class:`ConfigError` naming the nearest field, as ``from_dict`` and ``replace`` report it."""
         names = [f.name for f in dataclasses.fields(self)]
         if len(args) > len(names):
-            raise ConfigError(f"SchedulerConfig takes at most {len(names)} positional arguments, got {len(args)}; pass fields by name")
+            raise ConfigError(
+                f"SchedulerConfig takes at most {len(names)} positional arguments, got {len(args)}; pass fields by name"
+            )
         twice = sorted(set(names[: len(args)]) & set(kwargs))
         if twice:
             raise ConfigError(f"SchedulerConfig: field(s) {twice} given both by position and by name")
@@ -193,8 +206,13 @@ class SchedulerConfig:
         (flat option names, every policy's among them: the options of policies other than the saved one
         had no effect and are dropped, :func:`migrate`); unknown keys are an error that names them."""
         if not isinstance(data, Mapping):
-            raise ConfigError(f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}")
-        kwargs = {**_LEGACY, **migrate(data)}  # a field a saved config lacks takes the value that keeps its run as it was
+            raise ConfigError(
+                f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}"
+            )
+        kwargs = {
+            **_LEGACY,
+            **migrate(data),
+        }  # a field a saved config lacks takes the value that keeps its run as it was
         for key in ("reward_range", "reward_band"):
             if isinstance(kwargs.get(key), list):  # JSON has no tuples
                 kwargs[key] = tuple(kwargs[key])
@@ -225,7 +243,11 @@ def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
         pass
     default = _flat_items({**SchedulerConfig(policy=now.policy).to_dict(), **_LEGACY})
     current, before = _flat_items(now.to_dict()), _flat_items(saved)
-    return [f"{k}: saved {before.get(k, default.get(k))!r}, now {v!r}" for k, v in current.items() if _differs(before.get(k, default.get(k)), v)]
+    return [
+        f"{k}: saved {before.get(k, default.get(k))!r}, now {v!r}"
+        for k, v in current.items()
+        if _differs(before.get(k, default.get(k)), v)
+    ]
 
 
 def _flat_items(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -259,7 +281,9 @@ _OPTIONAL = ("gen_batch_size", "epochs")
 
 
 def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
-    object.__setattr__(cfg, name, value)  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+    object.__setattr__(
+        cfg, name, value
+    )  # frozen: the checked value (a numpy number as a Python one) replaces the given one
 
 
 def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
@@ -287,7 +311,9 @@ def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
     _check_choice_value("policy", policy, tuple(POLICIES))
     options, rest = take_flat(policy, out.get("options"), flat)
     if rest and "policy" not in out:  # no policy written: flat options name the policy they belong to
-        owners = {name for name in POLICIES if set(rest) <= {k for k, _, _ in options_class(POLICIES, name).flat_fields(name)}}
+        owners = {
+            name for name in POLICIES if set(rest) <= {k for k, _, _ in options_class(POLICIES, name).flat_fields(name)}
+        }
         if len(owners) != 1:
             raise ConfigError(
                 f"{', '.join(sorted(rest))}: options of another policy than the default {policy!r}, and no "
@@ -302,7 +328,7 @@ def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
             text = str(exc)
             used = {f: k for k, f in _fields_of(policy).items() if k in flat and k not in rest}
             bad = next((f for f in used if text.startswith(f"{f}=")), None)
-            raise ConfigError(used[bad] + text[len(bad):] if bad else text) from None
+            raise ConfigError(used[bad] + text[len(bad) :] if bad else text) from None
         out["options"] = options
     for key, value in rest.items():  # another policy's: checked as its options would check it, then dropped
         cls, field = names[key]
@@ -310,7 +336,7 @@ def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
             cls.from_dict({field: value})
         except ConfigError as exc:
             text = str(exc)
-            raise ConfigError(key + text[len(field):] if text.startswith(f"{field}=") else text) from None
+            raise ConfigError(key + text[len(field) :] if text.startswith(f"{field}=") else text) from None
     return out
 
 
@@ -327,8 +353,10 @@ def _policy_options(policy: str, options: Any) -> Options:
     if isinstance(options, Mapping):
         return cls.from_dict(options)
     if type(options) is not cls:
-        raise ConfigError(f"options={options!r}: policy {policy!r} takes {cls.__name__} (or a mapping of its fields), "
-                          f"not {type(options).__name__}")
+        raise ConfigError(
+            f"options={options!r}: policy {policy!r} takes {cls.__name__} (or a mapping of its fields), "
+            f"not {type(options).__name__}"
+        )
     return options
 
 
@@ -339,8 +367,6 @@ def _check_choice(cfg: SchedulerConfig, name: str) -> None:
 def _check_choice_value(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(f"{name}={value!r}: must be one of {', '.join(map(repr, allowed))}")
-
-
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SchedulerConfig))

@@ -35,7 +35,10 @@ __all__ = ["check_policy"]
 
 
 def _datasets() -> dict[str, list[dict[str, Any]]]:
-    return {"a": [{"id": f"a{i}", "p": (i % 10) / 9} for i in range(40)], "b": [{"id": i, "p": (i % 5) / 4} for i in range(25)]}
+    return {
+        "a": [{"id": f"a{i}", "p": (i % 10) / 9} for i in range(40)],
+        "b": [{"id": i, "p": (i % 5) / 4} for i in range(25)],
+    }
 
 
 def _rewards(cands: Any, group_size: int) -> np.ndarray:
@@ -55,7 +58,11 @@ def _flat(state: Mapping[str, Any]) -> dict[str, Any]:
 def _same_state(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     fa, fb = _flat(a), _flat(b)
     bad = [f"meta.{k}" for k in sorted(set(fa["meta"]) | set(fb["meta"])) if fa["meta"].get(k) != fb["meta"].get(k)]
-    return bad + [f"array {k}" for k in sorted(set(fa["arrays"]) | set(fb["arrays"])) if fa["arrays"].get(k) != fb["arrays"].get(k)]
+    return bad + [
+        f"array {k}"
+        for k in sorted(set(fa["arrays"]) | set(fb["arrays"]))
+        if fa["arrays"].get(k) != fb["arrays"].get(k)
+    ]
 
 
 def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
@@ -64,12 +71,20 @@ def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
 
 def _check_counts(sched: Scheduler, where: str) -> None:
     for d, t in enumerate(sched.tables):
-        held = (int(np.count_nonzero(t.counter)), int(np.count_nonzero(t.flags & RETIRED)), int(np.count_nonzero(t.flags & BLOCKED)))
+        held = (
+            int(np.count_nonzero(t.counter)),
+            int(np.count_nonzero(t.flags & RETIRED)),
+            int(np.count_nonzero(t.flags & BLOCKED)),
+        )
         cached = (t.n_asleep, t.n_retired, t.n_blocked)
         if held != cached:
-            raise _fail("counts", where, f"dataset {sched.names[d]!r}: (asleep, retired, blocked) cached as {cached}, the columns "
-                        f"hold {held}; a report that puts prompts to sleep, retires or blocks them must say so in its "
-                        "Changes(new=..., retired=..., blocked=...)")
+            raise _fail(
+                "counts",
+                where,
+                f"dataset {sched.names[d]!r}: (asleep, retired, blocked) cached as {cached}, the columns "
+                f"hold {held}; a report that puts prompts to sleep, retires or blocks them must say so in its "
+                "Changes(new=..., retired=..., blocked=...)",
+            )
 
 
 def _check_mask(sched: Scheduler, where: str) -> None:
@@ -82,7 +97,11 @@ def _check_mask(sched: Scheduler, where: str) -> None:
         got = policy.skip_mask(t, sched.streams[d], rows, awake)
         if not isinstance(got, np.ndarray) or got.dtype != np.bool_ or got.shape != rows.shape:
             shown = f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}".strip()
-            raise _fail("skip mask", where, f"dataset {sched.names[d]!r}: returned {shown}, not a bool array of shape {rows.shape}")
+            raise _fail(
+                "skip mask",
+                where,
+                f"dataset {sched.names[d]!r}: returned {shown}, not a bool array of shape {rows.shape}",
+            )
 
 
 def _check_rejected(sched: Scheduler, where: str) -> None:
@@ -132,8 +151,14 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
     ``gen_batch_size`` above ``batch_size``, partial batches); ``steps``: steps of the uninterrupted run."""
     name = getattr(policy_cls, "name", "")
     if not name or POLICIES.get(name) is not policy_cls:
-        raise ConfigError(f"check_policy({getattr(policy_cls, '__name__', policy_cls)!r}): register it first (@register_policy(name))")
-    cfg = config if config is not None else SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=name)
+        raise ConfigError(
+            f"check_policy({getattr(policy_cls, '__name__', policy_cls)!r}): register it first (@register_policy(name))"
+        )
+    cfg = (
+        config
+        if config is not None
+        else SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=name)
+    )
     if cfg.policy != name:
         raise ConfigError(f"check_policy: config.policy={cfg.policy!r}, but the policy is registered as {name!r}")
     G = cfg.group_size
@@ -156,14 +181,26 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
     again.load_state_dict(state)
     changed = _same_state(state, again.state_dict())
     if changed:
-        raise _fail("state round-trip", f"at step {steps // 2}", f"state_dict -> load_state_dict -> state_dict changed {changed[:5]}")
+        raise _fail(
+            "state round-trip",
+            f"at step {steps // 2}",
+            f"state_dict -> load_state_dict -> state_dict changed {changed[:5]}",
+        )
     _check_rejected(_loaded(state, cfg, seed), f"at step {steps // 2}")
     for k in range(steps // 2, steps):
         batch = again.step(rollout)
         got = ([(c.dataset, c.id) for c in batch.candidates], batch.metrics)
         if got != trace[k]:
-            what = "the batch" if got[0] != trace[k][0] else sorted(m for m in got[1] if got[1][m] != trace[k][1].get(m))[:5]
-            raise _fail("exact resume", f"at step {k + 1}", f"resumed at step {steps // 2}, {what} differs from the uninterrupted run's")
+            what = (
+                "the batch"
+                if got[0] != trace[k][0]
+                else sorted(m for m in got[1] if got[1][m] != trace[k][1].get(m))[:5]
+            )
+            raise _fail(
+                "exact resume",
+                f"at step {k + 1}",
+                f"resumed at step {steps // 2}, {what} differs from the uninterrupted run's",
+            )
         _check_counts(again, f"after step {k + 1} (resumed)")
 
 

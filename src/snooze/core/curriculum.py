@@ -120,7 +120,9 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
     if "step" in raw:
         step = raw["step"]
         if not is_int(step) or not 1 <= step <= INT64_MAX or len(raw) != 1:
-            raise ConfigError(f"{_where(source, path)}: {{'step': N}} needs one integer N in [1, 2**63 - 1] and nothing else")
+            raise ConfigError(
+                f"{_where(source, path)}: {{'step': N}} needs one integer N in [1, 2**63 - 1] and nothing else"
+            )
         return Condition(step=step)
     unknown = sorted(set(raw) - {"metric", "op", "value", "for_steps"})
     if unknown or "metric" not in raw or "value" not in raw:

@@ -48,7 +48,9 @@ class BatchShortError(SnoozeError, RuntimeError):
     """The training batch could not be filled within ``max_gen_rounds`` and ``on_short='raise'``."""
 
     @classmethod
-    def at(cls, step: int, have: int, batch_size: int, rounds: int, max_rounds: int, exhausted: bool) -> BatchShortError:
+    def at(
+        cls, step: int, have: int, batch_size: int, rounds: int, max_rounds: int, exhausted: bool
+    ) -> BatchShortError:
         return cls(
             f"step {step}: only {have} of batch_size={batch_size} groups with signal after {rounds} generation "
             f"round(s) (max_gen_rounds={max_rounds}" + (", data exhausted" if exhausted else "") + "). Raise "

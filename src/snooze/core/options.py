@@ -29,7 +29,21 @@ from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from snooze.core.errors import ConfigError
 
-__all__ = ["Choices", "field_choices", "Options", "NoOptions", "Registry", "POLICIES", "SKIP_RULES", "options_class", "flat_names", "all_flat_names", "take_flat", "policy_of", "check_known"]
+__all__ = [
+    "Choices",
+    "field_choices",
+    "Options",
+    "NoOptions",
+    "Registry",
+    "POLICIES",
+    "SKIP_RULES",
+    "options_class",
+    "flat_names",
+    "all_flat_names",
+    "take_flat",
+    "policy_of",
+    "check_known",
+]
 
 
 @dataclass(frozen=True)
@@ -48,7 +62,9 @@ class Options:
         """Validate (and normalise) the fields; raise :class:`ConfigError` naming the field. Nothing by default."""
 
     def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+        object.__setattr__(
+            self, name, value
+        )  # frozen: the checked value (a numpy number as a Python one) replaces the given one
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form: each field by name (a nested options object as its own dict)."""
@@ -103,7 +119,9 @@ def check_known(cls: type, data: Mapping[Any, Any], also: Iterable[str] = ()) ->
     if unknown:
         near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known | set(also), n=1)]
         hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
-        raise ConfigError(f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}")
+        raise ConfigError(
+            f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}"
+        )
 
 
 T = TypeVar("T")
@@ -121,10 +139,14 @@ class Registry(Mapping[str, type[T]], Generic[T]):
             if not isinstance(name, str) or not name.isidentifier():
                 raise ConfigError(f"{self.kind} name {name!r}: must be a Python identifier (it is a config value)")
             if name in self._classes and self._classes[name] is not cls:
-                raise ConfigError(f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})")
+                raise ConfigError(
+                    f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})"
+                )
             opts = getattr(cls, "Options", NoOptions)
             if not (isinstance(opts, type) and issubclass(opts, Options) and dataclasses.is_dataclass(opts)):
-                raise ConfigError(f"{self.kind} {name!r}: its Options must be a dataclass subclassing snooze.core.options.Options")
+                raise ConfigError(
+                    f"{self.kind} {name!r}: its Options must be a dataclass subclassing snooze.core.options.Options"
+                )
             cls.name = name  # type: ignore[attr-defined]
             self._classes[name] = cls
             return cls
@@ -233,6 +255,8 @@ def policy_of(options: Options) -> str:
     """The registered policy whose options class ``options`` is (``policy`` need not be given with them)."""
     names = [n for n in POLICIES if options_class(POLICIES, n) is type(options)]
     if len(names) != 1:
-        raise ConfigError(f"options={options!r}: {'policies ' + ', '.join(map(repr, names)) + ' take' if names else 'no registered policy takes'} "
-                          f"{type(options).__name__}; give policy= too")
+        raise ConfigError(
+            f"options={options!r}: {'policies ' + ', '.join(map(repr, names)) + ' take' if names else 'no registered policy takes'} "
+            f"{type(options).__name__}; give policy= too"
+        )
     return names[0]

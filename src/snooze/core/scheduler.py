@@ -171,8 +171,12 @@ class Scheduler:
             raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
         return self._change_draw(None, [(*self._rows_of("set_excluded", dataset, ids), bool(excluded))])
 
-    def set_stage(self, weights: Mapping[str, float] | None, exclude: Mapping[str, Sequence[Any]],
-                  include: Mapping[str, Sequence[Any]] | None = None) -> int:
+    def set_stage(
+        self,
+        weights: Mapping[str, float] | None,
+        exclude: Mapping[str, Sequence[Any]],
+        include: Mapping[str, Sequence[Any]] | None = None,
+    ) -> int:
         """A curriculum stage in one call: ``weights`` as :meth:`set_weights`, ``include``'s prompts let back
         in and ``exclude``'s excluded (dataset name -> ids), as :meth:`set_excluded`. Returns how many prompts
         changed.
@@ -194,8 +198,10 @@ class Scheduler:
         rows = self.sources[d].rows_of(ids)
         if (rows < 0).any():
             bad = [i for i, r in zip(ids, rows) if r < 0][:3]
-            raise DataError(f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
-                            "id field (integers or strings)")
+            raise DataError(
+                f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
+                "id field (integers or strings)"
+            )
         return d, rows
 
     def _change_draw(self, weights: np.ndarray | None, plan: Sequence[tuple[int, np.ndarray, bool]]) -> int:
@@ -233,7 +239,9 @@ class Scheduler:
             self.mix.drawn += w.encounters
             owners, rows, audit = w.owners(), w.rows().astype(np.int64, copy=False), w.audit()
         else:
-            owners, rows, audit, counts = walk_quota(int(n), self.weights, self._active, self._open_slots, self._walk_one)
+            owners, rows, audit, counts = walk_quota(
+                int(n), self.weights, self._active, self._open_slots, self._walk_one
+            )
             self.mix.drawn += counts  # quota mix: issued candidates, not encounters
         return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows, audit), self.run_id)
 
@@ -280,14 +288,19 @@ class Scheduler:
         tickets, ds, rows = issued
         index = self.pending.locate(issued, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
-        outcomes = classify(arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band)
+        outcomes = classify(
+            arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
+        )
         at = self.memory.offsets[ds] + rows
         if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
             self._undo.keep_memory(self.memory.columns, at)
         audit = self.pending.audit[index]
         mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
-        report = Report(ds, at, outcomes, arr, cfg.reward_range) if not audit.any() else \
-            Report(ds[mine], at[mine], outcomes[mine], arr[mine], cfg.reward_range)  # fmt: skip
+        report = (
+            Report(ds, at, outcomes, arr, cfg.reward_range)
+            if not audit.any()
+            else Report(ds[mine], at[mine], outcomes[mine], arr[mine], cfg.reward_range)
+        )
         watched = self.memory.watch(report.group_rows)
         changes = self.policy.report(self.memory, report)
         self.memory.settle(watched)  # the cached counts, from the columns the policy wrote
@@ -300,7 +313,11 @@ class Scheduler:
         return outcomes
 
     def _count_changes(self, changes: Changes) -> None:
-        for key, flags in (("snooze/new", changes.new), ("snooze/regressed", changes.regressed), ("filter/new", changes.retired)):
+        for key, flags in (
+            ("snooze/new", changes.new),
+            ("snooze/regressed", changes.regressed),
+            ("filter/new", changes.retired),
+        ):
             if flags is not None:
                 self.counts.add(key, np.count_nonzero(flags))
 
@@ -344,8 +361,10 @@ class Scheduler:
         candidate pending, no round counted, no encounter spent) and the error is raised again; the
         rounds before it stay done, and calling ``step`` again continues the step."""
         if not callable(rollout_fn):
-            raise ConfigError(f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
-                              f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}")
+            raise ConfigError(
+                f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
+                f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}"
+            )
         while not self.batch_full and self.round < self.config.max_gen_rounds:
             self._undo = undo = RoundUndo(self)
             try:
@@ -365,8 +384,12 @@ class Scheduler:
         cfg = self.config
         starved = np.zeros(len(self.sources), dtype=bool)
         room = cfg.batch_size - len(self.batch)
-        if cfg.on_short == "raise" and room > (min(room, len(self.surplus)) if cfg.mix == "quota" else 0):  # before any change
-            raise BatchShortError.at(self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted)
+        if cfg.on_short == "raise" and room > (
+            min(room, len(self.surplus)) if cfg.mix == "quota" else 0
+        ):  # before any change
+            raise BatchShortError.at(
+                self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted
+            )
         if cfg.mix == "quota":
             starved = self._quotas() - self._filled() > 0
             if room > 0:
@@ -376,13 +399,24 @@ class Scheduler:
         batch = self._build_batch()
         self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
         end = StepEnd(
-            self.batch.ds, batch.signal, padded, starved, cfg.group_size,
-            [t.asleep() for t in self.tables], sum(t.retired() for t in self.tables), [s.epoch for s in self.streams],
-            bound, cfg.audit,
-        )  # fmt: skip
+            self.batch.ds,
+            batch.signal,
+            padded,
+            starved,
+            cfg.group_size,
+            [t.asleep() for t in self.tables],
+            sum(t.retired() for t in self.tables),
+            [s.epoch for s in self.streams],
+            bound,
+            cfg.audit,
+        )
         batch.metrics = self.last_metrics = self.counts.finish(end)
         carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
-        self.batch, self.surplus, self.zero = GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size), GroupBuffer(cfg.group_size)
+        self.batch, self.surplus, self.zero = (
+            GroupBuffer(cfg.group_size),
+            GroupBuffer(cfg.group_size),
+            GroupBuffer(cfg.group_size),
+        )
         self.counts.start_step(carried_in=carried.ds)
         self.policy.end_step(self.step_index)
         if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
@@ -425,13 +459,23 @@ class Scheduler:
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
             fresh = self._fresh(self.run_id)  # each component checks its part; nothing of self changes until all passed
-            parts = unpack(state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict())
-            loads = [*zip(fresh.streams, parts.streams), (fresh.memory, parts.memory), (fresh.mix, parts.mix),
-                     (fresh.pending, parts.pending), (fresh.counts, parts.metrics), (fresh.policy, parts.policy)]  # fmt: skip
+            parts = unpack(
+                state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
+            )
+            loads = [
+                *zip(fresh.streams, parts.streams),
+                (fresh.memory, parts.memory),
+                (fresh.mix, parts.mix),
+                (fresh.pending, parts.pending),
+                (fresh.counts, parts.metrics),
+                (fresh.policy, parts.policy),
+            ]
             for component, part in loads:
                 component.load_state_dict(part)
             for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_bounds)
+                getattr(fresh, name).load_state_dict(
+                    parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_bounds
+                )
             if len(fresh.batch) > self.config.batch_size:
                 raise StateMismatchError(
                     f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
@@ -452,9 +496,14 @@ class Scheduler:
 
     @classmethod
     def load(
-        cls, path: str | Path, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int | None = None,
-        migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None,
-    ) -> Scheduler:  # fmt: skip
+        cls,
+        path: str | Path,
+        datasets: Mapping[str, Any],
+        config: SchedulerConfig | None = None,
+        seed: int | None = None,
+        migrate: bool = False,
+        previous_datasets: Mapping[str, Any] | None = None,
+    ) -> Scheduler:
         """A scheduler restored from directory ``path``. Config and seed come from the state unless given;
         a given one that differs in what the state depends on needs ``migrate=True``."""
         from snooze.core.checkpoint import load_state
@@ -471,7 +520,9 @@ class Scheduler:
 def _named_ids(kind: str, ids_by_dataset: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:
     """``set_stage``'s ``exclude`` / ``include``: a mapping of dataset name to ids."""
     if not isinstance(ids_by_dataset, Mapping):
-        raise DataError(f"set_stage: {kind} must map dataset names to lists of ids, got {type(ids_by_dataset).__name__}")
+        raise DataError(
+            f"set_stage: {kind} must map dataset names to lists of ids, got {type(ids_by_dataset).__name__}"
+        )
     return list(ids_by_dataset.items())
 
 

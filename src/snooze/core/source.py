@@ -118,11 +118,15 @@ class Source:
         try:
             records = cls._read_jsonl(name, path, id_field, max_record_bytes)
         except OSError as exc:
-            raise DataError(f"{path}: dataset {name!r} cannot be read ({exc.strerror or exc}); pass the path of a JSONL file") from None
+            raise DataError(
+                f"{path}: dataset {name!r} cannot be read ({exc.strerror or exc}); pass the path of a JSONL file"
+            ) from None
         return cls._from_list(name, records, id_field, where=str(path))
 
     @staticmethod
-    def _read_jsonl(name: str, path: str | os.PathLike[str], id_field: str, max_record_bytes: int) -> list[dict[str, Any]]:
+    def _read_jsonl(
+        name: str, path: str | os.PathLike[str], id_field: str, max_record_bytes: int
+    ) -> list[dict[str, Any]]:
         records = []
         with open_regular(path) as fh:  # (a FIFO is refused, not waited on)
             for lineno, raw in enumerate(iter(lambda: fh.readline(max_record_bytes + 1), b""), start=1):
@@ -174,7 +178,9 @@ class Source:
             )
         columns = getattr(dataset, "column_names", None)
         if columns is None or id_field not in columns:
-            raise DataError(f"dataset {name!r}: the Hugging Face dataset has no {id_field!r} column (columns: {columns})")
+            raise DataError(
+                f"dataset {name!r}: the Hugging Face dataset has no {id_field!r} column (columns: {columns})"
+            )
         ids = dataset[id_field]
         missing = [i for i, v in enumerate(ids) if v is None]
         if missing:
@@ -210,7 +216,9 @@ def as_source(name: str, data: Any, id_field: str = "id") -> Source:
 
 def _check_id_field(name: Any, id_field: Any) -> None:
     if not isinstance(id_field, str) or not id_field:
-        raise DataError(f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds each record's id")
+        raise DataError(
+            f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds each record's id"
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -247,9 +255,13 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
         nul = next((i for i, v in enumerate(values) if "\x00" in v), None)
         if nul is not None:
             raise DataError(f"dataset {name!r}: id {values[nul]!r} (row {nul}) holds a NUL character; ids must not")
-        if lone_surrogate("".join(values)) is not None:  # one encode of all ids; the row is looked for only when one is bad
+        if (
+            lone_surrogate("".join(values)) is not None
+        ):  # one encode of all ids; the row is looked for only when one is bad
             row = next(i for i, v in enumerate(values) if lone_surrogate(v) is not None)
-            raise DataError(f"dataset {name!r}: id {values[row]!r} (row {row}) holds a lone surrogate ({lone_surrogate(values[row])}), {_NOT_TEXT}")
+            raise DataError(
+                f"dataset {name!r}: id {values[row]!r} (row {row}) holds a lone surrogate ({lone_surrogate(values[row])}), {_NOT_TEXT}"
+            )
         arr = np.empty(len(values), dtype=object)
         arr[:] = [str(v) for v in values]
         return _unique(name, arr, values)
@@ -266,7 +278,9 @@ def _int_ids(name: str, ids: np.ndarray) -> np.ndarray:
     if ids.shape[0] == 0:
         raise DataError(f"dataset {name!r} is empty; give it at least one record or leave it out of the mix")
     if ids.dtype.kind == "u" and int(ids.max()) > INT64_MAX:
-        raise DataError(f"dataset {name!r}: id {int(ids.max())} does not fit in a signed 64-bit integer; use string ids")
+        raise DataError(
+            f"dataset {name!r}: id {int(ids.max())} does not fit in a signed 64-bit integer; use string ids"
+        )
     return ids.astype(np.int64)
 
 

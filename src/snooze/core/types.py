@@ -47,9 +47,11 @@ class Candidate:
         return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket})"
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Candidate)
-            and (other.ticket, other.dataset, other.row, other.issuer) == (self.ticket, self.dataset, self.row, self.issuer)
+        return isinstance(other, Candidate) and (other.ticket, other.dataset, other.row, other.issuer) == (
+            self.ticket,
+            self.dataset,
+            self.row,
+            self.issuer,
         )
 
     def __hash__(self) -> int:
@@ -64,7 +66,9 @@ class Candidates(Sequence[Candidate]):
 
     __slots__ = ("_sources", "ds", "row", "ticket", "issuer")
 
-    def __init__(self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, issuer: str = "") -> None:
+    def __init__(
+        self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, issuer: str = ""
+    ) -> None:
         self._sources = sources
         self.ds, self.row, self.ticket = ds, row, ticket
         self.issuer = issuer
@@ -117,7 +121,9 @@ def issued_of(candidates: Sequence[Candidate], issuer: str, names: Sequence[str]
         uniq, counts = np.unique(tickets, return_counts=True)
         if (counts > 1).any():
             t = int(uniq[counts > 1][0])
-            raise ReportError(f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once")
+            raise ReportError(
+                f"candidate with ticket {t} appears {int(counts.max())} times in one report; report each once"
+            )
     return issued
 
 
@@ -136,7 +142,9 @@ def _from_list(candidates: Sequence[Any], issuer: str, names: Sequence[str]) -> 
             np.fromiter((c.row for c in candidates), dtype=np.int64, count=n),
         )
     except (KeyError, TypeError, ValueError, OverflowError):
-        raise ReportError("a Candidate of the report was altered (its ticket, row or dataset is not what was issued)") from None
+        raise ReportError(
+            "a Candidate of the report was altered (its ticket, row or dataset is not what was issued)"
+        ) from None
 
 
 def _foreign(theirs: str, mine: str) -> ReportError:

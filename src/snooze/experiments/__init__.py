@@ -6,8 +6,13 @@ completions of the built-in tasks, the input of ``snooze stratify``). Names are 
 from snooze._lazy import lazy
 
 _EXPORTS = {
-    **dict.fromkeys(["Profile", "PROFILES", "run_compare", "summary_table", "profile_base"], "snooze.experiments.compare"),
-    **dict.fromkeys(["BaselineConfig", "baseline_completions", "write_completions", "task_pool", "load_checkpoint"], "snooze.experiments.baseline"),
+    **dict.fromkeys(
+        ["Profile", "PROFILES", "run_compare", "summary_table", "profile_base"], "snooze.experiments.compare"
+    ),
+    **dict.fromkeys(
+        ["BaselineConfig", "baseline_completions", "write_completions", "task_pool", "load_checkpoint"],
+        "snooze.experiments.baseline",
+    ),
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)

@@ -91,7 +91,9 @@ def load_checkpoint(path: str | os.PathLike[str]) -> Any:
     except Exception as exc:  # torch raises several types for a bad file; translate at the boundary
         found = re.search(r"WeightsUnpickler error: (.*)", str(exc))  # torch's own message is a page long
         detail = found.group(1) if found else (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise DataError(f"{weights}: not a loadable state dict ({detail[:200]}); pass a .pt file saved with torch.save") from None
+        raise DataError(
+            f"{weights}: not a loadable state dict ({detail[:200]}); pass a .pt file saved with torch.save"
+        ) from None
     shape = _shape(weights, sd)
     try:
         model = TinyGPT(ModelConfig(**shape))

@@ -37,10 +37,24 @@ from snooze.experiments.summary import summarise, summary_table
 from snooze.logs import METRICS_FILE
 
 __all__ = [
-    "Profile", "PROFILES", "Arm", "arm_of", "ARMS", "DEFAULT_ARMS", "MAIN_ARMS", "FIG3_ARMS", "FACTOR_ARMS", "run_compare", "summary_table", "check_curriculum", "profile_base", "with_overrides",
-]  # fmt: skip
+    "Profile",
+    "PROFILES",
+    "Arm",
+    "arm_of",
+    "ARMS",
+    "DEFAULT_ARMS",
+    "MAIN_ARMS",
+    "FIG3_ARMS",
+    "FACTOR_ARMS",
+    "run_compare",
+    "summary_table",
+    "check_curriculum",
+    "profile_base",
+    "with_overrides",
+]
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -55,30 +69,39 @@ class Arm:
     fig3: bool = False
     cost: int = 0
 
-    def config(self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None) -> SchedulerConfig:
+    def config(
+        self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None
+    ) -> SchedulerConfig:
         """The arm's ``SchedulerConfig`` under ``profile``: the profile's sizes, the comparison's
         ``settings`` (each arm takes those of its policy and of every policy: another policy's options are
         dropped), then the arm's own; figure-3 arms weigh the ``strata`` equally. The audit is off
         (``audit=0.0``) unless ``settings`` turn it on: an arm measures its policy alone, and the audit's
         own cost is measured apart (``benchmarks/audit_truth.py``)."""
-        base = {"batch_size": profile.batch_size, "group_size": profile.group_size, "max_gen_rounds": profile.max_gen_rounds}
+        base = {
+            "batch_size": profile.batch_size,
+            "group_size": profile.group_size,
+            "max_gen_rounds": profile.max_gen_rounds,
+        }
         if self.fig3:
             base["weights"] = {s: 1.0 for s in strata}
         return SchedulerConfig(**base, policy=self.policy, **{"audit": 0.0, **dict(settings or {}), **self.settings})
 
 
-ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("grpo", "grpo", cost=0),
-    Arm("dynamic_sampling", "dynamic_sampling", cost=7),
-    Arm("filter", "filter", cost=3),
-    Arm("snooze", "snooze", cost=4),
-    Arm("snooze-f1", "snooze", {"snooze_factor": 1}, cost=6),
-    Arm("snooze-f2", "snooze", {"snooze_factor": 2}, cost=5),
-    Arm("predictive", "predictive", cost=2),
-    Arm("fig3-filter", "filter", fig3=True, cost=1),
-    Arm("fig3-snooze", "snooze", fig3=True, cost=8),
-    Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9),
-)}  # fmt: skip
+ARMS: dict[str, Arm] = {
+    a.name: a
+    for a in (
+        Arm("grpo", "grpo", cost=0),
+        Arm("dynamic_sampling", "dynamic_sampling", cost=7),
+        Arm("filter", "filter", cost=3),
+        Arm("snooze", "snooze", cost=4),
+        Arm("snooze-f1", "snooze", {"snooze_factor": 1}, cost=6),
+        Arm("snooze-f2", "snooze", {"snooze_factor": 2}, cost=5),
+        Arm("predictive", "predictive", cost=2),
+        Arm("fig3-filter", "filter", fig3=True, cost=1),
+        Arm("fig3-snooze", "snooze", fig3=True, cost=8),
+        Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9),
+    )
+}
 """Every arm ``snooze compare`` knows, in the order of its table."""
 MAIN_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if not a.fig3)
 FIG3_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.fig3)
@@ -98,7 +121,9 @@ def arm_of(arm: str | Arm) -> Arm:
     return ARMS[arm]
 
 
-def _data(profile: Profile, tasks: str) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], set[str]]:
+def _data(
+    profile: Profile, tasks: str
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[dict[str, Any]]], set[str]]:
     from snooze.trainer.tasks import parse_tasks, task_splits
 
     # seed 0, as every compare profile always used: the ids (and snooze baseline's default) stay the same
@@ -107,7 +132,9 @@ def _data(profile: Profile, tasks: str) -> tuple[dict[str, list[dict[str, Any]]]
     return pools, tests, banned
 
 
-def _strata(profile: Profile, pools: Mapping[str, list[dict[str, Any]]], tests: Mapping[str, list[dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _strata(
+    profile: Profile, pools: Mapping[str, list[dict[str, Any]]], tests: Mapping[str, list[dict[str, Any]]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Easy and hard strata of the figure-3 task: its pool and test split divided by level."""
     from snooze.trainer.tasks import TaskSpec
 
@@ -172,10 +199,14 @@ def profile_base(
     if banned is None:  # the prompts of the profile's pools and test splits (run_compare has them already)
         _, _, banned = _data(profile, profile.tasks)
     model_cfg = model_config(profile)
-    return model_cfg, warmup(parse_tasks(profile.tasks), banned, warmup_config(profile), model_cfg, cache_dir=cache_dir, device=device)
+    return model_cfg, warmup(
+        parse_tasks(profile.tasks), banned, warmup_config(profile), model_cfg, cache_dir=cache_dir, device=device
+    )
 
 
-def _base_accuracy(profile: Profile, model_cfg: Any, state: Mapping[str, Any], tests: Mapping[str, Any], device: str) -> dict[str, dict[str, float]]:
+def _base_accuracy(
+    profile: Profile, model_cfg: Any, state: Mapping[str, Any], tests: Mapping[str, Any], device: str
+) -> dict[str, dict[str, float]]:
     """The base model's held-out accuracy on every test set (main tasks and strata): greedy and, with
     ``eval_samples``, sampled."""
     from snooze.trainer.evaluate import accuracy_by_task, sampled_accuracy_by_task
@@ -227,8 +258,12 @@ def run_compare(
     settings = dict(settings or {})
     threads = threads or 1
     pools, tests, banned = _data(profile, profile.tasks)
-    strata_pools, strata_tests = _strata(profile, pools, tests)  # for the regime's criterion 5 even without figure-3 arms
-    configs = {a.name: a.config(profile, list(strata_pools if a.fig3 else pools), settings) for a in chosen}  # checked before anything runs
+    strata_pools, strata_tests = _strata(
+        profile, pools, tests
+    )  # for the regime's criterion 5 even without figure-3 arms
+    configs = {
+        a.name: a.config(profile, list(strata_pools if a.fig3 else pools), settings) for a in chosen
+    }  # checked before anything runs
     if curriculum is not None:
         if all(a.fig3 for a in chosen):
             raise ConfigError(f"--curriculum applies to the main arms ({', '.join(MAIN_ARMS)}) only; none is selected")
@@ -240,25 +275,50 @@ def run_compare(
     specs = []
     for arm in sorted(chosen, key=lambda a: -a.cost) if jobs > 1 else chosen:
         for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if arm.fig3 else seeds)):
-            specs.append(RunSpec(arm.name, seed, out / arm.name / f"seed{seed}", "fig3" if arm.fig3 else "main", configs[arm.name],
-                                 train_config(profile, seed, device, checkpoint_every), None if arm.fig3 else curriculum))  # fmt: skip
+            specs.append(
+                RunSpec(
+                    arm.name,
+                    seed,
+                    out / arm.name / f"seed{seed}",
+                    "fig3" if arm.fig3 else "main",
+                    configs[arm.name],
+                    train_config(profile, seed, device, checkpoint_every),
+                    None if arm.fig3 else curriculum,
+                )
+            )
     data = {"main": (pools, tests), "fig3": (strata_pools, strata_tests)}
-    resumed = sum((s.run_dir / METRICS_FILE).exists() for s in specs)  # runs this invocation does not train from the start
+    resumed = sum(
+        (s.run_dir / METRICS_FILE).exists() for s in specs
+    )  # runs this invocation does not train from the start
     run_all(specs, data, model_cfg, base.state_dict, jobs=jobs, threads=threads, on_step=on_step)
     runs = {arm.name: [s.run_dir for s in specs if s.arm == arm.name] for arm in chosen}
     fig3 = {a.name for a in chosen if a.fig3}
     summary = _write_outputs(out, profile, runs, pools, strata_pools, base_acc, time.perf_counter() - t0, resumed, fig3)
     meta = {
-        "profile": asdict(profile), "settings": settings, "arms": {n: c.to_dict() for n, c in configs.items()},
-        "jobs": jobs, "threads": threads,
-        "warmup": {"steps": base.steps, "val_accuracy": base.val_accuracy, "val_by_task": base.val_by_task, "task_steps": base.task_steps,
-                   "key": base.key, "cached": base.cached, "seconds": base.seconds},
+        "profile": asdict(profile),
+        "settings": settings,
+        "arms": {n: c.to_dict() for n, c in configs.items()},
+        "jobs": jobs,
+        "threads": threads,
+        "warmup": {
+            "steps": base.steps,
+            "val_accuracy": base.val_accuracy,
+            "val_by_task": base.val_by_task,
+            "task_steps": base.task_steps,
+            "key": base.key,
+            "cached": base.cached,
+            "seconds": base.seconds,
+        },
         "base_accuracy": base_acc,
         "wall_seconds": time.perf_counter() - t0,
         "resumed_runs": resumed,
-    }  # fmt: skip
+    }
     if curriculum is not None:
-        meta["curriculum"] = {"path": str(curriculum), "sha256": hashlib.sha256(read_regular(curriculum)).hexdigest(), "arms": [a for a in runs if a not in fig3]}
+        meta["curriculum"] = {
+            "path": str(curriculum),
+            "sha256": hashlib.sha256(read_regular(curriculum)).hexdigest(),
+            "arms": [a for a in runs if a not in fig3],
+        }
     else:
         meta["curriculum"] = None
     (out / "run_meta.json").write_text(json.dumps(meta, indent=1, default=str))
@@ -266,8 +326,15 @@ def run_compare(
 
 
 def _write_outputs(
-    out: Path, profile: Profile, runs: Mapping[str, list[Path]], pools: Mapping[str, Any], strata_pools: Mapping[str, Any],
-    base_acc: Mapping[str, Mapping[str, float]], wall: float, resumed: int = 0, fig3: set[str] | None = None,
+    out: Path,
+    profile: Profile,
+    runs: Mapping[str, list[Path]],
+    pools: Mapping[str, Any],
+    strata_pools: Mapping[str, Any],
+    base_acc: Mapping[str, Mapping[str, float]],
+    wall: float,
+    resumed: int = 0,
+    fig3: set[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``summary.json``, ``summary.md``, ``regime.json`` and the figures, from the run folders. ``wall``:
     this invocation's seconds; ``resumed``: runs that had logs when it started (then ``wall`` is not the

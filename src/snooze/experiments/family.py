@@ -32,7 +32,9 @@ FAMILY: dict[str, Profile] = {
     # 1,500 prompts per task (3,000 in all): each prompt visited about half as often.
     "large-pool": replace(_BASE, pool_size=1500, warmup_eval_every=10),
     # One task, 300 prompts, 8 groups per step for 120 steps: a small pool visited many times.
-    "small-pool": replace(_BASE, tasks="rev:3-8", fig3_task="rev:3-8", pool_size=300, batch_size=8, steps=120, eval_every=10),
+    "small-pool": replace(
+        _BASE, tasks="rev:3-8", fig3_task="rev:3-8", pool_size=300, batch_size=8, steps=120, eval_every=10
+    ),
     # One task, a wider level range of the other family.
     "one-task": replace(_BASE, tasks="sort:3-8", fig3_task="sort:3-8", fig3_split=None, pool_size=1500),
     # Easy levels and a large pool: DAPO masters it, then spends most of each step on all-correct groups.
@@ -68,7 +70,9 @@ def run_family(
     summaries = {}
     for name in names:
         profile = replace(FAMILY[name], first_seed=first_seed)
-        summaries[name] = run_compare(out / name, profile, list(arms), seeds, jobs=jobs, threads=threads, cache_dir=cache_dir)
+        summaries[name] = run_compare(
+            out / name, profile, list(arms), seeds, jobs=jobs, threads=threads, cache_dir=cache_dir
+        )
         if on_regime is not None:
             on_regime(name, summaries[name])
     return summaries

@@ -101,8 +101,22 @@ class Profile:
     middle of ``fig3_task``'s level range."""
 
     def __post_init__(self) -> None:
-        ints = ("pool_size", "test_size", "steps", "eval_every", "batch_size", "group_size", "seeds", "n_layer", "d_model",
-                "max_gen_rounds", "n_head", "warmup_eval_every", "updates_per_batch", "fig3_seeds")  # fmt: skip
+        ints = (
+            "pool_size",
+            "test_size",
+            "steps",
+            "eval_every",
+            "batch_size",
+            "group_size",
+            "seeds",
+            "n_layer",
+            "d_model",
+            "max_gen_rounds",
+            "n_head",
+            "warmup_eval_every",
+            "updates_per_batch",
+            "fig3_seeds",
+        )
         for name in ints:
             value = getattr(self, name)
             if not (is_int(value) and value >= 1):
@@ -121,23 +135,57 @@ class Profile:
 
 PROFILES: dict[str, Profile] = {
     # CI: every arm, every file, a few steps. Numbers from it mean nothing.
-    "quick": Profile("rev:3-5", "rev:3-5", 48, 48, steps=8, eval_every=4, batch_size=4, group_size=4, seeds=1, lr=1e-4,
-                     n_layer=2, d_model=48, warmup_target=0.3, max_gen_rounds=4, eval_samples=4),
+    "quick": Profile(
+        "rev:3-5",
+        "rev:3-5",
+        48,
+        48,
+        steps=8,
+        eval_every=4,
+        batch_size=4,
+        group_size=4,
+        seeds=1,
+        lr=1e-4,
+        n_layer=2,
+        d_model=48,
+        warmup_target=0.3,
+        max_gen_rounds=4,
+        eval_samples=4,
+    ),
     # The reference experiment (docs/results.md, "How the regime was chosen": candidates R0-R10, chosen
     # on DAPO and GRPO alone). rev:3-8 and sort:3-7 learn level by level; the warm-up stops once *each* task's
     # avg@8 at T 0.4 reaches 0.3 (base 0.56 / 0.50); lr 3e-4 (1e-4 learns less, 5e-4 and 1e-3 less again on sort);
     # T 0.4 (0.7 and 0.5 leave more slips on mastered prompts, so DAPO wastes less: used 0.36 / 0.23 late, 0.17 here);
     # 1,000 prompts per task: DAPO visits each about 10 times in 300 steps (1,500: 5 times, and used 0.27 late).
-    "default": Profile("rev:3-8,sort:3-7", "rev:3-8", 1000, 200, steps=300, eval_every=25, batch_size=16, group_size=8, seeds=3,
-                       lr=3e-4, n_layer=2, d_model=64, warmup_target=0.3, temperature=0.4, eval_samples=8, warmup_per_task=True,
-                       warmup_eval_every=25, fig3_split=6),
+    "default": Profile(
+        "rev:3-8,sort:3-7",
+        "rev:3-8",
+        1000,
+        200,
+        steps=300,
+        eval_every=25,
+        batch_size=16,
+        group_size=8,
+        seeds=3,
+        lr=3e-4,
+        n_layer=2,
+        d_model=64,
+        warmup_target=0.3,
+        temperature=0.4,
+        eval_samples=8,
+        warmup_per_task=True,
+        warmup_eval_every=25,
+        fig3_split=6,
+    ),
 }
 # The default's regime with more seeds (5 main, 3 for figure 3): 24 minutes on 2 cores; seeds 0-2 reproduce the default's
 # runs (docs/results.md, "Five seeds, and the last three evaluations").
 PROFILES["full"] = replace(PROFILES["default"], seeds=5, fig3_seeds=3)
 # A larger model for --device cuda. Not run yet (no GPU was available): its regime has not been checked against
 # the criteria of docs/results.md, so its base accuracies and learning curves must be checked first.
-PROFILES["gpu"] = replace(PROFILES["default"], n_layer=4, d_model=128, pool_size=4000, test_size=400, steps=600, batch_size=32)
+PROFILES["gpu"] = replace(
+    PROFILES["default"], n_layer=4, d_model=128, pool_size=4000, test_size=400, steps=600, batch_size=32
+)
 
 
 def with_overrides(profile: Profile, **changes: Any) -> Profile:
@@ -150,7 +198,9 @@ def model_config(profile: Profile) -> Any:
     from snooze.trainer.model import ModelConfig
     from snooze.trainer.tokenizer import CharTokenizer
 
-    return ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model, n_head=profile.n_head)
+    return ModelConfig(
+        vocab_size=CharTokenizer().vocab_size, n_layer=profile.n_layer, d_model=profile.d_model, n_head=profile.n_head
+    )
 
 
 def warmup_config(profile: Profile) -> Any:
@@ -159,9 +209,13 @@ def warmup_config(profile: Profile) -> Any:
 
     sampled = profile.eval_samples > 0
     return WarmupConfig(
-        target_accuracy=profile.warmup_target, per_task=profile.warmup_per_task, lr=profile.warmup_lr, eval_every=profile.warmup_eval_every,
-        val_temperature=profile.temperature if sampled else 0.0, val_samples=profile.eval_samples if sampled else 1,
-    )  # fmt: skip
+        target_accuracy=profile.warmup_target,
+        per_task=profile.warmup_per_task,
+        lr=profile.warmup_lr,
+        eval_every=profile.warmup_eval_every,
+        val_temperature=profile.temperature if sampled else 0.0,
+        val_samples=profile.eval_samples if sampled else 1,
+    )
 
 
 def train_config(profile: Profile, seed: int, device: str = "cpu", checkpoint_every: int = 50) -> Any:
@@ -169,6 +223,12 @@ def train_config(profile: Profile, seed: int, device: str = "cpu", checkpoint_ev
     from snooze.trainer.config import GRPOConfig, TrainConfig
 
     return TrainConfig(
-        steps=profile.steps, eval_every=profile.eval_every, seed=seed, device=device, temperature=profile.temperature, checkpoint_every=checkpoint_every,
-        eval_samples=profile.eval_samples, grpo=GRPOConfig(lr=profile.lr, updates_per_batch=profile.updates_per_batch),
-    )  # fmt: skip
+        steps=profile.steps,
+        eval_every=profile.eval_every,
+        seed=seed,
+        device=device,
+        temperature=profile.temperature,
+        checkpoint_every=checkpoint_every,
+        eval_samples=profile.eval_samples,
+        grpo=GRPOConfig(lr=profile.lr, updates_per_batch=profile.updates_per_batch),
+    )

@@ -115,7 +115,14 @@ def _task_checks(dapo: Mapping[str, Any], kind: str, t: Targets) -> list[dict[st
         base = v["base"]["mean"]
         gains = [f - b for b, f in zip(v["base"]["by_seed"], v["final"]["by_seed"])]
         out.append(_check(f"1. {task}: base accuracy", round(base, 3), f"in {lo}-{hi}", lo <= base <= hi))
-        out.append(_check(f"1. {task}: DAPO gain (min over seeds)", round(min(gains), 3), f">= {t.min_gain}", min(gains) >= t.min_gain))
+        out.append(
+            _check(
+                f"1. {task}: DAPO gain (min over seeds)",
+                round(min(gains), 3),
+                f">= {t.min_gain}",
+                min(gains) >= t.min_gain,
+            )
+        )
     return out
 
 
@@ -148,31 +155,65 @@ def regime_checks(
         detail["t90_by_seed"] = per_seed
         tasks = dapo["accuracy"][kind]["by_task"]
         detail["t90_by_task"] = {t: time_to_fraction(*_mean_curve(seeds, f"{key}/{t}")) for t in tasks}
-        checks.append(_check("2. DAPO reaches 90% of its final gain at (share of the run, seed mean)", round(frac, 3), f">= {t.late_fraction}", frac >= t.late_fraction))
+        checks.append(
+            _check(
+                "2. DAPO reaches 90% of its final gain at (share of the run, seed mean)",
+                round(frac, 3),
+                f">= {t.late_fraction}",
+                frac >= t.late_fraction,
+            )
+        )
         enc = dapo["encounters_per_prompt"]["mean"]
-        checks.append(_check("3. DAPO encounters per prompt", round(enc, 2), f"<= {t.max_encounters:g}", enc <= t.max_encounters))
+        checks.append(
+            _check("3. DAPO encounters per prompt", round(enc, 2), f"<= {t.max_encounters:g}", enc <= t.max_encounters)
+        )
         early, late = (float(np.mean([_window(r, "gen/rounds", x) for r in seeds])) for x in (False, True))
         used_early, used_late = (float(np.mean([_used(r, x) for r in seeds])) for x in (False, True))
-        checks.append(_check("4. DAPO rounds per step, first -> last 10% of steps", [round(early, 2), round(late, 2)], f"late >= {t.min_late_rounds:g}", late >= t.min_late_rounds))
-        checks.append(_check("4. DAPO used fraction, first -> last 10% of steps", [round(used_early, 3), round(used_late, 3)], "falls (seed: below 0.15 late)", used_late < used_early))
+        checks.append(
+            _check(
+                "4. DAPO rounds per step, first -> last 10% of steps",
+                [round(early, 2), round(late, 2)],
+                f"late >= {t.min_late_rounds:g}",
+                late >= t.min_late_rounds,
+            )
+        )
+        checks.append(
+            _check(
+                "4. DAPO used fraction, first -> last 10% of steps",
+                [round(used_early, 3), round(used_late, 3)],
+                "falls (seed: below 0.15 late)",
+                used_late < used_early,
+            )
+        )
         checks.append(_check("6. paired seeds", dapo["seeds"], f">= {t.seeds}", dapo["seeds"] >= t.seeds))
     if "grpo" in summary:
         detail["grpo_gain"] = summary["grpo"]["accuracy"][kind]["gain"]
     for name, base in (strata_base or {}).items():
         easy = name.startswith("easy:")
-        checks.append(_check(f"5. figure-3 stratum {name}: base accuracy", round(base, 3), f">= {t.easy_base}" if easy else f"<= {t.hard_base}",
-                             base >= t.easy_base if easy else base <= t.hard_base))  # fmt: skip
+        checks.append(
+            _check(
+                f"5. figure-3 stratum {name}: base accuracy",
+                round(base, 3),
+                f">= {t.easy_base}" if easy else f"<= {t.hard_base}",
+                base >= t.easy_base if easy else base <= t.hard_base,
+            )
+        )
     wall = None if wall_seconds is None else round(wall_seconds / 60, 2)
     if resumed_runs:
         wall = f"not measured: {resumed_runs} run(s) resumed from an earlier invocation"
     if wall is not None:
-        checks.append(_check("6. wall time of the comparison (minutes)", wall, f"<= {t.minutes:g} (default profile, 2 cores)", None))
+        checks.append(
+            _check(
+                "6. wall time of the comparison (minutes)", wall, f"<= {t.minutes:g} (default profile, 2 cores)", None
+            )
+        )
     checks.sort(key=lambda c: int(c["criterion"].split(".", 1)[0]))  # in the criteria's order (stable within one)
     return {"targets": asdict(t), "checks": checks, "detail": detail}
 
 
 def regime_table(regime: Mapping[str, Any]) -> str:
     """The checks as a markdown table."""
+
     def mark(met: bool | None) -> str:
         return "-" if met is None else ("yes" if met else "**no**")
 

@@ -54,7 +54,14 @@ def _state_bytes(state: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def _train_one(spec: RunSpec, data: Mapping[str, tuple[Any, Any]], model_cfg: Any, base: bytes, threads: int, report: Callable[[dict[str, Any]], None] | None) -> Path:
+def _train_one(
+    spec: RunSpec,
+    data: Mapping[str, tuple[Any, Any]],
+    model_cfg: Any,
+    base: bytes,
+    threads: int,
+    report: Callable[[dict[str, Any]], None] | None,
+) -> Path:
     import torch
 
     from snooze.core.curriculum import Curriculum
@@ -68,8 +75,11 @@ def _train_one(spec: RunSpec, data: Mapping[str, tuple[Any, Any]], model_cfg: An
     return spec.run_dir
 
 
-def _worker(spec: RunSpec, data: Mapping[str, tuple[Any, Any]], model_cfg: Any, base: bytes, threads: int, progress: Any) -> Path:
+def _worker(
+    spec: RunSpec, data: Mapping[str, tuple[Any, Any]], model_cfg: Any, base: bytes, threads: int, progress: Any
+) -> Path:
     """Body of a worker process: train one run, sending each step's metrics line to ``progress``."""
+
     def report(line: dict[str, Any]) -> None:
         progress.put((spec.arm, spec.seed, line))
 
@@ -103,7 +113,12 @@ def run_all(
 
     manager = SyncManager(ctx=ctx)  # the progress queue's server: it too dies with this process
     manager.start(_die_with_parent, (os.getpid(),))
-    pool_args = {"max_workers": min(jobs, len(specs)), "mp_context": ctx, "initializer": _die_with_parent, "initargs": (os.getpid(),)}
+    pool_args = {
+        "max_workers": min(jobs, len(specs)),
+        "mp_context": ctx,
+        "initializer": _die_with_parent,
+        "initargs": (os.getpid(),),
+    }
     with manager, ProcessPoolExecutor(**pool_args) as pool:
         progress = manager.Queue() if on_step is not None else None
         pending: set[Future[Path]] = {pool.submit(_worker, s, data, model_cfg, blob, threads, progress) for s in specs}

@@ -29,26 +29,42 @@ def stat(values: Sequence[float]) -> dict[str, Any]:
 
 
 def _acc_block(
-    base: Sequence[float], final: Sequence[float], late: Sequence[float], base_tasks: Sequence[Mapping[str, float]], final_tasks: Sequence[Mapping[str, float]]
-) -> dict[str, Any]:  # fmt: skip
+    base: Sequence[float],
+    final: Sequence[float],
+    late: Sequence[float],
+    base_tasks: Sequence[Mapping[str, float]],
+    final_tasks: Sequence[Mapping[str, float]],
+) -> dict[str, Any]:
     tasks = sorted({t for d in (*base_tasks, *final_tasks) for t in d})
     return {
         "base": stat(base),
         "final": stat(final),
         "late": stat(late),
         "gain": stat([f - b for b, f in zip(base, final)]),
-        "by_task": {t: {"base": stat([d.get(t, math.nan) for d in base_tasks]), "final": stat([d.get(t, math.nan) for d in final_tasks])} for t in tasks},
+        "by_task": {
+            t: {
+                "base": stat([d.get(t, math.nan) for d in base_tasks]),
+                "final": stat([d.get(t, math.nan) for d in final_tasks]),
+            }
+            for t in tasks
+        },
     }
 
 
 def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
     """One arm's entry of ``summary.json`` from its runs (one per seed). ``pool_prompts``: prompts in its pools."""
+
     def totals(key: str) -> list[float]:
         return [r.totals.get(key, math.nan) for r in results]
 
     gen, skipped = totals("total/gen_groups"), totals("total/skipped")
-    greedy = _acc_block([r.base_accuracy for r in results], [r.final_accuracy for r in results], [r.late_accuracy for r in results],
-                        [r.base_by_task for r in results], [r.final_by_task for r in results])  # fmt: skip
+    greedy = _acc_block(
+        [r.base_accuracy for r in results],
+        [r.final_accuracy for r in results],
+        [r.late_accuracy for r in results],
+        [r.base_by_task for r in results],
+        [r.final_by_task for r in results],
+    )
     out: dict[str, Any] = {
         # the first keys are those of earlier versions (greedy accuracy, means over seeds)
         "total_gen_groups": stat(gen)["mean"],
@@ -64,14 +80,21 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         "gen_groups": stat(gen),
         "gen_rounds": stat(totals("total/rounds")),
         "train_groups": stat(totals("total/train_groups")),
-        "encounters_per_prompt": stat([(g + (0.0 if math.isnan(s) else s)) / pool_prompts for g, s in zip(gen, skipped)]),
+        "encounters_per_prompt": stat(
+            [(g + (0.0 if math.isnan(s) else s)) / pool_prompts for g, s in zip(gen, skipped)]
+        ),
         "generated_per_prompt": stat([g / pool_prompts for g in gen]),
         "pool_prompts": pool_prompts,
         "accuracy": {"greedy": greedy},
     }
     if any(not math.isnan(r.sampled_final) for r in results):
-        out["accuracy"]["sampled"] = _acc_block([r.sampled_base for r in results], [r.sampled_final for r in results], [r.sampled_late for r in results],
-                                                [r.sampled_base_by_task for r in results], [r.sampled_final_by_task for r in results])  # fmt: skip
+        out["accuracy"]["sampled"] = _acc_block(
+            [r.sampled_base for r in results],
+            [r.sampled_final for r in results],
+            [r.sampled_late for r in results],
+            [r.sampled_base_by_task for r in results],
+            [r.sampled_final_by_task for r in results],
+        )
     return out
 
 
@@ -103,11 +126,29 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
             share = f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], optimal):.0%}"
         if "oracle_groups" in ref:
             floor = ref["oracle_groups"]["mean"]
-            oracle = f"{floor:.0f}" if arm == "dynamic_sampling" else f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], floor):.0%}"
+            oracle = (
+                f"{floor:.0f}"
+                if arm == "dynamic_sampling"
+                else f"{saving_share(ref['gen_groups']['mean'], s['gen_groups']['mean'], floor):.0%}"
+            )
     greedy = s["accuracy"]["greedy"]["final"]
-    return [arm, _range(s["gen_groups"], "{:.0f}"), ratio, share, oracle, f"{acc['base']['mean']:.3f}", _range(acc["final"]), gap,
-            _range(acc["late"]), late_gap, _range(greedy, "{:.3f}"), _range(s["generated_per_prompt"], "{:.1f}"), _range(s["encounters_per_prompt"], "{:.1f}"),
-            str(s["steps"]), f"{s['wall_seconds']:.0f}"]  # fmt: skip
+    return [
+        arm,
+        _range(s["gen_groups"], "{:.0f}"),
+        ratio,
+        share,
+        oracle,
+        f"{acc['base']['mean']:.3f}",
+        _range(acc["final"]),
+        gap,
+        _range(acc["late"]),
+        late_gap,
+        _range(greedy, "{:.3f}"),
+        _range(s["generated_per_prompt"], "{:.1f}"),
+        _range(s["encounters_per_prompt"], "{:.1f}"),
+        str(s["steps"]),
+        f"{s['wall_seconds']:.0f}",
+    ]
 
 
 def _paired_gap(arm: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
@@ -115,7 +156,9 @@ def _paired_gap(arm: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
     return _range(stat([a - r for a, r in zip(arm["by_seed"], ref["by_seed"])]), "{:+.3f}")
 
 
-def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None) -> str:
+def summary_table(
+    summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None
+) -> str:
     """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
     saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
     base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final, groups generated and stream
@@ -127,8 +170,23 @@ def summary_table(summary: Mapping[str, Mapping[str, Any]], markdown: bool = Fal
     ref = summary.get("dynamic_sampling")
     kind = headline(next(iter(summary.values()))) if summary else "greedy"
     acc_name = "acc" if kind == "greedy" else "acc@T"
-    head = ["arm", "gen groups", "DAPO/arm", "saving share", "oracle share", f"base {acc_name}", f"final {acc_name}", "gap vs DAPO",
-            f"late {acc_name}", "late gap", "final greedy", "groups/prompt", "encounters/prompt", "steps", "wall s"]  # fmt: skip
+    head = [
+        "arm",
+        "gen groups",
+        "DAPO/arm",
+        "saving share",
+        "oracle share",
+        f"base {acc_name}",
+        f"final {acc_name}",
+        "gap vs DAPO",
+        f"late {acc_name}",
+        "late gap",
+        "final greedy",
+        "groups/prompt",
+        "encounters/prompt",
+        "steps",
+        "wall s",
+    ]
     rows = [_row(arm, s, ref, optimal_groups) for arm, s in summary.items()]
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

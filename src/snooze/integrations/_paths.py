@@ -27,7 +27,9 @@ def log_path(value: Any, name: str) -> Path:
         raise IntegrationError(f"{name}={value!r}: must be the path of the file to write (a string or a path)")
     path = Path(os.fsdecode(value))
     if path.is_dir():
-        raise IntegrationError(f"{name}={value!r} is a folder; pass the path of a file in it, e.g. {path / 'rewards.jsonl'}")
+        raise IntegrationError(
+            f"{name}={value!r} is a folder; pass the path of a file in it, e.g. {path / 'rewards.jsonl'}"
+        )
     blocked = next((p for p in path.parents if p.exists()), None)
     if blocked is not None and not blocked.is_dir():
         raise IntegrationError(f"{name}={value!r}: {blocked} is a file, so the log cannot be created under it")
@@ -42,5 +44,7 @@ def open_log(path: Path, resumed: bool) -> RewardLogWriter:
         while (aside := path.with_name(f"{path.stem}.earlier-{n}{path.suffix}")).exists():
             n += 1
         path.rename(aside)
-        log.warning("%s held an earlier run's reward log; this fresh run moved it to %s and starts a new one", path, aside)
+        log.warning(
+            "%s held an earlier run's reward log; this fresh run moved it to %s and starts a new one", path, aside
+        )
     return RewardLogWriter(path, append=resumed)

@@ -36,7 +36,17 @@ from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
 
-__all__ = ["DATASET", "check_data", "prompt_key", "source_of", "scheduler_config", "check_same_prompts", "pool_passes", "refuse_dataset", "trl_record"]
+__all__ = [
+    "DATASET",
+    "check_data",
+    "prompt_key",
+    "source_of",
+    "scheduler_config",
+    "check_same_prompts",
+    "pool_passes",
+    "refuse_dataset",
+    "trl_record",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +57,9 @@ SET_BY_TRL = ("batch_size", "group_size", "shuffle")
 """SchedulerConfig fields that follow GRPOConfig (num_generations, generation_batch_size, shuffle_dataset)."""
 
 
-def check_data(signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any], scheduler: Scheduler | None) -> Source | None:
+def check_data(
+    signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any], scheduler: Scheduler | None
+) -> Source | None:
     """What the trainer checks before TRL loads anything: ``train_dataset`` (bound from the trainer's arguments as
     ``GRPOTrainer.__init__``'s ``signature`` binds it) must be data the scheduler can hold, and a given scheduler's
     prompts must be its prompts. Returns the scheduler's one dataset when the trainer is to build it (``None``
@@ -112,7 +124,9 @@ def prompt_key(prompt: Any, where: str = "a prompt") -> str:
 def _prompts(dataset: Any) -> Sequence[Any]:
     columns = list(getattr(dataset, "column_names", None) or [])
     if "prompt" not in columns:
-        raise IntegrationError(f"train_dataset has no 'prompt' column (columns: {columns}); TRL's GRPOTrainer needs one")
+        raise IntegrationError(
+            f"train_dataset has no 'prompt' column (columns: {columns}); TRL's GRPOTrainer needs one"
+        )
     return dataset["prompt"]  # type: ignore[no-any-return]
 
 
@@ -144,8 +158,9 @@ def source_of(train_dataset: Any) -> Source:
             "train_dataset has no 'id' column and %d of its %d rows repeat an earlier row's prompt: each row stays its "
             "own prompt, told apart by its place among the copies (<key>#2, <key>#3, ...), so reordering copies of "
             "one prompt swaps their state. Add an 'id' column to name the rows yourself",
-            repeats, len(ids),
-        )  # fmt: skip
+            repeats,
+            len(ids),
+        )
     return Source(DATASET, ids, train_dataset.__getitem__)
 
 
@@ -176,8 +191,11 @@ def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[flo
 
 
 def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], what: str) -> None:
-    source = {"batch_size": "generation_batch_size / num_generations", "group_size": "num_generations",
-              "shuffle": "shuffle_dataset"}  # fmt: skip
+    source = {
+        "batch_size": "generation_batch_size / num_generations",
+        "group_size": "num_generations",
+        "shuffle": "shuffle_dataset",
+    }
     clash = [f"{k}={v!r} (GRPOConfig: {source[k]} = {trl[k]!r})" for k, v in have.items() if v != trl[k]]
     if clash:
         raise IntegrationError(

@@ -51,7 +51,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
     ) from exc
 
-__all__ = ["SnoozeGRPOTrainer", "SnoozeCheckpointCallback", "PoolEpochCallback", "STATE_DIR", "METRIC_PREFIX", "DIST_PREFIX", "check_trl"]
+__all__ = [
+    "SnoozeGRPOTrainer",
+    "SnoozeCheckpointCallback",
+    "PoolEpochCallback",
+    "STATE_DIR",
+    "METRIC_PREFIX",
+    "DIST_PREFIX",
+    "check_trl",
+]
 
 SUPPORTED = "1.16"  # the TRL minor version whose private GRPOTrainer methods this integration overrides
 TESTED = "1.16.0"
@@ -76,7 +84,9 @@ def check_trl(version: str, trainer: type) -> None:
         found = None if method is None else tuple(inspect.signature(method).parameters)
         if found != params:
             have = "is missing" if found is None else f"takes {found}, not {params}"
-            raise IntegrationError(f"trl {version}: GRPOTrainer.{name} {have}; the adapter is tested with trl {TESTED}: {fix}")
+            raise IntegrationError(
+                f"trl {version}: GRPOTrainer.{name} {have}; the adapter is tested with trl {TESTED}: {fix}"
+            )
 
 
 check_trl(trl.__version__, GRPOTrainer)
@@ -122,13 +132,21 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         if scheduler is not None and not isinstance(scheduler, Scheduler):
-            raise IntegrationError(f"scheduler must be a snooze.Scheduler (or None: built from train_dataset), got {type(scheduler).__name__}")
+            raise IntegrationError(
+                f"scheduler must be a snooze.Scheduler (or None: built from train_dataset), got {type(scheduler).__name__}"
+            )
         if scheduler is not None and snooze_config is not None:
-            raise IntegrationError("pass either scheduler= (built by hand) or snooze_config= (the trainer builds it), not both")
+            raise IntegrationError(
+                "pass either scheduler= (built by hand) or snooze_config= (the trainer builds it), not both"
+            )
         if on_batch is not None and not callable(on_batch):
-            raise IntegrationError(f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}")
+            raise IntegrationError(
+                f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}"
+            )
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
-        source = data.check_data(inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler)  # before TRL loads anything
+        source = data.check_data(
+            inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler
+        )  # before TRL loads anything
         super().__init__(*args, **kwargs)
         if scheduler is None:
             scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=int(self.args.seed))
@@ -151,7 +169,11 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     def _own_config(self, given: SchedulerConfig | Mapping[str, Any] | None) -> SchedulerConfig:
         G = int(self.num_generations)
-        trl_fields = {"batch_size": self.args.generation_batch_size // G, "group_size": G, "shuffle": bool(self.args.shuffle_dataset)}
+        trl_fields = {
+            "batch_size": self.args.generation_batch_size // G,
+            "group_size": G,
+            "shuffle": bool(self.args.shuffle_dataset),
+        }
         weights = self.reward_weights.detach().float().cpu().tolist()
         return data.scheduler_config(given, trl_fields, data.reward_range_of(weights))
 
@@ -198,7 +220,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 "save_steps=%s is not a multiple of %d, the optimizer steps of one generation (steps_per_generation "
                 "x num_iterations / gradient_accumulation_steps): a checkpoint can fall between two generations, "
                 "and resuming from it generates afresh, so the resumed run is not the uninterrupted one. Use "
-                "save_steps=%d or a multiple", a.save_steps, per_generation, per_generation,
+                "save_steps=%d or a multiple",
+                a.save_steps,
+                per_generation,
+                per_generation,
             )
 
     def _agree(self, where: str, fields: tuple[str, ...], values: list[int]) -> None:
@@ -231,9 +256,18 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 self._load_scheduler(checkpoint)
             except SnoozeError as exc:  # e.g. this node's copy is damaged: every process must stop, and say why
                 failed = exc
-                log.error("process %d cannot load the scheduler state of %s: %s", self.accelerator.process_index, checkpoint, exc)
+                log.error(
+                    "process %d cannot load the scheduler state of %s: %s",
+                    self.accelerator.process_index,
+                    checkpoint,
+                    exc,
+                )
             try:
-                self._agree(f"{where}; a process with state_loaded 0 could not read it and logged why", ("state_loaded",), [int(failed is None)])
+                self._agree(
+                    f"{where}; a process with state_loaded 0 could not read it and logged why",
+                    ("state_loaded",),
+                    [int(failed is None)],
+                )
             except IntegrationError as exc:
                 raise exc from failed
             if failed is not None:

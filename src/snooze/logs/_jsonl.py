@@ -66,7 +66,9 @@ class LineWriter:
     def __enter__(self) -> LineWriter:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
@@ -122,7 +124,9 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
     for number, text, obj in _parsed(p):
         step = obj.get("step") if obj is not None else None
         if obj is not None and not is_int(step):
-            raise fail(p, number, "step", f"{step!r}: not a line of a snooze run log; move the file aside or log elsewhere")
+            raise fail(
+                p, number, "step", f"{step!r}: not a line of a snooze run log; move the file aside or log elsewhere"
+            )
         if obj is None or step >= from_step:
             dropped += 1
         else:
@@ -130,7 +134,8 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
     try:
         write_atomic(p, "".join(kept).encode("utf-8"), tmp=p.with_name(f".{p.name}.tmp"))  # a failure leaves no .tmp
     except OSError as exc:
-        raise DataError(f"{p}: the log could not be cut back to step {from_step} ({exc.strerror or exc}); it is unchanged") from None
+        raise DataError(
+            f"{p}: the log could not be cut back to step {from_step} ({exc.strerror or exc}); it is unchanged"
+        ) from None
     fsync_dir(p.parent)
     return dropped
-

@@ -90,7 +90,12 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
     for field, text in (("dataset", dataset), ("id", pid)):
         bad = lone_surrogate(text) if isinstance(text, str) else None
         if bad is not None:
-            raise fail(path, line, field, f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of its source")
+            raise fail(
+                path,
+                line,
+                field,
+                f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of its source",
+            )
     _check_rewards(rewards, path, line)
     return step, dataset, pid, rewards
 
@@ -102,7 +107,9 @@ def _check_rewards(rewards: Any, path: str, line: int) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
         if isinstance(value, int) and finite_float(value) is None:  # (NaN and infinities: checked with the range below)
-            raise fail(path, line, "rewards", f"rollout {r}: an integer of {value.bit_length()} bits is too large for a float")
+            raise fail(
+                path, line, "rewards", f"rollout {r}: an integer of {value.bit_length()} bits is too large for a float"
+            )
 
 
 def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[list[Any], ...]:
@@ -116,7 +123,9 @@ def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | 
         want = group_size if group_size is not None else (len(rewards[0]) if rewards else len(row))
         if len(row) != want:
             source = "--group-size" if group_size is not None else f"line {numbers[0]}"
-            raise fail(path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G")
+            raise fail(
+                path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G"
+            )
         if steps and step < steps[-1]:
             raise fail(
                 path,
@@ -156,7 +165,9 @@ def read_reward_log(
     if bad.any():
         g, r = (int(i) for i in np.argwhere(bad)[0])
         kind = "not finite" if not math.isfinite(arr[g, r]) else f"outside the reward range [{low}, {high}]"
-        raise fail(name, int(line_arr[g]), "rewards", f"rollout {r}: {float(arr[g, r])!r} is {kind} (set --reward-range?)")
+        raise fail(
+            name, int(line_arr[g]), "rewards", f"rollout {r}: {float(arr[g, r])!r} is {kind} (set --reward-range?)"
+        )
     return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr)
 
 

@@ -172,7 +172,10 @@ def _efficiency_title(cums: dict[str, SeedAggregate], accs: dict[str, SeedAggreg
                 continue
             # at equal steps: an arm that ran out of data early is compared at its last step, and says so
             end = min(int(a.steps[-1]), int(r.steps[-1]))
-            at_a, at_r = np.searchsorted(a.steps, end, side="right") - 1, np.searchsorted(r.steps, end, side="right") - 1
+            at_a, at_r = (
+                np.searchsorted(a.steps, end, side="right") - 1,
+                np.searchsorted(r.steps, end, side="right") - 1,
+            )
             ratio = r.mean[at_r] / max(a.mean[at_a], 1e-12)
             amount = f"{ratio:.1f}x fewer" if ratio >= 1 else f"{1 / ratio:.1f}x more"
             when = f" (by step {end}, where it stopped)" if end < int(r.steps[-1]) else ""

@@ -42,7 +42,9 @@ def frontier_points(summary: dict[str, Any]) -> dict[str, np.ndarray]:
 
 def figure_family(out: Path, regimes: Sequence[str], path: Path) -> Path | None:
     """Draw the frontier of every regime found under ``out`` into ``path`` (PNG); ``None`` when none is."""
-    found = [(r, read_json(out / r / "summary.json", DataError)) for r in regimes if (out / r / "summary.json").is_file()]
+    found = [
+        (r, read_json(out / r / "summary.json", DataError)) for r in regimes if (out / r / "summary.json").is_file()
+    ]
     if not found:
         return None
     plt = pyplot()
@@ -56,23 +58,41 @@ def figure_family(out: Path, regimes: Sequence[str], path: Path) -> Path | None:
         dapo = points.get("dynamic_sampling")
         if dapo is not None:
             acc = float(dapo[:, 1].mean())
-            ax.axhspan(acc - 0.01, acc + 0.01, color=arm_color("dynamic_sampling"), alpha=0.10, linewidth=0, label="DAPO's late accuracy +-1 point")
+            ax.axhspan(
+                acc - 0.01,
+                acc + 0.01,
+                color=arm_color("dynamic_sampling"),
+                alpha=0.10,
+                linewidth=0,
+                label="DAPO's late accuracy +-1 point",
+            )
         for arm, pts in points.items():
             if arm not in _MARKERS:
                 continue
             color, marker = arm_color(arm), _MARKERS.get(arm, "D")
             ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=40, alpha=0.5, linewidths=0)
             mean = pts.mean(axis=0)
-            ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=150, edgecolors="black", linewidths=0.8, label=_LABELS.get(arm, arm_label(arm)))
+            ax.scatter(
+                [mean[0]],
+                [mean[1]],
+                color=color,
+                marker=marker,
+                s=150,
+                edgecolors="black",
+                linewidths=0.8,
+                label=_LABELS.get(arm, arm_label(arm)),
+            )
         ax.set_title(name, fontsize=12)
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=1))
         ax.set(xlabel="generated groups (fewer is cheaper)", ylabel="late held-out avg@k")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(found):]:
+    for ax in list(axes.flat)[len(found) :]:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=9, frameon=False)
-    fig.suptitle("The regime family: generation against late accuracy (small: one seed; large: the mean over seeds)", fontsize=13)
+    fig.suptitle(
+        "The regime family: generation against late accuracy (small: one seed; large: the mean over seeds)", fontsize=13
+    )
     fig.tight_layout(rect=(0, 0.07, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)

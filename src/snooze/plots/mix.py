@@ -97,7 +97,14 @@ def figure_mix(runs: dict[str, list[Records]], window: int = SMOOTH_WINDOW) -> o
             target, color="black", linestyle="--", linewidth=1.0, zorder=2, label=f"target {target:.0%} (equal weight)"
         )
         if ends[arm] < max(ends.values()):  # the arm stopped early: every prompt retired (filter) or used up
-            ax.axvline(ends[arm], color="#c0392b", linestyle=":", linewidth=1.6, zorder=2, label=f"data used up at step {ends[arm]}")
+            ax.axvline(
+                ends[arm],
+                color="#c0392b",
+                linestyle=":",
+                linewidth=1.6,
+                zorder=2,
+                label=f"data used up at step {ends[arm]}",
+            )
         ax.set(title=arm_label(arm), xlabel="training step")
         ax.set_ylim(0, 1)
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1))

@@ -28,7 +28,15 @@ logger = logging.getLogger(__name__)
 TRADEOFF_ARMS = ("dynamic_sampling", "grpo", "filter", "snooze-f1", "snooze-f2", "snooze", "predictive")
 """Arms of figure 4, in legend order (the figure-3 arms train on other data and are left out)."""
 
-_MARKERS = {"dynamic_sampling": "s", "grpo": "v", "filter": "X", "snooze-f1": "<", "snooze-f2": ">", "snooze": "o", "predictive": "*"}
+_MARKERS = {
+    "dynamic_sampling": "s",
+    "grpo": "v",
+    "filter": "X",
+    "snooze-f1": "<",
+    "snooze-f2": ">",
+    "snooze": "o",
+    "predictive": "*",
+}
 _SAME = 0.01  # +-1 point of DAPO's accuracy: "the same final accuracy"
 
 
@@ -55,7 +63,10 @@ def late_point(records: Records, key: str) -> tuple[float, float] | None:
     return None if got is None else (got[0], float(np.mean([r[key] for r in late_evaluations(got[1])])))
 
 
-_PANELS = (("final", final_point, "the last evaluation"), ("late", late_point, f"the mean of the last {LATE_EVALS} evaluations"))
+_PANELS = (
+    ("final", final_point, "the last evaluation"),
+    ("late", late_point, f"the mean of the last {LATE_EVALS} evaluations"),
+)
 """Figure 4's columns: ``(when, point of a run, what the accuracy is)``."""
 
 
@@ -63,7 +74,9 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
     """Figure 4: generated groups (x) against held-out accuracy (y), final (left) and late (right),
     every arm, seeds as points; with DAPO present, a second row zooms on DAPO's accuracy, where the
     skipping arms are."""
-    arms = [a for a in TRADEOFF_ARMS if runs.get(a)] + sorted(a for a in runs if a not in TRADEOFF_ARMS and not a.startswith("fig3-"))
+    arms = [a for a in TRADEOFF_ARMS if runs.get(a)] + sorted(
+        a for a in runs if a not in TRADEOFF_ARMS and not a.startswith("fig3-")
+    )
     key = accuracy_key({a: runs[a] for a in arms})
     panels = []
     for when, point, ylabel in _PANELS:
@@ -83,12 +96,23 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
             lo, hi = _zoom(points["dynamic_sampling"])
             _draw(axes[1][col], points, runs, f"{when} held-out accuracy ({what})")
             axes[1][col].set_ylim(lo, hi)
-            axes[1][col].set_title(f"the same, zoomed on DAPO's {when} accuracy ({_ZOOM_BELOW * 100:.0f} points below to {_ZOOM_ABOVE * 100:.0f} above)", fontsize=10)
+            axes[1][col].set_title(
+                f"the same, zoomed on DAPO's {when} accuracy ({_ZOOM_BELOW * 100:.0f} points below to {_ZOOM_ABOVE * 100:.0f} above)",
+                fontsize=10,
+            )
     for ax in axes[:-1].flat:
         ax.set_xlabel("")
     axes[0][1].legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=9, frameon=False)
     n = max(len(p) for p in panels[0][2].values())
-    fig.text(0.99, 0.01, f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.", ha="right", va="bottom", fontsize=8, color="#555555")
+    fig.text(
+        0.99,
+        0.01,
+        f"Small markers: one seed each ({n} per arm at most); large: the mean over seeds.",
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color="#555555",
+    )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
@@ -112,7 +136,16 @@ def _draw(ax: Any, points: dict[str, np.ndarray], runs: dict[str, list[Records]]
         color, marker = arm_color(arm), _MARKERS.get(arm, "D")
         ax.scatter(pts[:, 0], pts[:, 1], color=color, marker=marker, s=46, alpha=0.55, linewidths=0)
         mean = pts.mean(axis=0)
-        ax.scatter([mean[0]], [mean[1]], color=color, marker=marker, s=170, edgecolors="black", linewidths=0.8, label=arm_label(arm))
+        ax.scatter(
+            [mean[0]],
+            [mean[1]],
+            color=color,
+            marker=marker,
+            s=170,
+            edgecolors="black",
+            linewidths=0.8,
+            label=arm_label(arm),
+        )
     ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=0))
     ax.set(xlabel="generated groups over the run (fewer is cheaper)", ylabel=ylabel)
     ax.xaxis.set_tick_params(labelbottom=True)
@@ -122,13 +155,22 @@ def _draw(ax: Any, points: dict[str, np.ndarray], runs: dict[str, list[Records]]
 def _dapo_guides(ax: Any, dapo: np.ndarray, records: list[Records]) -> None:
     """DAPO's accuracy +-1 point, its generation / 1.5 and / 3, and one round per step."""
     groups, acc = dapo[:, 0].mean(), dapo[:, 1].mean()
-    ax.axhspan(acc - _SAME, acc + _SAME, color=arm_color("dynamic_sampling"), alpha=0.08, linewidth=0, label="DAPO's accuracy +-1 point")
+    ax.axhspan(
+        acc - _SAME,
+        acc + _SAME,
+        color=arm_color("dynamic_sampling"),
+        alpha=0.08,
+        linewidth=0,
+        label="DAPO's accuracy +-1 point",
+    )
     for div, style in ((1.5, ":"), (3.0, "--")):
         ax.axvline(groups / div, color="#555555", linestyle=style, linewidth=1.0, label=f"DAPO / {div:g}")
     trained = [r[-1].get("total/train_groups") for r in records if r]
     trained = [t for t in trained if t is not None]
     if trained:
-        ax.axvline(float(np.mean(trained)), color="black", linewidth=1.2, label="one round per step (all groups trained on)")
+        ax.axvline(
+            float(np.mean(trained)), color="black", linewidth=1.2, label="one round per step (all groups trained on)"
+        )
 
 
 def _title(points: dict[str, np.ndarray], when: str = "final") -> str:

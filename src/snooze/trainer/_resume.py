@@ -59,7 +59,9 @@ def _differ(was: Any, new: Any, default: Any, path: str, skip: set[str]) -> Iter
         for name in sorted(set(was) | set(new), key=str):
             where = f"{path}.{name}" if path else str(name)
             if where not in skip:
-                yield from _differ(was.get(name, default.get(name, _NONE)), new.get(name, _NONE), default.get(name), where, skip)
+                yield from _differ(
+                    was.get(name, default.get(name, _NONE)), new.get(name, _NONE), default.get(name), where, skip
+                )
     elif was != new:
         show = ["(none)" if v is _NONE else repr(v) for v in (was, new)]
         yield f"{path}: saved {show[0]}, now {show[1]}"
@@ -79,8 +81,9 @@ def _migrated(saved: dict[str, Any]) -> dict[str, Any]:
     return {**saved, "scheduler": json.loads(json.dumps(now, default=str))}
 
 
-def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str,
-                 defaults: Mapping[str, Any]) -> None:
+def check_resume(
+    folder: Path, run_dir: Path, config: Mapping[str, Any], curriculum_file: str, defaults: Mapping[str, Any]
+) -> None:
     """Refuse to resume with another configuration, or another curriculum (or none), than the run's.
     ``folder``: the committed step folder (its ``config.json``; a 0.1.0 checkpoint: the run folder's).
     ``defaults``: each section's field defaults (see :func:`config_differences`)."""
@@ -110,7 +113,9 @@ def check_resume(folder: Path, run_dir: Path, config: Mapping[str, Any], curricu
     differ = config_differences(_migrated(saved), config, defaults) if saved is not None else []
     if differ:
         shown = "; ".join(differ[:5]) + (f"; and {len(differ) - 5} more" if len(differ) > 5 else "")
-        raise StateMismatchError(f"{run_dir}: the checkpoint was written with another configuration ({shown}; see {path}); {_FIX}")
+        raise StateMismatchError(
+            f"{run_dir}: the checkpoint was written with another configuration ({shown}; see {path}); {_FIX}"
+        )
 
 
 def refuse_orphan_logs(run_dir: Path, checkpoint: Path) -> None:
@@ -143,7 +148,9 @@ def reconcile_logs(run_dir: Path, step: int) -> None:
     fix = f"restore the logs of {run_dir} from a backup, or start the run over ({_FIX})"
     if steps != list(range(step)):
         have = f"steps {steps[0]}..{steps[-1]} ({len(steps)} lines)" if steps else "no steps"
-        raise StateError(f"{metrics}: holds {have}, but the checkpoint committed steps 0..{step - 1}; the log is incomplete; {fix}")
+        raise StateError(
+            f"{metrics}: holds {have}, but the checkpoint committed steps 0..{step - 1}; the log is incomplete; {fix}"
+        )
     groups = lines[-1].get("total/gen_groups") if lines else 0
     rewards = run_dir / REWARDS_FILE
     logged = sum(1 for _ in read_lines(rewards)) if rewards.exists() else 0
@@ -176,4 +183,3 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
-

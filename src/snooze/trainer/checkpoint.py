@@ -131,7 +131,9 @@ def _legacy(root: Path) -> Path:
             try:
                 open_regular(root / name).close()
             except OSError as exc:
-                raise StateError(f"{root / name}: checkpoint file cannot be read ({exc.strerror or exc}). {_FIX}") from None
+                raise StateError(
+                    f"{root / name}: checkpoint file cannot be read ({exc.strerror or exc}). {_FIX}"
+                ) from None
     return root
 
 
@@ -143,7 +145,11 @@ def _read_record(latest: Path) -> dict[str, Any]:
     name, files = record.get("dir"), record.get("files")
     if not isinstance(name, str) or not _DIR_RE.match(name):
         raise StateError(f"{latest}: names the folder {name!r}, which is not a step folder of the checkpoint. {_FIX}")
-    if not isinstance(files, dict) or not files or not all(_plain(rel) and isinstance(v, dict) for rel, v in files.items()):
+    if (
+        not isinstance(files, dict)
+        or not files
+        or not all(_plain(rel) and isinstance(v, dict) for rel, v in files.items())
+    ):
         raise StateError(f"{latest}: its file list is malformed; the checkpoint is corrupt. {_FIX}")
     return record
 

@@ -67,7 +67,6 @@ class GRPOConfig:
         return asdict(self)
 
 
-
 @dataclass(frozen=True)
 class TrainConfig:
     """The reference loop's knobs (the scheduler's are in :class:`snooze.SchedulerConfig`)."""
@@ -104,7 +103,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
-            raise ConfigError(f"TrainConfig.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy evaluation only)")
+            raise ConfigError(
+                f"TrainConfig.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy evaluation only)"
+            )
         for name in ("steps", "eval_every"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
@@ -140,6 +141,11 @@ def check_device(device: Any, what: str) -> None:
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     index = int(device.partition(":")[2] or 0)
     if index >= count:
-        have = f"this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}" if count else (
-            f"no CUDA device is available here (torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})")  # fmt: skip
+        have = (
+            f"this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}"
+            if count
+            else (
+                f"no CUDA device is available here (torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})"
+            )
+        )
         raise ConfigError(f"{what}={device!r}: {have}; use --device cpu or a device that is there")

@@ -36,7 +36,9 @@ _EVAL_ROWS = 4096  # sequences per sampling call: bounds memory (a few MB), keep
 
 
 @torch.no_grad()
-def accuracy_by_task(model: TinyGPT, sets: Mapping[str, Sequence[Mapping[str, Any]]], max_new: int = MAX_NEW_TOKENS) -> dict[str, float]:
+def accuracy_by_task(
+    model: TinyGPT, sets: Mapping[str, Sequence[Mapping[str, Any]]], max_new: int = MAX_NEW_TOKENS
+) -> dict[str, float]:
     """Greedy exact-match accuracy of ``model`` on each named list of ``{"prompt", "answer"}`` records."""
     return _score(model, sets, max_new, k=1, temperature=0.0, seed=EVAL_SEED)
 
@@ -54,7 +56,9 @@ def sampled_accuracy_by_task(
     return _score(model, sets, max_new, k=k, temperature=temperature, seed=seed)
 
 
-def _score(model: TinyGPT, sets: Mapping[str, Sequence[Mapping[str, Any]]], max_new: int, k: int, temperature: float, seed: int) -> dict[str, float]:
+def _score(
+    model: TinyGPT, sets: Mapping[str, Sequence[Mapping[str, Any]]], max_new: int, k: int, temperature: float, seed: int
+) -> dict[str, float]:
     tok = CharTokenizer()
     device = next(model.parameters()).device
     was_training = model.training

@@ -60,7 +60,16 @@ from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.rollout import Roller, collate
 
-__all__ = ["TrainConfig", "RunResult", "train", "read_result", "METRICS_FILE", "REWARDS_FILE", "CURRICULUM_STATE", "LATE_EVALS"]
+__all__ = [
+    "TrainConfig",
+    "RunResult",
+    "train",
+    "read_result",
+    "METRICS_FILE",
+    "REWARDS_FILE",
+    "CURRICULUM_STATE",
+    "LATE_EVALS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +108,15 @@ class RunResult:
 class _Run:
     """The mutable pieces of one run: model, optimizer, generator, scheduler, rollout store, curriculum."""
 
-    def __init__(self, datasets: Mapping[str, Any], sched_cfg: SchedulerConfig, cfg: TrainConfig, model_cfg: ModelConfig, base: Mapping[str, torch.Tensor], curriculum: Curriculum | None = None) -> None:
+    def __init__(
+        self,
+        datasets: Mapping[str, Any],
+        sched_cfg: SchedulerConfig,
+        cfg: TrainConfig,
+        model_cfg: ModelConfig,
+        base: Mapping[str, torch.Tensor],
+        curriculum: Curriculum | None = None,
+    ) -> None:
         torch.manual_seed(cfg.seed)
         self.model = TinyGPT(model_cfg).to(cfg.device)
         self.model.load_state_dict(base)
@@ -148,13 +165,17 @@ class _Run:
             step, elapsed = int(meta["step"]), float(meta["elapsed"])
             rollouts = load("rollouts.pt")
         except (OSError, RuntimeError, KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise StateError(f"{folder}: the trainer checkpoint cannot be restored ({type(exc).__name__}: {exc})") from None
+            raise StateError(
+                f"{folder}: the trainer checkpoint cannot be restored ({type(exc).__name__}: {exc})"
+            ) from None
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
         self.roller.step = self.step - 1
         self.roller.load_state_dict(rollouts)
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
-            self.curriculum.load_state_dict(read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged"))
+            self.curriculum.load_state_dict(
+                read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged")
+            )
 
 
 def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
@@ -169,7 +190,9 @@ def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: 
             ref_logp = completion_logprobs(run.ref, pid, pmask, tokens, mask, temperature, run.roller.group_size)
     stats: dict[str, float] = {}
     for _ in range(cfg.updates_per_batch):
-        logp = completion_logprobs(run.model, pid, pmask, tokens, mask, temperature, run.roller.group_size)  # [B*G, T]: rows by group
+        logp = completion_logprobs(
+            run.model, pid, pmask, tokens, mask, temperature, run.roller.group_size
+        )  # [B*G, T]: rows by group
         loss, stats = grpo_loss(logp, old_logp, adv, mask, cfg, ref_logp)
         run.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -179,7 +202,9 @@ def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: 
     return {"train/loss": stats["loss"], "train/clip_frac": stats["clip_frac"], "train/kl": stats["kl"]}
 
 
-def _eval(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], updates: int, samples: int) -> dict[str, float]:
+def _eval(
+    run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], updates: int, samples: int
+) -> dict[str, float]:
     out = _accuracy_keys("eval/accuracy", accuracy_by_task(run.model, test_sets, run.roller.max_new))
     if samples > 0:
         acc = sampled_accuracy_by_task(run.model, test_sets, samples, run.roller.temperature, run.roller.max_new)
@@ -206,7 +231,9 @@ def _tensorboard(run_dir: Path, step: int) -> Any:
     return SummaryWriter(str(run_dir / "tb"), purge_step=step if step > 0 else None)
 
 
-def _one_step(run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig) -> dict[str, Any]:
+def _one_step(
+    run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig
+) -> dict[str, Any]:
     """Evaluate (when due), build the batch through the scheduler, update; the step's metrics line."""
     t0 = time.perf_counter()
     line: dict[str, Any] = {}
@@ -239,7 +266,11 @@ def _write(mlog: MetricsLogWriter, tb: Any, line: Mapping[str, Any]) -> None:
 def _default_config() -> dict[str, Any]:
     """Each section of ``config.json`` with every field at its default (what a field added to snooze after
     a run started is taken to have been; see :func:`snooze.trainer._resume.config_differences`)."""
-    config = {"scheduler": SchedulerConfig().to_dict(), "train": asdict(TrainConfig()), "model": ModelConfig().to_dict()}
+    config = {
+        "scheduler": SchedulerConfig().to_dict(),
+        "train": asdict(TrainConfig()),
+        "model": ModelConfig().to_dict(),
+    }
     return json.loads(json.dumps(config, default=str))
 
 
@@ -255,7 +286,9 @@ def _start(run_dir: Path, run: _Run, config: dict[str, Any], datasets: Mapping[s
     elif resume:
         refuse_orphan_logs(run_dir, root)
     if folder is None and run.curriculum is not None:
-        run.curriculum.load_state_dict(Curriculum(run.curriculum.stages, run.curriculum.drop).state_dict())  # first stage
+        run.curriculum.load_state_dict(
+            Curriculum(run.curriculum.stages, run.curriculum.drop).state_dict()
+        )  # first stage
     if run.curriculum is not None:
         run.curriculum.apply(run.sched)  # after building or restoring the scheduler (idempotent)
     if folder is None:
@@ -269,8 +302,15 @@ def _start(run_dir: Path, run: _Run, config: dict[str, Any], datasets: Mapping[s
 
 
 def _loop(
-    run: _Run, run_dir: Path, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig,
-    config: Mapping[str, Any], stop_after: int | None, on_step: Callable[[dict[str, Any]], None] | None, tb: Any,
+    run: _Run,
+    run_dir: Path,
+    test_sets: Mapping[str, Sequence[Mapping[str, Any]]],
+    sched_cfg: SchedulerConfig,
+    cfg: TrainConfig,
+    config: Mapping[str, Any],
+    stop_after: int | None,
+    on_step: Callable[[dict[str, Any]], None] | None,
+    tb: Any,
 ) -> None:
     """Train until ``cfg.steps`` (or ``stop_after`` more steps), committing a checkpoint every ``checkpoint_every``
     steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
@@ -282,7 +322,11 @@ def _loop(
             _write(mlog, tb, line)
             if on_step is not None:
                 on_step(line)
-            if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end or run.sched.exhausted:
+            if (
+                (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0)
+                or run.step == end
+                or run.sched.exhausted
+            ):
                 rlog.sync()
                 mlog.sync()
                 run.save(run_dir / _CKPT, config)
@@ -342,12 +386,21 @@ def read_result(run_dir: str | Path) -> RunResult:
     totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
     late = late_evaluations(evals)
     return RunResult(
-        run_dir, int(last["step"]) + 1, _get(first, "eval/accuracy"), float(final["eval/accuracy"]), _by_task(final, "eval/accuracy"),
-        totals, float(last["time/elapsed_s"]), base_by_task=_by_task(first, "eval/accuracy"),
-        sampled_base=_get(first, "eval/sampled_accuracy"), sampled_final=_get(final, "eval/sampled_accuracy"),
-        sampled_base_by_task=_by_task(first, "eval/sampled_accuracy"), sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
-        late_accuracy=_mean(late, "eval/accuracy"), sampled_late=_mean(late, "eval/sampled_accuracy"),
-    )  # fmt: skip
+        run_dir,
+        int(last["step"]) + 1,
+        _get(first, "eval/accuracy"),
+        float(final["eval/accuracy"]),
+        _by_task(final, "eval/accuracy"),
+        totals,
+        float(last["time/elapsed_s"]),
+        base_by_task=_by_task(first, "eval/accuracy"),
+        sampled_base=_get(first, "eval/sampled_accuracy"),
+        sampled_final=_get(final, "eval/sampled_accuracy"),
+        sampled_base_by_task=_by_task(first, "eval/sampled_accuracy"),
+        sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
+        late_accuracy=_mean(late, "eval/accuracy"),
+        sampled_late=_mean(late, "eval/sampled_accuracy"),
+    )
 
 
 def _get(line: Mapping[str, Any], key: str) -> float:
@@ -361,4 +414,6 @@ def _mean(lines: Sequence[Mapping[str, Any]], key: str) -> float:
 
 
 def _by_task(line: Mapping[str, Any], prefix: str) -> dict[str, float]:
-    return {k.removeprefix(prefix + "/"): float(v) for k, v in line.items() if k.startswith(prefix + "/") and v is not None}
+    return {
+        k.removeprefix(prefix + "/"): float(v) for k, v in line.items() if k.startswith(prefix + "/") and v is not None
+    }

@@ -62,7 +62,9 @@ class _Block(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model)
         self.ln2 = nn.LayerNorm(cfg.d_model)
-        self.mlp = nn.Sequential(nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model))
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.d_model, 4 * cfg.d_model), nn.GELU(), nn.Linear(4 * cfg.d_model, cfg.d_model)
+        )
 
     def forward(
         self, x: torch.Tensor, attn_mask: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None
@@ -137,7 +139,9 @@ def _shift(ids_mask: torch.Tensor) -> torch.Tensor:
     return (ids_mask.long().cumsum(dim=1) - 1).clamp(min=0)  # position of each column within its row
 
 
-def _prefill(model: TinyGPT, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int) -> tuple[torch.Tensor, KVCache]:
+def _prefill(
+    model: TinyGPT, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, group_size: int
+) -> tuple[torch.Tensor, KVCache]:
     """Run each prompt once and copy its last logits ``[N*G, V]`` and KV cache to its ``group_size`` rows.
 
     A group's rows share the prompt, so the prompt's forward is done once per prompt, not once per rollout.
@@ -177,7 +181,9 @@ def sample(
         live = ~done
         tok = torch.where(live, tok, torch.full_like(tok, PAD))
         toks.append(tok)
-        logps.append(torch.where(live, logp_all.gather(1, tok[:, None]).squeeze(1), torch.zeros_like(tok, dtype=logp_all.dtype)))
+        logps.append(
+            torch.where(live, logp_all.gather(1, tok[:, None]).squeeze(1), torch.zeros_like(tok, dtype=logp_all.dtype))
+        )
         valid.append(live)
         done = done | (tok == EOS)
         if bool(done.all()):

@@ -83,7 +83,9 @@ class Roller:
         """The stored groups of ``candidates`` (removed from the store)."""
         missing = [c.ticket for c in candidates if c.ticket not in self.store]
         if missing:
-            raise StateError(f"no stored rollouts for ticket(s) {missing[:5]}: the batch holds groups this trainer never sampled")
+            raise StateError(
+                f"no stored rollouts for ticket(s) {missing[:5]}: the batch holds groups this trainer never sampled"
+            )
         for c in candidates:
             self._born.pop(c.ticket, None)
         return [self.store.pop(c.ticket) for c in candidates]

@@ -28,7 +28,17 @@ import numpy as np
 
 from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["TaskSpec", "FAMILIES", "DEFAULT_LEVELS", "make_problem", "make_split", "task_splits", "verify", "warmup_stream", "parse_tasks"]
+__all__ = [
+    "TaskSpec",
+    "FAMILIES",
+    "DEFAULT_LEVELS",
+    "make_problem",
+    "make_split",
+    "task_splits",
+    "verify",
+    "warmup_stream",
+    "parse_tasks",
+]
 
 FAMILIES: tuple[str, ...] = ("add", "rev", "count", "sort")
 DEFAULT_LEVELS: dict[str, tuple[int, int]] = {"add": (1, 3), "rev": (3, 7), "count": (4, 10), "sort": (3, 7)}
@@ -84,7 +94,9 @@ class TaskSpec:
             raise ConfigError(f"task {self.name}: a single level cannot be split into strata; widen the range")
         mid = (self.lo + self.hi) // 2 if split is None else split
         if not self.lo <= mid < self.hi:
-            raise ConfigError(f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} (each stratum needs a level)")
+            raise ConfigError(
+                f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} (each stratum needs a level)"
+            )
         return TaskSpec(self.family, self.lo, mid), TaskSpec(self.family, mid + 1, self.hi)
 
 
@@ -128,9 +140,7 @@ def _draw(spec: TaskSpec, rng: np.random.Generator) -> tuple[str, str]:
     return make_problem(spec.family, int(rng.integers(spec.lo, spec.hi + 1)), rng)
 
 
-def make_split(
-    spec: TaskSpec, split: str, n: int, seed: int = 0, exclude: Iterable[str] = ()
-) -> list[dict[str, Any]]:
+def make_split(spec: TaskSpec, split: str, n: int, seed: int = 0, exclude: Iterable[str] = ()) -> list[dict[str, Any]]:
     """``n`` distinct problems (records ``{"id", "prompt", "answer", "task", "level"}``).
 
     ``exclude``: prompt texts that must not appear (another split's). Deterministic in
@@ -147,7 +157,15 @@ def make_split(
             continue
         seen.add(prompt)
         level = _level_of(spec.family, prompt)
-        out.append({"id": f"{spec.name}/{split}/{len(out)}", "prompt": prompt, "answer": answer, "task": spec.name, "level": level})
+        out.append(
+            {
+                "id": f"{spec.name}/{split}/{len(out)}",
+                "prompt": prompt,
+                "answer": answer,
+                "task": spec.name,
+                "level": level,
+            }
+        )
     if len(out) < n:
         raise DataError(
             f"task {spec.name}: only {len(out)} distinct {split} problems found, {n} wanted; "

@@ -119,12 +119,18 @@ def encode_answers(tok: CharTokenizer, answers: Sequence[str]) -> tuple[np.ndarr
 
 def _key(cfg: WarmupConfig, model_cfg: ModelConfig, specs: Sequence[TaskSpec], exclude: Iterable[str]) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps({"warmup": asdict(cfg), "model": model_cfg.to_dict(), "tasks": [s.name for s in specs]}, sort_keys=True).encode())
+    h.update(
+        json.dumps(
+            {"warmup": asdict(cfg), "model": model_cfg.to_dict(), "tasks": [s.name for s in specs]}, sort_keys=True
+        ).encode()
+    )
     h.update("\x00".join(sorted(exclude)).encode())
     return h.hexdigest()[:16]
 
 
-def _batches(streams: Mapping[str, Iterator[tuple[str, str]]], names: Sequence[str], size: int) -> tuple[list[str], list[str]]:
+def _batches(
+    streams: Mapping[str, Iterator[tuple[str, str]]], names: Sequence[str], size: int
+) -> tuple[list[str], list[str]]:
     """``size`` problems drawn from the tasks' streams in turn."""
     pairs = [next(streams[names[i % len(names)]]) for i in range(size)]
     return [p for p, _ in pairs], [a for _, a in pairs]
@@ -148,8 +154,11 @@ def warmup(
     if (path / "model.pt").exists() and (path / "meta.json").exists():
         return _cached(path, key)
     if evaluate is None:
-        evaluate = (lambda m, sets: accuracy_by_task(m, sets)) if cfg.val_temperature == 0 else (
-            lambda m, sets: sampled_accuracy_by_task(m, sets, cfg.val_samples, cfg.val_temperature))  # fmt: skip
+        evaluate = (
+            (lambda m, sets: accuracy_by_task(m, sets))
+            if cfg.val_temperature == 0
+            else (lambda m, sets: sampled_accuracy_by_task(m, sets, cfg.val_samples, cfg.val_temperature))
+        )
     result = _train(specs, exclude, cfg, model_cfg, device, evaluate)
     result.key = key
     path.mkdir(parents=True, exist_ok=True)
@@ -160,9 +169,17 @@ def warmup(
     except BaseException:  # a full disk: leave no partial file behind
         remove_quietly(tmp)
         raise
-    meta = {"steps": result.steps, "val_accuracy": result.val_accuracy, "val_by_task": result.val_by_task, "seconds": result.seconds, "task_steps": result.task_steps}
+    meta = {
+        "steps": result.steps,
+        "val_accuracy": result.val_accuracy,
+        "val_by_task": result.val_by_task,
+        "seconds": result.seconds,
+        "task_steps": result.task_steps,
+    }
     # written last and atomically: a run killed while caching leaves no meta.json, so the next one trains again
-    write_atomic(path / "meta.json", json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1))
+    write_atomic(
+        path / "meta.json", json.dumps({**meta, "config": asdict(cfg), "model": model_cfg.to_dict()}, indent=1)
+    )
     return result
 
 
@@ -173,8 +190,16 @@ def _cached(path: Path, key: str) -> WarmupResult:
     try:
         with open_regular(path / "model.pt") as fh:  # (a FIFO there is refused, not read)
             sd = torch.load(fh, map_location="cpu", weights_only=True)
-        result = WarmupResult(sd, int(meta["steps"]), float(meta["val_accuracy"]), dict(meta["val_by_task"]),
-                              float(meta["seconds"]), key, True, dict(meta.get("task_steps", {})))  # fmt: skip
+        result = WarmupResult(
+            sd,
+            int(meta["steps"]),
+            float(meta["val_accuracy"]),
+            dict(meta["val_by_task"]),
+            float(meta["seconds"]),
+            key,
+            True,
+            dict(meta.get("task_steps", {})),
+        )
     except Exception as exc:  # torch raises many types for a damaged file; translate at the boundary
         raise StateError(f"{path}: the cached warm-up cannot be read ({type(exc).__name__}: {exc}); {fix}") from None
     logger.info("warm-up %s loaded from cache (%d steps, val accuracy %.3f)", key, result.steps, result.val_accuracy)
@@ -210,16 +235,22 @@ def _train(
     acc: dict[str, float] = {}
     step = 0
     while step < cfg.max_steps:
-        loss = _supervised_step(model, opt, tok, *_batches(streams, names, cfg.batch_size), cfg.lr * min(1.0, (step + 1) / 100), device)
+        loss = _supervised_step(
+            model, opt, tok, *_batches(streams, names, cfg.batch_size), cfg.lr * min(1.0, (step + 1) / 100), device
+        )
         step += 1
         if step % cfg.eval_every == 0 or step == cfg.max_steps:
             acc = evaluate(model, val)
-            logger.info("warm-up step %d loss %.3f val accuracy %.3f %s", step, loss, float(np.mean(list(acc.values()))), acc)
+            logger.info(
+                "warm-up step %d loss %.3f val accuracy %.3f %s", step, loss, float(np.mean(list(acc.values()))), acc
+            )
             task_steps.update({n: step for n in names if n not in task_steps and acc[n] >= cfg.target_accuracy})
             if _reached(acc, cfg):
                 break
     if not acc or not _reached(acc, cfg):
-        logger.warning("warm-up stopped at max_steps=%d below target accuracy %.2f: %s", cfg.max_steps, cfg.target_accuracy, acc)
+        logger.warning(
+            "warm-up stopped at max_steps=%d below target accuracy %.2f: %s", cfg.max_steps, cfg.target_accuracy, acc
+        )
     sd = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
     mean = float(np.mean(list(acc.values()))) if acc else 0.0
     return WarmupResult(sd, step, mean, acc, time.perf_counter() - t0, "", False, task_steps)
@@ -231,7 +262,15 @@ def _reached(acc: Mapping[str, float], cfg: WarmupConfig) -> bool:
     return bool(values) and (min(values) if cfg.per_task else float(np.mean(values))) >= cfg.target_accuracy
 
 
-def _supervised_step(model: TinyGPT, opt: torch.optim.Optimizer, tok: CharTokenizer, prompts: list[str], answers: list[str], lr: float, device: str) -> float:
+def _supervised_step(
+    model: TinyGPT,
+    opt: torch.optim.Optimizer,
+    tok: CharTokenizer,
+    prompts: list[str],
+    answers: list[str],
+    lr: float,
+    device: str,
+) -> float:
     """One teacher-forced step on ``answer + EOS`` given the prompt; the loss."""
     pi, pm = (torch.from_numpy(x).to(device) for x in tok.encode_prompts(prompts))
     ai, am = (torch.from_numpy(x).to(device) for x in encode_answers(tok, answers))

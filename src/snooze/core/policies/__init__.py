@@ -14,6 +14,7 @@ from snooze.core.policies import snooze  # noqa: F401
 from snooze.core.policies import counter  # noqa: F401
 from snooze.core.policies import history  # noqa: F401
 from snooze.core.policies import predictive  # noqa: F401  (after history: it uses history's random numbers)
+
 # isort: on
 from snooze.core.policies.base import *  # noqa: F403  (the plug-in API: base.__all__)
 from snooze.core.policies.base import __all__ as __all__

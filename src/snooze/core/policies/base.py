@@ -91,7 +91,12 @@ class Report:
     issue one prompt twice across an epoch edge: both groups count, together (docs/concepts.md)."""
 
     def __init__(
-        self, ds: np.ndarray, rows: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
+        self,
+        ds: np.ndarray,
+        rows: np.ndarray,
+        outcomes: np.ndarray,
+        rewards: np.ndarray,
+        reward_range: tuple[float, float],
     ) -> None:
         self.group_ds = ds  # [N] dataset of each group
         self.group_rows = rows  # [N] row of each group's prompt in the prompt memory

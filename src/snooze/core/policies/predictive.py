@@ -71,7 +71,18 @@ from snooze.core.policies.history import encounter_uniform
 if TYPE_CHECKING:
     from snooze.core.config import SchedulerConfig
 
-__all__ = ["Predictive", "PredictiveOptions", "CATEGORIES", "N_CODES", "category", "next_code", "decay", "RATE_HALFLIFE", "CODE_HALFLIFE", "PRIOR_GROUPS"]
+__all__ = [
+    "Predictive",
+    "PredictiveOptions",
+    "CATEGORIES",
+    "N_CODES",
+    "category",
+    "next_code",
+    "decay",
+    "RATE_HALFLIFE",
+    "CODE_HALFLIFE",
+    "PRIOR_GROUPS",
+]
 
 CATEGORIES = ("E", "S+", "S-", "H", "F")
 """A group's outcome as a code sees it: too easy, signal with mean >= 1/2, signal below, too hard, flat."""
@@ -95,7 +106,9 @@ RELAX_LIMIT = 4
 the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
 _MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
 _MAX_DOUBLINGS = 16  # (PredictiveOptions.check refuses a longest period that overflows) backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
-_DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
+_DECAY_SIZE = (
+    1 << 14
+)  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
 
 
 def _decay_table(halflife: float) -> np.ndarray:
@@ -136,7 +149,12 @@ def next_code(code: np.ndarray, cat: np.ndarray) -> np.ndarray:
 class PredictiveOptions(Options):
     """The options of ``policy="predictive"`` (flat names of earlier releases: ``predict_<field>``)."""
 
-    flat = {"margin": "predict_margin", "hard_margin": "predict_hard_margin", "recheck": "predict_recheck", "backoff": "predict_backoff"}
+    flat = {
+        "margin": "predict_margin",
+        "hard_margin": "predict_hard_margin",
+        "recheck": "predict_recheck",
+        "backoff": "predict_backoff",
+    }
 
     margin: float = 0.5
     """Skip an encounter when the prompt's predicted chance of a signal group is below this times the
@@ -157,23 +175,39 @@ class PredictiveOptions(Options):
 
     def check(self) -> None:
         self._set("backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
-        m = as_real(self.margin, "margin", 0.0, allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+        m = as_real(
+            self.margin, "margin", 0.0, allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)"
+        )
         if m <= 0:
-            raise ConfigError(f"margin={self.margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)")
+            raise ConfigError(
+                f"margin={self.margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)"
+            )
         self._set("margin", m)
         if self.hard_margin is not None:
-            self._set("hard_margin", as_real(self.hard_margin, "hard_margin", 0.0,
-                                             allowed="a finite number >= 0 (0: never skip too-hard prompts), or None"))
+            self._set(
+                "hard_margin",
+                as_real(
+                    self.hard_margin,
+                    "hard_margin",
+                    0.0,
+                    allowed="a finite number >= 0 (0: never skip too-hard prompts), or None",
+                ),
+            )
         r = as_real(self.recheck, "recheck", 0.0, allowed="a finite number of passes > 0")
         if r <= 0:
             raise ConfigError(f"recheck={self.recheck!r}: must be a finite number of passes > 0")
         self._set("recheck", r)
         if not _finite_product(self.backoff, _MAX_DOUBLINGS, r):
-            pair = [f"backoff={self.backoff!r}", f"recheck={r!r}"]  # the larger factor first: the name an error leads with
+            pair = [
+                f"backoff={self.backoff!r}",
+                f"recheck={r!r}",
+            ]  # the larger factor first: the name an error leads with
             if math.log(r) > _MAX_DOUBLINGS * math.log(self.backoff):
                 pair.reverse()
-            raise ConfigError(f"{', '.join(pair)}: the longest re-look period, "
-                              f"recheck x backoff**{_MAX_DOUBLINGS}, must be a finite number; give smaller values")
+            raise ConfigError(
+                f"{', '.join(pair)}: the longest re-look period, "
+                f"recheck x backoff**{_MAX_DOUBLINGS}, must be a finite number; give smaller values"
+            )
 
 
 def _finite_product(base: float, power: int, times: float) -> bool:
@@ -196,7 +230,9 @@ class Predictive(Policy):
         opts = self.options
         self.margin = float(opts.margin)
         hard = opts.margin if opts.hard_margin is None else opts.hard_margin
-        self.by_code = np.where((np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin)  # [N_CODES] margin of each code
+        self.by_code = np.where(
+            (np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin
+        )  # [N_CODES] margin of each code
         self.by_code[0] = 0.0  # an unseen prompt is never skipped
         self.recheck = float(opts.recheck)
         self.growth = np.array([opts.backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
@@ -241,7 +277,9 @@ class Predictive(Policy):
         return scale[:, None] * self.by_code[None, :]
 
     def _update_low(self) -> None:
-        self.low = self.predicted() < self.margins() * self.stream_rate()[:, None]  # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
+        self.low = (
+            self.predicted() < self.margins() * self.stream_rate()[:, None]
+        )  # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
 
     def periods(self, streak: np.ndarray) -> np.ndarray:
         """The re-look period in passes before its random factor, from the too-easy streak ``[K]``."""
@@ -258,7 +296,9 @@ class Predictive(Policy):
             return skip
         r = rows[maybe].astype(np.int64)
         looked = table.columns["looked"][r].astype(np.int64)
-        salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(32))  # a fresh random period at every group
+        salted = r.astype(np.uint64) | (
+            looked.astype(np.uint64) << np.uint64(32)
+        )  # a fresh random period at every group
         passes = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
         skip[maybe] = self.clock - (looked - 1) < passes * self.pass_size  # age below the period: not due yet
         return skip
@@ -281,7 +321,9 @@ class Predictive(Policy):
             regressed |= np.isin(p.rows, rows[sel][hit])
         return Changes(p.ds, regressed=regressed)
 
-    def _apply(self, cols: dict[str, np.ndarray], ds: np.ndarray, rows: np.ndarray, cat: np.ndarray, signal: np.ndarray) -> np.ndarray:
+    def _apply(
+        self, cols: dict[str, np.ndarray], ds: np.ndarray, rows: np.ndarray, cat: np.ndarray, signal: np.ndarray
+    ) -> np.ndarray:
         """One group each for distinct ``rows``; which of them regressed (last group too easy, this one not)."""
         before = cols["code"][rows]
         self._learn(ds, before, signal)
@@ -336,16 +378,24 @@ class Predictive(Policy):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Checks all of it first. Datasets of this run that the state lacks (a migration to new data)
         start unmeasured; the state's datasets must all be this run's."""
-        if not isinstance(state, Mapping) or set(state) != {"clock", "datasets"} or not isinstance(state["datasets"], Mapping):
+        if (
+            not isinstance(state, Mapping)
+            or set(state) != {"clock", "datasets"}
+            or not isinstance(state["datasets"], Mapping)
+        ):
             raise StateError("the 'predictive' policy state must hold 'clock' and 'datasets'; the state is corrupt")
         clock = state_int(state["clock"], "policy.clock", 0, _MAX_CLOCK)
         unknown = sorted(set(state["datasets"]) - set(self.index))
         if unknown:
-            raise StateError(f"the 'predictive' policy state names datasets {unknown} that this scheduler does not have")
+            raise StateError(
+                f"the 'predictive' policy state names datasets {unknown} that this scheduler does not have"
+            )
         rate, codes, relaxed = np.zeros_like(self.rate), np.zeros_like(self.codes), np.zeros_like(self.relaxed)
         for name, part in state["datasets"].items():
             if not isinstance(part, Mapping) or set(part) != {"rate", "codes", "relaxed"}:
-                raise StateError(f"policy.datasets[{name!r}] must hold 'rate', 'codes' and 'relaxed'; the state is corrupt")
+                raise StateError(
+                    f"policy.datasets[{name!r}] must hold 'rate', 'codes' and 'relaxed'; the state is corrupt"
+                )
             d = self.index[name]
             rate[d] = _counts(part["rate"], (2,), f"policy.datasets[{name!r}].rate")
             codes[d] = _counts(part["codes"], (2, N_CODES), f"policy.datasets[{name!r}].codes")
@@ -360,7 +410,12 @@ def _counts(value: Any, shape: tuple[int, ...], what: str) -> np.ndarray:
         arr = np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise StateError(f"{what} is not a list of numbers; the state is corrupt") from None
-    if arr.shape != shape or not np.isfinite(arr).all() or (arr < 0).any() or (arr[0] > arr[1] * (1 + 1e-9) + 1e-12).any():
+    if (
+        arr.shape != shape
+        or not np.isfinite(arr).all()
+        or (arr < 0).any()
+        or (arr[0] > arr[1] * (1 + 1e-9) + 1e-12).any()
+    ):
         raise StateError(f"{what} must be {shape} finite weights >= 0 with signal <= groups; the state is corrupt")
     return arr
 

@@ -42,8 +42,15 @@ SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
 class SnoozeOptions(Options):
     """The options of ``policy="snooze"`` (flat names of earlier releases in brackets in the docs)."""
 
-    flat = {"factor": "snooze_factor", "hard": "snooze_hard", "hard_factor": "hard_snooze_factor", "backoff": "backoff",
-            "max": "max_snooze", "skip": "skip", "rule": None}  # fmt: skip
+    flat = {
+        "factor": "snooze_factor",
+        "hard": "snooze_hard",
+        "hard_factor": "hard_snooze_factor",
+        "backoff": "backoff",
+        "max": "max_snooze",
+        "skip": "skip",
+        "rule": None,
+    }
 
     factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
@@ -82,8 +89,10 @@ class SnoozeOptions(Options):
         for name in ("factor", "hard_factor", "max"):  # each is added to a prompt's int32 snooze counter
             value = getattr(self, name)
             if value is not None and value > MAX_PERIOD:
-                raise ConfigError(f"{name}={shown(value)}: a snooze counter holds at most {MAX_PERIOD} encounters (2**31 - 1); "
-                                  "give a smaller period, or policy='filter' to retire too-easy prompts for good")
+                raise ConfigError(
+                    f"{name}={shown(value)}: a snooze counter holds at most {MAX_PERIOD} encounters (2**31 - 1); "
+                    "give a smaller period, or policy='filter' to retire too-easy prompts for good"
+                )
         if not isinstance(self.hard, (bool, np.bool_)):
             raise ConfigError(f"hard={self.hard!r}: must be True or False")
         self._set("hard", bool(self.hard))
@@ -160,8 +169,12 @@ class Snooze(Policy):
             new_counter += p.hard.astype(np.int64) * np.int64(self.hard_period)
         over = new_counter > MAX_PERIOD
         if over.any():  # held at the most a counter holds (asleep for 2**31 - 1 encounters), and said so
-            log.warning("%d prompt(s) were snoozed past the most a snooze counter holds (several copies of each reported "
-                        "too easy at once); their counters are set to %d encounters", int(over.sum()), MAX_PERIOD)
+            log.warning(
+                "%d prompt(s) were snoozed past the most a snooze counter holds (several copies of each reported "
+                "too easy at once); their counters are set to %d encounters",
+                int(over.sum()),
+                MAX_PERIOD,
+            )
             new_counter = np.minimum(new_counter, MAX_PERIOD)
         flags = flags & ~(regressed * EASY_SNOOZED)
         if self.rule.marks_easy:

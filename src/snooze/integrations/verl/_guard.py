@@ -24,8 +24,16 @@ TRAINER_API: dict[str, tuple[str, ...]] = {  # PPOTrainerSync
     "_load_checkpoint": ("self",),
 }
 BUFFER_API: dict[str, tuple[str, ...]] = {  # ReplayBuffer
-    "__init__": ("self", "trainer_mode", "trainer_config", "max_off_policy_threshold", "max_off_policy_strategy",
-                 "sampler_kwargs", "poll_interval", "refill_fn"),  # the leading ones: the snooze buffer passes these
+    "__init__": (
+        "self",
+        "trainer_mode",
+        "trainer_config",
+        "max_off_policy_threshold",
+        "max_off_policy_strategy",
+        "sampler_kwargs",
+        "poll_interval",
+        "refill_fn",
+    ),  # the leading ones: the snooze buffer passes these
     "sample": ("self", "global_steps", "partition_id", "batch_size"),
     "_sync_metadata_from_transfer_queue": ("self",),
     "_clear_groups": ("self", "partition_id", "uids"),
@@ -51,11 +59,16 @@ def api_mismatches(api: Mapping[Any, Mapping[str, tuple[str, ...]]]) -> list[str
                 continue
             got = tuple(params)
             if name in _PREFIX_ONLY:
-                rest = [p for p in list(params.values())[len(want):] if p.default is inspect.Parameter.empty
-                        and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+                rest = [
+                    p
+                    for p in list(params.values())[len(want) :]
+                    if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                ]
                 ok = got[: len(want)] == want and not rest
             else:
                 ok = got == want
             if not ok:
-                out.append(f"{cls.__name__}.{name}{inspect.signature(method)} (the snooze trainer calls it as ({', '.join(want)}))")
+                out.append(
+                    f"{cls.__name__}.{name}{inspect.signature(method)} (the snooze trainer calls it as ({', '.join(want)}))"
+                )
     return out

@@ -144,7 +144,9 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
         value = _select(config, verl_key)
         if value is not None:
             if not is_int(value):  # 2.5 was truncated to 2, 'abc' a ValueError
-                raise IntegrationError(f"{verl_key}={value!r}: must be an integer (the snooze trainer reads {name} from it)")
+                raise IntegrationError(
+                    f"{verl_key}={value!r}: must be an integer (the snooze trainer reads {name} from it)"
+                )
             fields[name] = value
     if "batch_size" not in fields or "group_size" not in fields:
         raise IntegrationError("data.train_batch_size and actor_rollout_ref.rollout.n must be set")
@@ -187,7 +189,9 @@ def read_options(config: Any) -> SnoozeOptions:
     seed = _select(config, "data.seed") if seed is None else seed  # null is the default, as unset
     metric = opts.get("reward_metric", "reward")
     if not isinstance(metric, str) or not metric:
-        raise IntegrationError(f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)")
+        raise IntegrationError(
+            f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)"
+        )
     poll = opts.get("poll_interval", 2.0)
     if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < math.inf:  # inf: polls never
         raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a finite number of seconds above 0")

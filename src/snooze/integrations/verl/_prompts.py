@@ -44,7 +44,9 @@ def _columns(dataset: Sized) -> tuple[list[Any], list[Any]]:
         if "extra_info" not in table.column_names:
             return sources, [None] * len(sources)
         extra = table.column("extra_info").combine_chunks()
-        fields = [extra.type.field(i).name for i in range(extra.type.num_fields)] if hasattr(extra.type, "field") else []
+        fields = (
+            [extra.type.field(i).name for i in range(extra.type.num_fields)] if hasattr(extra.type, "field") else []
+        )
         if "index" not in fields:
             return sources, [None] * len(sources)
         return sources, extra.field("index").to_pylist()
@@ -76,7 +78,9 @@ class PromptIndex:
         names = list(dict.fromkeys(name for name, _ in keys))
         owner = np.array([names.index(n) for n, _ in keys], dtype=np.int64) if keys else np.empty(0, np.int64)
         self.positions = [np.flatnonzero(owner == d) for d in range(len(names))]  # dataset -> verl positions
-        self.sources = {n: Source.from_ids(n, [keys[i][1] for i in pos.tolist()]) for n, pos in zip(names, self.positions)}
+        self.sources = {
+            n: Source.from_ids(n, [keys[i][1] for i in pos.tolist()]) for n, pos in zip(names, self.positions)
+        }
         self.names = names
         self.n_rows = len(keys)
 
@@ -112,7 +116,12 @@ class SnoozePromptLoader:
             yield self.collate_fn([self.dataset[self.run.index.position(c)] for c in cands])
 
     def state_dict(self) -> dict[str, Any]:
-        return {"format": LOADER_FORMAT, "version": 1, "step": self.run.scheduler.step_index, "state_dir": self.state_dir}
+        return {
+            "format": LOADER_FORMAT,
+            "version": 1,
+            "step": self.run.scheduler.step_index,
+            "state_dir": self.state_dir,
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if not isinstance(state, Mapping) or state.get("format") != LOADER_FORMAT:

@@ -99,7 +99,11 @@ class SnoozeRun:
             del self.open[uid]
             self._step[cand.ticket] = uid
         kept_as_padding = self.config.on_short == "pad"
-        return np.zeros(len(cands), dtype=bool) if kept_as_padding or POLICIES[self.config.policy].trains_on_zero_signal else outcomes != SIGNAL
+        return (
+            np.zeros(len(cands), dtype=bool)
+            if kept_as_padding or POLICIES[self.config.policy].trains_on_zero_signal
+            else outcomes != SIGNAL
+        )
 
     def cancel(self, uids: Sequence[str]) -> None:
         """Withdraw groups whose rollouts failed (verl marks them ``failure``): counted, never trained on."""
@@ -108,7 +112,9 @@ class SnoozeRun:
         for uid, cand in zip(uids, cands):
             del self.open[uid]
             self._step[cand.ticket] = uid
-        log.warning("%d group(s) failed in rollout and were withdrawn from the scheduler: %s", len(uids), list(uids)[:5])
+        log.warning(
+            "%d group(s) failed in rollout and were withdrawn from the scheduler: %s", len(uids), list(uids)[:5]
+        )
 
     def wants_round(self) -> bool:
         """Whether the step's loop asks for another generation round (docs/concepts.md, "The step loop": bounded by max_gen_rounds)."""
@@ -118,7 +124,9 @@ class SnoozeRun:
     def finish_step(self) -> tuple[list[str], list[str], dict[str, float]]:
         """Close the scheduler's step. Returns the uids to train on, the uids to drop and the metrics."""
         if self.open or self._unbound:
-            raise IntegrationError(f"{len(self.open) + len(self._unbound)} issued group(s) not reported at the end of the step")
+            raise IntegrationError(
+                f"{len(self.open) + len(self._unbound)} issued group(s) not reported at the end of the step"
+            )
         batch = self.scheduler.finish_step()
         train = [self._step[c.ticket] for c in batch.candidates]
         drop = sorted(set(self._step.values()) - set(train))

@@ -100,7 +100,9 @@ class SnoozeTrainer(PPOTrainerSync):  # type: ignore[misc]
         return Path(folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder))
 
     def _save_checkpoint(self) -> None:
-        self.snooze.save(self._checkpoint_folder() / STATE_DIR)  # first: a crash leaves verl's previous checkpoint latest
+        self.snooze.save(
+            self._checkpoint_folder() / STATE_DIR
+        )  # first: a crash leaves verl's previous checkpoint latest
         super()._save_checkpoint()
 
     def _load_checkpoint(self) -> None:
