@@ -6,7 +6,8 @@ Reads top to bottom (CleanRL-style). Each arm of ``snooze compare`` is this loop
 Files written into ``run_dir``:
 
 - ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (docs/metrics.md),
-  ``train/loss``, ``train/clip_frac``, ``train/kl``, ``time/step_s``, ``time/elapsed_s``, and on
+  ``train/loss``, ``train/clip_frac``, ``train/kl``, ``train/ratio``, ``train/ratio_max``,
+  ``train/staleness``, ``time/step_s``, ``time/elapsed_s``, and on
   evaluation steps ``eval/accuracy`` and ``eval/accuracy/<task>`` with ``eval/updates`` (how many
   updates the evaluated weights had). Step ``s`` is evaluated *before* its update when
   ``s % eval_every == 0`` (so step 0 carries the base model), and the last step *after* its update
@@ -21,6 +22,12 @@ scheduler before the first step (and again after a resume), updated with each st
 each metrics line carries ``curriculum/stage``: the 0-based index of the stage the step's prompts
 were drawn under. ``config.json`` records the curriculum's sha256, so a run is resumed only with the
 curriculum it started with (or, without one, only without).
+
+With ``TrainConfig.staleness = k`` generation runs ``k`` steps ahead of training, as in an asynchronous
+trainer: step ``t`` builds batch ``t + k`` with the current weights (the scheduler proposes and is
+reported to then) and trains on batch ``t``, built ``k`` steps earlier and held in a
+:class:`~snooze.trainer.pipeline.Pipeline` (saved in the checkpoint). Each metrics line carries the
+scheduler's keys of the batch it trained on; the reward log's ``step`` is the step a group is trained in.
 """
 
 from __future__ import annotations
