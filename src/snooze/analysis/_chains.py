@@ -182,9 +182,9 @@ def walk(
     if not deep:
         return skipped, regressed
     cache = _Transitions(policy, list(memory.columns), reward_range)
-    for row in range(deep):  # rows are ordered by depth: the first ``deep`` have a j-th encounter
-        start = int(enc.start[row])
-        lines = enc.line[start + j : start + int(enc.depth[row])]
+    for i in range(deep):  # prompts are ordered by depth: the first ``deep`` have a j-th encounter
+        start, row = int(enc.start[i]), int(enc.by_count[i])
+        lines = enc.line[start + j : start + int(enc.depth[i])]
         state = tuple(col[row].item() for col in memory.columns.values())
         passed, r = _alone(lines, state, cache, outcomes, rewards)
         skipped[passed] = True
