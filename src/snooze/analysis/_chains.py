@@ -172,10 +172,12 @@ def walk(
     outcomes: np.ndarray,
     rewards: np.ndarray,
     reward_range: tuple[float, float],
-    lone: int = LONE,
+    lone: int | None = None,
 ) -> tuple[np.ndarray, int]:
     """Skip mask ``bool [N]`` and the number of regressions of ``policy`` over every prompt's encounters:
-    depths with at least ``lone`` prompts together, the prompts deeper than that alone (module docstring)."""
+    depths with at least ``lone`` (``None``: :data:`LONE`) prompts together, the prompts deeper than that
+    alone (module docstring)."""
+    lone = LONE if lone is None else lone
     memory = PromptMemory([enc.by_count.shape[0]], policy.columns)
     skipped, regressed, j = _together(enc, memory, policy, (outcomes, rewards, reward_range), lone)
     deep = int(enc.active[j]) if j < enc.active.shape[0] else 0
