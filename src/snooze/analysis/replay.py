@@ -18,11 +18,13 @@ generated), which a log of another policy's run does not hold, and ``predictive`
 with the signal rate of the draws that would *replace* the skipped ones, draws the log never made. A
 replay of them would be a different random process, not the policy.
 
-**Cost.** Linear in the log: encounters are replayed by depth (every prompt's first encounter in one
-vectorised report, then every second one, ...), each depth touching only the prompts that have an
-encounter that deep, so a prompt logged 20,000 times beside 20,000 prompts logged once costs 40,000
-encounters, not a 20,000 x 20,000 table (``benchmarks/replay_skewed.py``). A prompt's own encounters
-stay in log order; prompts do not interact, so the order between them does not matter.
+**Cost.** Linear in the log (:mod:`snooze.analysis._chains`): while many prompts reach a depth, the
+encounters of that depth are one vectorised report (every prompt's first encounter together, then
+every second one, ...); the few deep prompts left are walked alone, reusing the policy's own answer
+to a (prompt state, outcome) pair it has given before, so a prompt logged 20,000 times beside 20,000
+prompts logged once costs a few real reports, not 20,000 (``benchmarks/replay_skewed.py``). A
+prompt's own encounters stay in log order; prompts do not interact, so the order between them does
+not matter.
 
 A skipped encounter saves its group (``G`` rollouts). If the *logged* group of a skipped encounter
 had signal, the policy would have missed that signal group.
