@@ -3,7 +3,8 @@
     PYTHONPATH=src python benchmarks/asleep_step_time.py [--steps 1000] [--prompts 16]
 
 Every group is too easy and a round draws as many prompts as there are (16, in 8 rounds a step), so
-every round starts with every prompt asleep and must count counters down until one wakes. Measured side by side in one run, ``--steps`` steps each:
+every round starts with every prompt asleep and must count counters down until one wakes. Measured side
+by side in one run, ``--steps`` steps each:
 
 - ``stream``: one dataset, ``snooze_factor`` 10 and 10**7 (before the fix, a round walked the counters
   down one epoch at a time: about 10**7 passes for one prompt at 10**7);
@@ -69,13 +70,15 @@ def main() -> None:
     args = ap.parse_args()
     out: dict[str, object] = {"steps": args.steps, "prompts": args.prompts}
     print(
-        f"{'run':<8}{'factor':>10}{'median ms':>12}{'max ms':>10}{'last/first 100':>16}{'skipped/step':>16}{'groups/step':>13}"
+        f"{'run':<8}{'factor':>10}{'median ms':>12}{'max ms':>10}"
+        f"{'last/first 100':>16}{'skipped/step':>16}{'groups/step':>13}"
     )
     for mix in ("stream", "quota"):
         res = {f: run(mix, f, args.steps, args.prompts) for f in (10, 10**7)}
         for f, r in res.items():
             print(
-                f"{mix:<8}{f:>10}{1e3 * r['median_s']:>12.3f}{1e3 * r['max_s']:>10.2f}{r['late_over_early']:>16.2f}{r['skipped_per_step']:>16.4g}{r['groups_per_step']:>13.1f}"
+                f"{mix:<8}{f:>10}{1e3 * r['median_s']:>12.3f}{1e3 * r['max_s']:>10.2f}"
+                f"{r['late_over_early']:>16.2f}{r['skipped_per_step']:>16.4g}{r['groups_per_step']:>13.1f}"
             )
         ratio = res[10**7]["median_s"] / res[10]["median_s"]
         print(f"{mix}: step time ratio, factor 10**7 / factor 10 (median): {ratio:.2f}")

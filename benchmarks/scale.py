@@ -7,15 +7,17 @@ Measures, for the scheduler (``snooze.Scheduler`` over ``Source.from_ids`` with 
 - ``bytes_per_prompt``: bytes of the committed checkpoint per prompt (what a save writes), and
   ``memory_bytes_per_prompt``: the scheduler's own arrays per prompt (prompt tables + the cached
   permutation of the current epoch; the dataset's ids belong to the data, not the state);
-- ``ms_per_1k_candidates``: wall time of ``propose`` + ``report`` + ``finish_step`` per 1,000 candidates (median over steps),
-  rewards precomputed outside the timer, in a late-run state (60% of prompts asleep, so draws skip);
+- ``ms_per_1k_candidates``: wall time of ``propose`` + ``report`` + ``finish_step`` per 1,000 candidates
+  (median over steps), rewards precomputed outside the timer, in a late-run state (60% of prompts
+  asleep, so draws skip);
 - ``save_s`` and ``load_s`` (load = ``Scheduler.load`` with freshly built sources, fingerprints included).
 
 and the same for ``DictScheduler`` below: one Python dict entry per prompt, one Python step per
 encounter, JSON state. ``--policy predictive`` measures ``policy="predictive"`` and, in the same run,
-the seed's rule beside it (``seed_*`` keys and ``predictive/seed`` ratios). The baseline is measured at ``--dict-prompts`` (default 1M: a dict per prompt
-at 10M needs several GB) and its per-prompt figures and save/load times are extrapolated linearly to
-``--prompts`` (marked ``dict_extrapolated_from``). The last line is one JSON object.
+the design note's rule beside it (``seed_*`` keys and ``predictive_over_seed_*`` ratios). The baseline is
+measured at ``--dict-prompts`` (default 1M: a dict per prompt at 10M needs several GB) and its
+per-prompt figures and save/load times are extrapolated linearly to ``--prompts`` (marked
+``dict_extrapolated_from``). The last line is one JSON object.
 """
 
 from __future__ import annotations
@@ -291,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         "--policy",
         choices=("snooze", "predictive"),
         default="snooze",
-        help="predictive: measured beside the seed's rule",
+        help="the policy measured (default snooze); predictive is measured beside snooze, the design note's rule",
     )
     args = p.parse_args(argv)
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)
@@ -322,12 +324,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
         print(
-            f"{key:>26}: snooze {out[key]:>10.4g}   dict {out['dict_' + key]:>10.4g}   dict/snooze {out['ratio_' + key]:>8.1f}x"
+            f"{key:>26}: snooze {out[key]:>10.4g}   dict {out['dict_' + key]:>10.4g}   "
+            f"dict/snooze {out['ratio_' + key]:>8.1f}x"
         )
     if seed is not None:
         for key in ("bytes_per_prompt", "memory_bytes_per_prompt", "ms_per_1k_candidates", "save_s", "load_s"):
             print(
-                f"{key:>26}: predictive {ours[key]:>10.4g}   seed's rule {seed[key]:>10.4g}   predictive/seed {out['predictive_over_seed_' + key]:>8.3f}"
+                f"{key:>26}: predictive {ours[key]:>10.4g}   snooze {seed[key]:>10.4g}   "
+                f"predictive/snooze {out['predictive_over_seed_' + key]:>8.3f}"
             )
     print(json.dumps(out))
     return 0

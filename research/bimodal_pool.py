@@ -9,11 +9,12 @@ files, taken from ``--unsolved-from``). docs/reference-experiment.md ("A bimodal
 first one from the solved half of ``rev`` and the unsolved prompts of ``count`` (a task this model does
 not learn from other tasks), and measures snoozing there::
 
-    snooze compare --out runs/bimodal/probe --tasks rev:3-8,count:3-6 --arms grpo --steps 1 --seeds 1   # the warm-up, cached
+    snooze compare --out runs/bimodal/probe --tasks rev:3-8,count:3-6 --arms grpo \
+        --steps 1 --seeds 1                               # the warm-up, cached
     snooze baseline --profile default --tasks rev:3-8,count:3-6 --model base=$HOME/.cache/snooze/warmup-<key>/model.pt \
         --samples 16 --out runs/bimodal/base.jsonl        # <key>: runs/bimodal/probe/run_meta.json, warmup.key
-    python research/bimodal_pool.py runs/bimodal/base.jsonl --solved 0.75 --solved-from rev:3-8 --unsolved-from count:3-6 \
-        --out runs/bimodal/curriculum.json
+    python research/bimodal_pool.py runs/bimodal/base.jsonl --solved 0.75 --solved-from rev:3-8 \
+        --unsolved-from count:3-6 --out runs/bimodal/curriculum.json
     snooze compare --out runs/bimodal/main --tasks rev:3-8,count:3-6 --curriculum runs/bimodal/curriculum.json \
         --arms dynamic_sampling,snooze,predictive
 
@@ -22,8 +23,9 @@ snoozing generates more than DAPO") keeps ``rev`` prompts at 12/16 to 14/16 and 
 0 of 64 samples (a second ``snooze baseline --tasks count:3-6 --samples 64``, same model)::
 
     grep '"rev:3-8"' runs/bimodal/base-t04.jsonl > runs/bimodal/rev-t04.jsonl
-    python research/bimodal_pool.py runs/bimodal/rev-t04.jsonl runs/bimodal/count-t04-64.jsonl --solved 0.75 --solved-below 0.9 \
-        --unsolved 0 --solved-from rev:3-8 --unsolved-from count:3-6 --out runs/bimodal/curriculum-c64.json
+    python research/bimodal_pool.py runs/bimodal/rev-t04.jsonl runs/bimodal/count-t04-64.jsonl \
+        --solved 0.75 --solved-below 0.9 --unsolved 0 --solved-from rev:3-8 --unsolved-from count:3-6 \
+        --out runs/bimodal/curriculum-c64.json
 """
 
 from __future__ import annotations

@@ -11,26 +11,28 @@ group (AUC 0.78 against 0.76, the exact pass rate 0.94). Two things it leaves ou
   (the warm-up model) with a linear value head on the final layer's output at the last prompt token,
   trained alongside the policy on every generated group (the binomial log-likelihood of its correct
   count: a value target of the pass rate), ``--critic-epochs`` Adam steps after each step, on that
-  step's groups or on as many drawn from the last ``--critic-replay`` steps', and read before the next one (``critic``; with the history: ``critic+history``). Its
-  features are learned for the job, which a probe's are not. It costs a forward and backward pass
-  over the prompts of each step's groups, and a prefill of the prompts it ranks;
+  step's groups or on as many drawn from the last ``--critic-replay`` steps', and read before the next
+  one (``critic``; with the history: ``critic+history``). Its features are learned for the job, which a
+  probe's are not. It costs a forward and backward pass over the prompts of each step's groups, and a
+  prefill of the prompts it ranks;
 - with ``--shared-trunk COEF``, a critic whose head sits on the policy itself (one network, as a
   value head on a shared trunk): its loss on the step's groups (or a replay draw) is added ``COEF``
   times to GRPO's in the policy's one update, and its head joins the policy's optimizer. This trains
   another policy than DAPO, so the benchmark also prints each run's generated groups and accuracy.
 
-Without ``--shared-trunk`` this trains DAPO (the ``dynamic_sampling`` arm, same config, seed and draws: the critic has its own
-generator and never touches the policy's, so the reward logs are those of ``probe_ceiling.py`` and
-``snooze compare``) and logs, with ``probe_ceiling.py``'s fields, each group's critic estimate of its
-prompt's pass rate before the step, one column per ``--critic-lr``. Then it prints the same table as
-``probe_ceiling.py`` with these rows added::
+Without ``--shared-trunk`` this trains DAPO (the ``dynamic_sampling`` arm, same config, seed and
+draws: the critic has its own generator and never touches the policy's, so the reward logs are those
+of ``probe_ceiling.py`` and ``snooze compare``) and logs, with ``probe_ceiling.py``'s fields, each
+group's critic estimate of its prompt's pass rate before the step, one column per ``--critic-lr``.
+Then it prints the same table as ``probe_ceiling.py`` with these rows added::
 
     python research/critic_ceiling.py --seeds 3 --out runs/critic
     python research/critic_ceiling.py --seeds 3 --out runs/critic-replay --critic-replay 30
     python research/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 3e-3   # the choice
     python research/critic_ceiling.py --seeds 1 --first-seed 10 --critic-lr 1e-4 3e-4 1e-3 --critic-replay 30
     python research/critic_ceiling.py --seeds 3 --out runs/shared --shared-trunk 1 --critic-lr 1e-3 --critic-replay 30
-    python research/critic_ceiling.py --seeds 1 --first-seed 10 --out runs/shared-dev-c0.1 --shared-trunk 0.1 --critic-lr 1e-3 --critic-replay 30   # the choice (and COEF 1)
+    python research/critic_ceiling.py --seeds 1 --first-seed 10 --out runs/shared-dev-c0.1 \
+        --shared-trunk 0.1 --critic-lr 1e-3 --critic-replay 30   # the choice (and COEF 1)
 
 The critic's learning rate (3e-4, of 1e-4 to 3e-3 trained side by side; 4 Adam steps a step, fixed
 first) and the replay were chosen on dev seed 10 before the reported seeds were run; the value probe
@@ -280,7 +282,8 @@ def main() -> None:
         type=float,
         default=0.0,
         metavar="COEF",
-        help="> 0: one critic whose head sits on the policy itself, its loss added to GRPO's COEF times (this trains another policy)",
+        help="> 0: one critic whose head sits on the policy itself, its loss added to GRPO's COEF times "
+        "(this trains another policy); default 0: a separate critic",
     )
     args = parser.parse_args()
     if args.shared_trunk < 0 or (args.shared_trunk > 0 and len(args.critic_lr) != 1):
@@ -314,7 +317,8 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             res = loop.read_result(args.out / f"seed{seed}")
             print(
-                f"seed {seed}: DAPO with the shared critic (COEF {args.shared_trunk:g}) generated {res.totals['total/gen_groups']:.0f} groups; "
+                f"seed {seed}: DAPO with the shared critic (COEF {args.shared_trunk:g}) generated "
+                f"{res.totals['total/gen_groups']:.0f} groups; "
                 f"avg@8 final {res.sampled_final:.3f}, late {res.sampled_late:.3f}"
             )
 

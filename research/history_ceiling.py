@@ -16,7 +16,8 @@ costs about B / r groups::
 
     python research/history_ceiling.py /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
     python research/history_ceiling.py --needed --dapo-groups 21664 --steps 300
-    python research/history_ceiling.py --by-level default /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
+    python research/history_ceiling.py --by-level default \
+        /tmp/fresh-main/runs/compare/dynamic_sampling/seed*/rewards.jsonl
 
 ``--by-level PROFILE`` asks the same of evidence shared between prompts instead: each group's feature is
 the signal share of the groups of its task *level* (the built-in tasks' difficulty, rebuilt from the
@@ -151,7 +152,8 @@ def main() -> None:
         feature, sig = (np.concatenate([x[i] for x in parts]) for i in range(2))
         table = [(int(f), 0, int((feature == f).sum()), float(sig[feature == f].mean())) for f in np.unique(feature)]
         print(
-            f"{len(sig):,} groups, signal share {sig.mean():.3f}; by the level's signal share over the {args.window} steps before:"
+            f"{len(sig):,} groups, signal share {sig.mean():.3f}; "
+            f"by the level's signal share over the {args.window} steps before:"
         )
         for f, _, n, rate in table:
             print(f"  {'none' if f < 0 else f'{f / 10:.1f}-{(f + 1) / 10:.1f}'}: {n} groups, {rate:.3f} with signal")
@@ -165,7 +167,8 @@ def main() -> None:
             fixed = args.steps * args.batch_size * expected_rounds(r, args.batch_size, args.max_rounds)
             carried = args.steps * args.batch_size / r
             print(
-                f"{r:.3f} | {fixed:,.0f} | {args.dapo_groups / fixed:.2f}x | {carried:,.0f} | {args.dapo_groups / carried:.2f}x"
+                f"{r:.3f} | {fixed:,.0f} | {args.dapo_groups / fixed:.2f}x | "
+                f"{carried:,.0f} | {args.dapo_groups / carried:.2f}x"
             )
         return
     parts = [encounters(p) for p in args.logs]

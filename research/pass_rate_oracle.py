@@ -215,8 +215,9 @@ def main() -> None:
         rows.append((seed, arm, dapo))
         relaxed = sum(t["relaxed"] > 0 for t in ORACLE.trace)
         print(
-            f"seed {seed}: oracle tau {args.tau:g}: {arm['groups']:.0f} groups ({dapo['groups'] / arm['groups']:.2f}x fewer than DAPO's "
-            f"{dapo['groups']:.0f}), avg@8 {arm['final']:.3f} vs DAPO {dapo['final']:.3f} (gap {arm['final'] - dapo['final']:+.3f}); "
+            f"seed {seed}: oracle tau {args.tau:g}: {arm['groups']:.0f} groups "
+            f"({dapo['groups'] / arm['groups']:.2f}x fewer than DAPO's {dapo['groups']:.0f}), "
+            f"avg@8 {arm['final']:.3f} vs DAPO {dapo['final']:.3f} (gap {arm['final'] - dapo['final']:+.3f}); "
             f"steps that relaxed: {relaxed}",
             flush=True,
         )
@@ -224,7 +225,8 @@ def main() -> None:
     ratio = sum(d["groups"] for _, _, d in rows) / sum(a["groups"] for _, a, _ in rows)
     print(
         f"mean over {len(rows)} seeds: DAPO/oracle {ratio:.2f}x, avg@8 {np.mean([a['final'] for _, a, _ in rows]):.3f} "
-        f"vs DAPO {np.mean([d['final'] for _, _, d in rows]):.3f}, gap {np.mean(gaps):+.3f} [{min(gaps):+.3f}, {max(gaps):+.3f}]"
+        f"vs DAPO {np.mean([d['final'] for _, _, d in rows]):.3f}, "
+        f"gap {np.mean(gaps):+.3f} [{min(gaps):+.3f}, {max(gaps):+.3f}]"
     )
     summary = {
         "tau": args.tau,

@@ -277,7 +277,8 @@ def run(
         dapo_groups.append(log["step"].shape[0])
         scores, signal, step = score(log, profile)
         print(
-            f"seed {seed}: {log['step'].shape[0]} groups; steps {args.from_step}+: {signal.shape[0]} groups, signal share {signal.mean():.3f}"
+            f"seed {seed}: {log['step'].shape[0]} groups; "
+            f"steps {args.from_step}+: {signal.shape[0]} groups, signal share {signal.mean():.3f}"
         )
         width = max(len(k) for k in scores)
         for key, s in scores.items():
@@ -290,7 +291,8 @@ def run(
             )
     need = profile.steps * profile.batch_size
     print(
-        f"\nmean over {args.seeds} seeds (steps {args.from_step}+; DAPO generated {np.mean(dapo_groups):.0f} groups a run); "
+        f"\nmean over {args.seeds} seeds "
+        f"(steps {args.from_step}+; DAPO generated {np.mean(dapo_groups):.0f} groups a run); "
         f"the share kept costs a run ~{need} / r groups with the surplus carried:"
     )
     print(

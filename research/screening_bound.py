@@ -61,7 +61,8 @@ def main() -> None:
         parser.error(f"--screens {args.screens!r}: must be comma-separated whole numbers")
     if not all(2 <= k < G for k in ks):
         parser.error(
-            f"--screens {args.screens!r}: each screen size must be in 2..{G - 1} (one rollout never disagrees; the logs' groups have {G})"
+            f"--screens {args.screens!r}: each screen size must be in 2..{G - 1} "
+            f"(one rollout never disagrees; the logs' groups have {G})"
         )
     print(f"baseline: {base:.2f} groups generated per signal group ({len(args.baseline)} logs)")
     print(

@@ -38,7 +38,8 @@ def main() -> None:
     for path in args.logs:
         counts = distinct_signal_prompts(path, args.start, args.stop, args.window)
         print(
-            f"{path.parent.parent.name}/{path.parent.name}: mean {np.mean(counts):.0f} prompts per {args.window} steps {counts}"
+            f"{path.parent.parent.name}/{path.parent.name}: "
+            f"mean {np.mean(counts):.0f} prompts per {args.window} steps {counts}"
         )
 
 

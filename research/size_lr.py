@@ -1,6 +1,7 @@
 """How the cost of skipping moves with model size and learning rate, in one regime of the family.
 
-    .venv/bin/python research/size_lr.py --out runs/size-lr --regime small-pool --variants as-family,lr-1e-4,4x128 --arms dynamic_sampling,snooze,predictive,filter
+    .venv/bin/python research/size_lr.py --out runs/size-lr --regime small-pool \
+        --variants as-family,lr-1e-4,4x128 --arms dynamic_sampling,snooze,predictive,filter
 
 Runs DAPO (``dynamic_sampling``) and the skipping arms in the regime as the family has it and with
 each change below (a lower learning rate; a model 8x larger, 4 layers x 128; both), 3 paired seeds, and

@@ -27,7 +27,10 @@ def rewards_for(cands: list[snooze.Candidate], group_size: int = 4) -> np.ndarra
 
 
 def stream_order(name: str, n: int, seed: int, epochs: int) -> list[int]:
-    """The encounter order of a dataset, straight from docs/concepts.md ("Streams and epochs"): a seeded permutation per epoch."""
+    """The encounter order of a dataset: a seeded permutation per epoch.
+
+    Straight from docs/concepts.md ("Streams and epochs").
+    """
     key = zlib.crc32(name.encode())
     return [int(r) for e in range(epochs) for r in np.random.default_rng([seed, key, e]).permutation(n)]
 

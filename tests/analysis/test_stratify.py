@@ -115,7 +115,8 @@ def test_a_reward_log_given_to_stratify_says_what_it_is(tmp_path: Path) -> None:
     path = _jsonl(tmp_path / "rewards.jsonl", [{"step": 0, "dataset": "m", "id": 1, "rewards": [1.0, 0.0]}])
     with pytest.raises(
         DataError,
-        match=r"row 1, field 'step': unknown column; .* this is a reward log of a training run, which `snooze replay` reads",
+        match=r"row 1, field 'step': unknown column; .* "
+        r"this is a reward log of a training run, which `snooze replay` reads",
     ):
         stratify([path])
 

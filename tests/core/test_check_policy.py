@@ -1,4 +1,7 @@
-"""check_policy: the plug-in contract, run on every built-in policy and shown catching the ways a user's policy breaks it."""
+"""check_policy: the plug-in contract.
+
+Run on every built-in policy, and shown catching the ways a user's policy breaks it.
+"""
 
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ def test_it_catches_a_policy_that_desyncs_the_asleep_count() -> None:
     try:
         with pytest.raises(
             snooze.PolicyConformanceError,
-            match=r"counts broken after step 1: dataset 'b': \(asleep, retired, blocked\) cached as \(0, 0, 0\), the columns hold \(1, 0, 0\)",
+            match=r"counts broken after step 1: dataset 'b': \(asleep, retired, blocked\) cached as \(0, 0, 0\), "
+            r"the columns hold \(1, 0, 0\)",
         ):
             snooze.check_policy(cls)
     finally:

@@ -1,9 +1,9 @@
 """The hot paths' shortcuts give exactly what the plain computations give.
 
-Each shortcut (the reward check by min and max, classification without a std, a report whose prompts are distinct updated without
-counting each prompt's groups, one pass over all datasets' prompt memory, a report found as a run of
-pending tickets, cached interleaving) is checked against the straightforward version on random
-inputs, including the inputs that take the slow branch.
+Each shortcut (the reward check by min and max, classification without a std, a report whose prompts
+are distinct updated without counting each prompt's groups, one pass over all datasets' prompt memory,
+a report found as a run of pending tickets, cached interleaving) is checked against the straightforward
+version on random inputs, including the inputs that take the slow branch.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
         out = []
         for step in range(12):
 
-            def roll(cands):
+            def roll(cands, step=step):
                 return np.array(
                     [[1.0] * 4 if c.record["easy"] else ([0.0] * 4 if step % 3 else [1.0, 0, 1, 0]) for c in cands]
                 )

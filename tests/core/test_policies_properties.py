@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
+# audit=0.0 throughout: these tests check the skip rule alone
+# (audited encounters would add issued prompts; tests/core/test_audit.py)
 import numpy as np
 from helpers_core import records, reference_issued, rewards_for, stream_order
 from hypothesis import given, settings

@@ -4,7 +4,8 @@ skipped, a skipped prompt comes back within its period, both sides are skipped, 
 
 from __future__ import annotations
 
-# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
+# audit=0.0 throughout: these tests check the skip rule alone
+# (audited encounters would add issued prompts; tests/core/test_audit.py)
 import re
 
 import numpy as np

@@ -3,7 +3,8 @@ pass-rate history (docs/concepts.md, "skip=\"history\""), checked against a plai
 
 from __future__ import annotations
 
-# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
+# audit=0.0 throughout: these tests check the skip rule alone
+# (audited encounters would add issued prompts; tests/core/test_audit.py)
 import numpy as np
 import pytest
 

@@ -1,8 +1,8 @@
 """``SnoozeGRPOTrainer`` on 2 CPU processes: the real TRL ``GRPOTrainer`` under torchrun (gloo).
 
 One torchrun launch runs every scenario of ``trl_ranks_job.py`` (fresh run, resume, padded rounds,
-three kinds of divergence, a state one process cannot read); one plain launch runs the fresh and padded scenarios on one process.
-The tests read what each rank wrote.
+three kinds of divergence, a state one process cannot read); one plain launch runs the fresh and
+padded scenarios on one process. The tests read what each rank wrote.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""A small, obviously-correct pure-Python model of the snooze semantics (docs/concepts.md: "Prompts, groups, outcomes", "Policies").
+"""A small, obviously-correct pure-Python model of the snooze semantics.
+
+From docs/concepts.md: "Prompts, groups, outcomes", "Policies".
 
 One dict entry per prompt, one Python step per encounter: nothing vectorised, nothing clever. It
 does not choose *how many* candidates each dataset gives (that is the mixer's business); told how

@@ -5,10 +5,11 @@ It reads the rule as written: a prompt is skipped when it has been seen, its cod
 rate ``q = (signal + 4 q') / (groups + 4)`` (``q'``: the code one group shorter in its run; ``r`` for a
 run of one) is below ``margin * r`` (``hard_margin`` after too-hard groups) and it is not due for a
 re-look (age, in groups generated since its last one, below ``recheck * backoff**(k-1) * (1/2 + u) * n``).
-After a whole epoch of encounters that issued nothing the margin halves, for the
-rest of the step; the ``RELAX_LIMIT``-th time nothing is skipped until the step ends. ``r`` and the codes' rates are weighted sums that lose ``0.5 ** (n / halflife)``
-of their weight to ``n`` new groups (the policy's :func:`decay` table; the groups of one report count
-together). The draw gives up on the round after a whole epoch's worth of encounters that issued nothing.
+After a whole epoch of encounters that issued nothing the margin halves, for the rest of the step; the
+``RELAX_LIMIT``-th time nothing is skipped until the step ends. ``r`` and the codes' rates are weighted
+sums that lose ``0.5 ** (n / halflife)`` of their weight to ``n`` new groups (the policy's
+:func:`decay` table; the groups of one report count together). The draw gives up on the round after a
+whole epoch's worth of encounters that issued nothing.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ checked after every action against the pure-Python model in ``model.py``."""
 
 from __future__ import annotations
 
-# audit=0.0 throughout: these tests check the skip rule alone (audited encounters would add issued prompts; tests/core/test_audit.py)
+# audit=0.0 throughout: these tests check the skip rule alone
+# (audited encounters would add issued prompts; tests/core/test_audit.py)
 import shutil
 import tempfile
 from pathlib import Path

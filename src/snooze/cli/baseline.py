@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="[NAME=]PATH",
-        help="checkpoint: a .pt state dict, a folder with model.pt, or a run folder of snooze compare or train() (its last checkpoint); repeat for several models",
+        help="checkpoint: a .pt state dict, a folder with model.pt, or a run folder of snooze compare or train() "
+        "(its last checkpoint); repeat for several models",
     )
     parser.add_argument(
         "--warmup",

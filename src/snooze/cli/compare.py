@@ -7,7 +7,10 @@ import os
 import time
 from typing import Any
 
-HELP = "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/1/2, predictive + figure-3 arms) from one base model and compare."
+HELP = (
+    "Train every policy (grpo, dynamic_sampling, filter, snooze at factors 5/1/2, predictive + figure-3 arms) "
+    "from one base model and compare."
+)
 
 
 def _arms(text: str) -> list[str]:
@@ -64,7 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--profile",
         choices=tuple(PROFILES),
         default="default",
-        help="quick: CI smoke run (minutes); default: the reference experiment (docs/results.md); full: the default with 5 seeds (24 min on 2 cores); gpu: a larger model for --device cuda",
+        help="quick: CI smoke run (minutes); default: the reference experiment (docs/results.md); "
+        "full: the default with 5 seeds; gpu: a larger model for --device cuda",
     )
     add_options(parser.add_argument_group("the profile's fields"), Profile, PROFILE_OPTIONS, unset="the profile's")
     add_options(parser.add_argument_group("every arm (SchedulerConfig fields)"), SchedulerConfig, ARM_OPTIONS)
@@ -103,7 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=input_file,
         default=None,
         metavar="FILE",
-        help="curriculum file (snooze stratify's curriculum.json) for the main arms; make it with snooze baseline/stratify on the same --tasks and pool/test sizes",
+        help="curriculum file (snooze stratify's curriculum.json) for the main arms; "
+        "make it with snooze baseline/stratify on the same --tasks and pool/test sizes",
     )
 
 
@@ -155,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
         bars[0].update(1)
 
     print(
-        f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, tasks {profile.tasks}, {jobs} job(s)"
+        f"snooze compare: profile {args.profile}, arms {', '.join(arms)}, {seeds} seed(s), {profile.steps} steps, "
+        f"tasks {profile.tasks}, {jobs} job(s)"
     )
     if args.curriculum is not None:
         print(f"  curriculum {args.curriculum} on the main arms")

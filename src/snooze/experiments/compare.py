@@ -235,7 +235,9 @@ def run_compare(
     checkpoint_every: int = 50,
     on_step: Callable[[str, int, dict[str, Any]], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures; return the summary.
+    """Run every arm x seed into ``out``; write ``summary.json``/``summary.md``, ``regime.json`` and figures.
+
+    Returns the summary.
 
     ``arms``: names in :data:`ARMS` or :class:`Arm` objects of your own. ``settings``: ``SchedulerConfig``
     keywords for every arm, flat option names included (``{"snooze_factor": 3, "predict_margin": 0.3,
@@ -364,7 +366,10 @@ def _write_outputs(
 
 
 def _oracle(dirs: Sequence[Path], dapo: Mapping[str, Any]) -> dict[str, Any]:
-    """The oracle floor per DAPO seed (:mod:`snooze.experiments.oracle`): its groups trained on plus its zero-signal first looks."""
+    """The oracle floor per DAPO seed (:mod:`snooze.experiments.oracle`).
+
+    Its groups trained on plus its zero-signal first looks.
+    """
     from snooze.experiments.oracle import oracle_groups
     from snooze.experiments.summary import stat
     from snooze.logs import REWARDS_FILE, read_reward_log

@@ -183,8 +183,8 @@ PROFILES: dict[str, Profile] = {
         fig3_split=6,
     ),
 }
-# The default's regime with more seeds (5 main, 3 for figure 3): 24 minutes on 2 cores; seeds 0-2 reproduce the default's
-# runs (docs/results.md, "Five seeds, and the last three evaluations").
+# The default's regime with more seeds (5 main, 3 for figure 3); seeds 0-2 reproduce the default's runs
+# (docs/results.md, "Five seeds, and the last three evaluations").
 PROFILES["full"] = replace(PROFILES["default"], seeds=5, fig3_seeds=3)
 # A larger model for --device cuda. Not run yet (no GPU was available): its regime has not been checked against
 # the criteria of docs/results.md, so its base accuracies and learning curves must be checked first.

@@ -161,8 +161,8 @@ def summary_table(
 ) -> str:
     """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
     saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
-    base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final, groups generated and stream
-    encounters (rolled out or skipped) per prompt, steps, wall time.
+    base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final,
+    groups generated and stream encounters (rolled out or skipped) per prompt, steps, wall time.
 
     ``mean [min, max]`` over seeds. ``optimal_groups``: one round per step for the whole run (steps x
     generation batch), the denominator of the saving's share.

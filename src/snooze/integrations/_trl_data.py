@@ -19,9 +19,9 @@ trainer builds"):
   reward model's, TRL's length penalties) as it is. Signal does not depend on the range; only the
   easy/hard side of a zero-spread group does.
 
-Everything else comes from ``snooze_config``: ``None`` (the defaults: ``policy="dynamic_sampling"``, DAPO's rule, no skipping), a
-mapping of :class:`~snooze.SchedulerConfig` fields (the sizes filled in from ``GRPOConfig``), or a
-whole ``SchedulerConfig`` (its sizes must then be TRL's; it is used as it is).
+Everything else comes from ``snooze_config``: ``None`` (the defaults: ``policy="dynamic_sampling"``,
+DAPO's rule, no skipping), a mapping of :class:`~snooze.SchedulerConfig` fields (the sizes filled in
+from ``GRPOConfig``), or a whole ``SchedulerConfig`` (its sizes must then be TRL's; it is used as it is).
 """
 
 from __future__ import annotations

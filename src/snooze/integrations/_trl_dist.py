@@ -183,6 +183,6 @@ def check_agree(table: np.ndarray, fields: Sequence[str], where: str) -> None:
             raise IntegrationError(
                 f"{where}: the scheduler differs across processes ({'; '.join(diff)}). Every process must build the "
                 "same Scheduler (same datasets in the same order, same SchedulerConfig, the same seed, not one per "
-                "rank), resume from the same checkpoint, and change it (set_weights, set_excluded, set_stage, curricula) on "
-                "every rank alike, never on the main process only"
+                "rank), resume from the same checkpoint, and change it (set_weights, set_excluded, set_stage, "
+                "curricula) on every rank alike, never on the main process only"
             )

@@ -48,7 +48,8 @@ try:
     from trl import GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(
-        f"snooze.integrations.trl needs TRL ({exc}); install it with: pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
+        f"snooze.integrations.trl needs TRL ({exc}); install it with: "
+        "pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
     ) from exc
 
 __all__ = [
@@ -106,9 +107,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations._trl_data` says how:
     ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
-    - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no skipping), a mapping of
-      :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the sizes follow ``args``), or
-      a ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and ``shuffle`` are TRL's.
+    - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no
+      skipping), a mapping of :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the
+      sizes follow ``args``), or a ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and
+      ``shuffle`` are TRL's.
     - ``scheduler``: a :class:`~snooze.Scheduler` built by hand instead (not with ``snooze_config``).
       Its prompts must be ``train_dataset``'s (any order); ``group_size`` must equal ``num_generations``,
       ``batch_size * group_size`` TRL's ``generation_batch_size`` (all processes together) and
@@ -133,7 +135,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     ) -> None:
         if scheduler is not None and not isinstance(scheduler, Scheduler):
             raise IntegrationError(
-                f"scheduler must be a snooze.Scheduler (or None: built from train_dataset), got {type(scheduler).__name__}"
+                "scheduler must be a snooze.Scheduler (or None: built from train_dataset), "
+                f"got {type(scheduler).__name__}"
             )
         if scheduler is not None and snooze_config is not None:
             raise IntegrationError(
@@ -196,8 +199,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             )
         if cfg.shuffle != bool(self.args.shuffle_dataset):
             raise IntegrationError(
-                f"GRPOConfig.shuffle_dataset={self.args.shuffle_dataset} but SchedulerConfig.shuffle={cfg.shuffle}: the "
-                "prompts generated come in the scheduler's order, so build it with "
+                f"GRPOConfig.shuffle_dataset={self.args.shuffle_dataset} but SchedulerConfig.shuffle={cfg.shuffle}: "
+                "the prompts generated come in the scheduler's order, so build it with "
                 f"SchedulerConfig(shuffle={bool(self.args.shuffle_dataset)}) (or leave scheduler= out)"
             )
         if cfg.batch_size * G != self.args.generation_batch_size:

@@ -29,7 +29,10 @@ __all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
 log = logging.getLogger(__name__)
 
 Fast = Callable[[str], Any]
-"""A reader's parser for the lines it knows the exact form of: the line's value, or ``None`` (see :func:`read_lines`)."""
+"""A reader's parser for the lines it knows the exact form of.
+
+Returns the line's value, or ``None`` (see :func:`read_lines`).
+"""
 
 
 def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) -> DataError:

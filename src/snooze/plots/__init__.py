@@ -1,5 +1,7 @@
-"""Every figure snooze draws: ``snooze compare``'s (the seed's figures 1-3 and the trade-off, figure 4) and the offline analyses'
-(``snooze replay``, ``snooze stratify``), with the metrics helpers behind them.
+"""Every figure snooze draws, with the metrics helpers behind them.
+
+``snooze compare``'s (the design note's figures 1-3 and the trade-off, figure 4) and the offline
+analyses' (``snooze replay``, ``snooze stratify``).
 
 numpy at import; matplotlib is imported by :func:`snooze.plots._mpl.pyplot` when a figure is drawn
 (extra ``[plots]``). See ``docs/figures.md`` for which metric feeds which panel.

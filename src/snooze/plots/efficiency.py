@@ -110,7 +110,10 @@ def _dapo_title(rounds: SeedAggregate, cum_used: SeedAggregate) -> str:
 
 
 SAMPLED_KEY = "eval/sampled_accuracy"
-"""Held-out avg@k at the rollout temperature: figure 2's accuracy when the runs log it (else greedy ``eval/accuracy``)."""
+"""Held-out avg@k at the rollout temperature.
+
+Figure 2's accuracy when the runs log it (else greedy ``eval/accuracy``).
+"""
 
 
 def accuracy_key(runs: dict[str, list[Records]]) -> str:

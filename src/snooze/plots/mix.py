@@ -34,7 +34,10 @@ _FALLBACK = ("#e69f00", "#56318f", "#009e73", "#cc79a7")
 
 
 def _part(name: str) -> str | None:
-    """``easy``/``hard`` when the dataset is named so (``easy:rev:3-6`` as snooze compare names strata, or ``add-easy``)."""
+    """``easy``/``hard`` when the dataset is named so.
+
+    As snooze compare names strata (``easy:rev:3-6``), or by suffix (``add-easy``).
+    """
     for part in STRATUM_COLORS:
         if name.startswith(part + ":") or name.endswith(part):
             return part
@@ -145,4 +148,5 @@ def _verdict(late: dict[str, tuple[str, float, float]]) -> str:
         return "all arms end alike"
     worst = " and ".join(_SHORT.get(a, a) for a, d in drifts.items() if d >= top - _TIE)
     best = " and ".join(_SHORT.get(a, a) for a, d in drifts.items() if d <= bottom + _TIE)
-    return f"{worst} drift{'' if ' and ' in worst else 's'} most, {best} hold{'' if ' and ' in best else 's'} closest to the target"
+    drift, hold = ("drift" if " and " in worst else "drifts"), ("hold" if " and " in best else "holds")
+    return f"{worst} {drift} most, {best} {hold} closest to the target"

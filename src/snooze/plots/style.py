@@ -43,7 +43,10 @@ ARM_LABELS: dict[str, str] = {
 """Legend text per arm; unknown arms are labelled by their name."""
 
 STRATUM_COLORS: dict[str, str] = {"easy": "#e69f00", "hard": "#56318f"}
-"""Colours of the easy and hard strata in figure 3 (datasets named ``easy:...``/``hard:...``, or ``...-easy``/``...-hard``)."""
+"""Colours of the easy and hard strata in figure 3.
+
+For datasets named ``easy:...``/``hard:...``, or ``...-easy``/``...-hard``.
+"""
 
 _FALLBACK = ("#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e")
 

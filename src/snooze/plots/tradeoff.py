@@ -4,9 +4,10 @@ The trade-off of a skipping policy at a glance: left is cheaper, up is better. T
 accuracy (the last evaluation, as issue 12 asks) and the late one (the mean of the last
 :data:`~snooze.logs.LATE_EVALS` evaluations after the base's, which one dip at the end moves less; the
 summary table has both). The top row shows every arm; the bottom row zooms on DAPO's accuracy, where
-differences of a point or two between the skipping arms are otherwise too small to see. DAPO's accuracy is drawn as a band of +-1 point (the reference experiment's
-"same accuracy"), and DAPO's generation divided by 1.5 and by 3 as vertical lines (the targets the
-issue set), beside "one round per step" (every group generated trained on: the floor no policy can pass).
+differences of a point or two between the skipping arms are otherwise too small to see. DAPO's
+accuracy is drawn as a band of +-1 point (the reference experiment's "same accuracy"), and DAPO's
+generation divided by 1.5 and by 3 as vertical lines (the targets the issue set), beside "one round
+per step" (every group generated trained on: the floor no policy can pass).
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ def figure_tradeoff(runs: dict[str, list[Records]]) -> Any | None:
             _draw(axes[1][col], points, runs, f"{when} held-out accuracy ({what})")
             axes[1][col].set_ylim(lo, hi)
             axes[1][col].set_title(
-                f"the same, zoomed on DAPO's {when} accuracy ({_ZOOM_BELOW * 100:.0f} points below to {_ZOOM_ABOVE * 100:.0f} above)",
+                f"the same, zoomed on DAPO's {when} accuracy "
+                f"({_ZOOM_BELOW * 100:.0f} points below to {_ZOOM_ABOVE * 100:.0f} above)",
                 fontsize=10,
             )
     for ax in axes[:-1].flat:

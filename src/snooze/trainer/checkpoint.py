@@ -138,7 +138,10 @@ def _legacy(root: Path) -> Path:
     return root
 
 
-_FIX = "Restore the run folder from a backup, or start the run over in a new folder (snooze compare: a new --out; train(): or resume=False)."
+_FIX = (
+    "Restore the run folder from a backup, or start the run over in a new folder "
+    "(snooze compare: a new --out; train(): or resume=False)."
+)
 
 
 def _read_record(latest: Path) -> dict[str, Any]:

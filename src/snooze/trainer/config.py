@@ -116,7 +116,8 @@ class TrainConfig:
                 raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
         if not (is_int(self.staleness) and self.staleness >= 0):
             raise ConfigError(
-                f"TrainConfig.staleness={self.staleness!r}: must be an integer >= 0 (0: train on what was just generated)"
+                f"TrainConfig.staleness={self.staleness!r}: must be an integer >= 0 "
+                "(0: train on what was just generated)"
             )
         if not (isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0):
             raise ConfigError(f"TrainConfig.checkpoint_every={self.checkpoint_every!r}: must be an integer >= 0")
@@ -130,8 +131,8 @@ def check_temperature(value: Any, what: str, greedy: bool = False) -> float:
     if t is None or not (t >= MIN_TEMPERATURE or (greedy and t == 0)):
         zero = "0 (greedy) or " if greedy else ""
         raise ConfigError(
-            f"{what}={shown(value)}: must be {zero}a finite number >= {MIN_TEMPERATURE:g} (below it sampling is greedy in "
-            "effect and the scaled logits overflow)"
+            f"{what}={shown(value)}: must be {zero}a finite number >= {MIN_TEMPERATURE:g} "
+            "(below it sampling is greedy in effect and the scaled logits overflow)"
         )
     return t
 
@@ -154,7 +155,8 @@ def check_device(device: Any, what: str) -> None:
             f"this machine has {count} CUDA device(s), cuda:0..cuda:{count - 1}"
             if count
             else (
-                f"no CUDA device is available here (torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})"
+                "no CUDA device is available here "
+                f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'})"
             )
         )
         raise ConfigError(f"{what}={device!r}: {have}; use --device cpu or a device that is there")

@@ -32,7 +32,8 @@ __all__ = ["accuracy_by_task", "sampled_accuracy_by_task", "MAX_NEW_TOKENS", "EV
 EVAL_SEED = 1234
 """Seed of the sampled evaluation's generator (fixed: common random numbers across steps, arms and seeds)."""
 
-_EVAL_ROWS = 4096  # sequences per sampling call: bounds memory (a few MB), keeps batches large; fixed, as the samples depend on it
+# Sequences per sampling call: bounds memory (a few MB), keeps batches large; fixed, as the samples depend on it.
+_EVAL_ROWS = 4096
 
 
 @torch.no_grad()

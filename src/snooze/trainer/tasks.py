@@ -95,7 +95,8 @@ class TaskSpec:
         mid = (self.lo + self.hi) // 2 if split is None else split
         if not self.lo <= mid < self.hi:
             raise ConfigError(
-                f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} (each stratum needs a level)"
+                f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} "
+                "(each stratum needs a level)"
             )
         return TaskSpec(self.family, self.lo, mid), TaskSpec(self.family, mid + 1, self.hi)
 

@@ -69,6 +69,7 @@ def api_mismatches(api: Mapping[Any, Mapping[str, tuple[str, ...]]]) -> list[str
                 ok = got == want
             if not ok:
                 out.append(
-                    f"{cls.__name__}.{name}{inspect.signature(method)} (the snooze trainer calls it as ({', '.join(want)}))"
+                    f"{cls.__name__}.{name}{inspect.signature(method)} "
+                    f"(the snooze trainer calls it as ({', '.join(want)}))"
                 )
     return out

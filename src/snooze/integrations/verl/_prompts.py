@@ -65,7 +65,8 @@ def prompt_keys(dataset: Sized) -> list[tuple[str, Any]]:
         if index is None:
             raise IntegrationError(
                 f"row {pos} ({name!r}): extra_info has no 'index'. verl would silently use 0 and merge prompts; "
-                "snooze needs a stable id per prompt. Add extra_info={'index': <unique id>} to every row of the parquet."
+                "snooze needs a stable id per prompt. "
+                "Add extra_info={'index': <unique id>} to every row of the parquet."
             )
         keys.append((name, _plain(index)))
     return keys

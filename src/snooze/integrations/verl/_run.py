@@ -117,7 +117,10 @@ class SnoozeRun:
         )
 
     def wants_round(self) -> bool:
-        """Whether the step's loop asks for another generation round (docs/concepts.md, "The step loop": bounded by max_gen_rounds)."""
+        """Whether the step's loop asks for another generation round.
+
+        Bounded by ``max_gen_rounds`` (docs/concepts.md, "The step loop").
+        """
         s = self.scheduler
         return not s.batch_full and s.round < self.config.max_gen_rounds and not s.exhausted
 
