@@ -85,3 +85,18 @@ def test_every_command_names_what_exists_and_parses(page: Path) -> None:
             pytest.fail(f"{page.name}: a command this test does not know how to check: {' '.join(argv)}")
         done = subprocess.run(argv_run, capture_output=True, text=True, cwd=ROOT, timeout=120)
         assert done.returncode == 0, f"{page.name}: {' '.join(argv)} --help failed: {done.stderr[-500:]}"
+
+
+def test_the_test_command_lints_every_python_folder_before_the_tests() -> None:
+    """CI runs the README's test command, which runs ruff over every folder holding Python, then pytest."""
+    assert "bash scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    linted = re.search(r"^LINTED=\(([^)]*)\)", script, re.M)
+    assert linted, "scripts/test.sh: no LINTED=(...) folder list"
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()}
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name not in ignored]
+    with_python = {p.name for p in folders if next(p.rglob("*.py"), None) is not None}
+    assert with_python - set(linted.group(1).split()) == set(), "scripts/test.sh: folders with Python left unlinted"
+    steps = [line.split()[:2] for line in script.splitlines() if line.startswith((".venv/bin/", "exec "))]
+    assert steps == [[".venv/bin/ruff", "check"], [".venv/bin/ruff", "format"], ["exec", ".venv/bin/python"]], steps
+    assert "--check" in script.split(".venv/bin/ruff format", 1)[1].splitlines()[0], "ruff format must only check"
