@@ -1,6 +1,6 @@
 """How well a prompt's own past predicts its next group, from reward logs: the ceiling of history-based skipping.
 
-A skip rule that decides from a prompt's past groups (the seed's snooze, GRESO, ``predictive``, a
+A skip rule that decides from a prompt's past groups (the design note's snooze, GRESO, ``predictive``, a
 Beta posterior over its pass rate) can only be as precise as the past is informative. This reads
 reward logs and, for every group of a prompt that had an earlier group, records what the rule could
 have known: the earlier group's count of correct rollouts (0..G) and how many training steps ago it

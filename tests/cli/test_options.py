@@ -58,6 +58,7 @@ def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> 
             assert action.default is None and f"(default: {unset}" in action.help
         else:
             assert action.default == default
+            assert "(default: " in action.help, f"--{name}: the help does not say its default"
         if isinstance(default, bool):
             assert action.option_strings[0] == (f"--no-{name.replace('_', '-')}" if default else flag(name))
         else:

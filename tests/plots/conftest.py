@@ -1,4 +1,4 @@
-"""Synthetic ``snooze compare`` runs: metrics.jsonl files shaped like the seed's figures 1-3."""
+"""Synthetic ``snooze compare`` runs: metrics.jsonl files shaped like the design note's figures 1-3."""
 
 from __future__ import annotations
 

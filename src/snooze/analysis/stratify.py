@@ -1,4 +1,4 @@
-"""Offline difficulty stratification (the seed's first remedy; docs/concepts.md).
+"""Offline difficulty stratification (the design note's first remedy; docs/concepts.md).
 
 Baseline models roll out each prompt several times; the pooled pass rate ``p`` sorts prompts into
 strata and gives each prompt's chance that a group of ``G`` rollouts carries signal,

@@ -159,7 +159,7 @@ def _argument(cls: type, name: str, unset: str | None, key: str | None = None) -
             if tp is bool and not default
             else "on"
             if tp is bool
-            else None
+            else "None"
             if default is None
             else _shown(default)
         )

@@ -2,7 +2,7 @@
 
 A profile fixes the *regime* every policy is compared in: tasks, pools, model, warm-up, training and
 evaluation. The regime is chosen by criteria on DAPO and plain GRPO alone (docs/results.md,
-"How the regime was chosen"), and the same regime serves every policy.
+"How the regimes were chosen"), and the same regime serves every policy.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Profile:
     temperature: float = 1.0
     """Sampling temperature of the rollouts: finite, at least 0.001 (lower samples as greedy decoding does).
     Lower makes mastered prompts all-correct sooner, which is when DAPO starts to waste generation (the
-    regime of the seed's figures)."""
+    regime of the design note's figures)."""
 
     n_head: int = 4
     """Attention heads of the policy (must divide ``d_model``)."""
@@ -157,7 +157,7 @@ PROFILES: dict[str, Profile] = {
         max_gen_rounds=4,
         eval_samples=4,
     ),
-    # The reference experiment (docs/results.md, "How the regime was chosen": candidates R0-R10, chosen
+    # The reference experiment (docs/results.md, "How the regimes were chosen": candidates R0-R10, chosen
     # on DAPO and GRPO alone). rev:3-8 and sort:3-7 learn level by level; the warm-up stops once *each* task's
     # avg@8 at T 0.4 reaches 0.3 (base 0.56 / 0.50); lr 3e-4 (1e-4 learns less, 5e-4 and 1e-3 less again on sort);
     # T 0.4 (0.7 and 0.5 leave more slips on mastered prompts, so DAPO wastes less: used 0.36 / 0.23 late, 0.17 here);
@@ -183,8 +183,7 @@ PROFILES: dict[str, Profile] = {
         fig3_split=6,
     ),
 }
-# The default's regime with more seeds (5 main, 3 for figure 3); seeds 0-2 reproduce the default's runs
-# (docs/results.md, "Five seeds, and the last three evaluations").
+# The default's regime with more seeds (5 main, 3 for figure 3); seeds 0-2 reproduce the default's runs.
 PROFILES["full"] = replace(PROFILES["default"], seeds=5, fig3_seeds=3)
 # A larger model for --device cuda. Not run yet (no GPU was available): its regime has not been checked against
 # the criteria of docs/results.md, so its base accuracies and learning curves must be checked first.

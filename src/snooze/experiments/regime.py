@@ -1,4 +1,4 @@
-"""Is the comparison's regime like the seed's? The criteria of docs/results.md, measured.
+"""Is the comparison's regime like the design note's? The criteria of docs/results.md, measured.
 
 Computed from the DAPO (``dynamic_sampling``) and plain ``grpo`` arms and the base model only, never
 from a filtering or snoozing arm: the regime is chosen before any policy's result is looked at, and the
@@ -31,7 +31,7 @@ Records = list[dict[str, Any]]
 
 @dataclass(frozen=True)
 class Targets:
-    """The numbers each criterion is checked against (fixed by the seed's setting, not by any policy)."""
+    """The numbers each criterion is checked against (fixed by the design note's setting, not by any policy)."""
 
     band: tuple[float, float] = (0.2, 0.6)
     """Each task's base accuracy must lie in this range (RL has room both ways)."""

@@ -25,9 +25,8 @@ METRICS_FILE = "metrics.jsonl"
 
 LATE_EVALS = 3
 """Evaluations averaged for a run's *late* accuracy: its last ones, the base model's excluded. A steadier
-end point than the last evaluation alone, which one dip can move by nearly 10 points (0.869 to 0.774 over
-the last 25 steps of one reference run; docs/results.md, "Five seeds, and the last three
-evaluations")."""
+end point than the last evaluation alone, which one evaluation's luck moves more (docs/results.md, "What
+is measured, and why")."""
 
 
 def late_evaluations(evals: Sequence[Mapping[str, Any]], n: int = LATE_EVALS) -> list[Mapping[str, Any]]:
