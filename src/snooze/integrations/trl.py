@@ -36,10 +36,12 @@ import numpy as np
 
 from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
+from snooze.integrations import _trl_checks as checks
 from snooze.integrations import _trl_data as data
 from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
+from snooze.integrations._trl_checks import check_trl
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
@@ -62,37 +64,14 @@ __all__ = [
     "check_trl",
 ]
 
-SUPPORTED = "1.16"  # the TRL minor version whose private GRPOTrainer methods this integration overrides
-TESTED = "1.16.0"
-OVERRIDDEN = {  # GRPOTrainer's private methods the adapter overrides and calls, with their parameters
-    "_generate_and_score_completions": ("self", "inputs"),
-    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
-    "_load_optimizer_and_scheduler": ("self", "checkpoint"),
-}
-
-
-def check_trl(version: str, trainer: type) -> None:
-    """Refuse a TRL whose private methods the adapter cannot rely on: another minor version, or a
-    ``GRPOTrainer`` lacking one of :data:`OVERRIDDEN` with its parameters. Run at import."""
-    fix = f"install trl=={TESTED} transformers==5.24.0 (snooze's [trl] extra; docs/integrations/trl.md)"
-    if not str(version).startswith(SUPPORTED + "."):
-        raise IntegrationError(
-            f"snooze.integrations.trl supports trl {SUPPORTED}.x (tested with {TESTED}); trl {version} is installed. "
-            f"Its GRPOTrainer internals, which the adapter overrides, change between minor versions: {fix}"
-        )
-    for name, params in OVERRIDDEN.items():
-        method = getattr(trainer, name, None)
-        found = None if method is None else tuple(inspect.signature(method).parameters)
-        if found != params:
-            have = "is missing" if found is None else f"takes {found}, not {params}"
-            raise IntegrationError(
-                f"trl {version}: GRPOTrainer.{name} {have}; the adapter is tested with trl {TESTED}: {fix}"
-            )
-
-
 check_trl(trl.__version__, GRPOTrainer)
 
-from snooze.integrations._trl_callbacks import STATE_DIR, PoolEpochCallback, SnoozeCheckpointCallback, no_state  # noqa: E402
+from snooze.integrations._trl_callbacks import (  # noqa: E402  (after the version check: it imports transformers)
+    STATE_DIR,
+    PoolEpochCallback,
+    SnoozeCheckpointCallback,
+    no_state,
+)
 
 log = logging.getLogger(__name__)
 
@@ -185,46 +164,19 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         return int(self.accelerator.num_processes)
 
     def _check_compatible(self) -> None:
-        cfg, G = self.scheduler.config, self.num_generations
-        pc = getattr(self.accelerator, "parallelism_config", None)
-        if pc is not None and getattr(pc, "tp_size", 1) > 1:
-            raise IntegrationError(
-                f"parallelism_config.tp_size={pc.tp_size}: SnoozeGRPOTrainer, like TRL's GRPOTrainer, gives every "
-                "process its own rows, which tensor-parallel ranks cannot take. Train data-parallel only (DDP, "
-                "DeepSpeed ZeRO or FSDP, tp_size=1) and shard generation with vllm_tensor_parallel_size"
-            )
-        if cfg.group_size != G:
-            raise IntegrationError(
-                f"SchedulerConfig.group_size={cfg.group_size} but GRPOConfig.num_generations={G}; set them equal"
-            )
-        if cfg.shuffle != bool(self.args.shuffle_dataset):
-            raise IntegrationError(
-                f"GRPOConfig.shuffle_dataset={self.args.shuffle_dataset} but SchedulerConfig.shuffle={cfg.shuffle}: "
-                "the prompts generated come in the scheduler's order, so build it with "
-                f"SchedulerConfig(shuffle={bool(self.args.shuffle_dataset)}) (or leave scheduler= out)"
-            )
-        if cfg.batch_size * G != self.args.generation_batch_size:
-            raise IntegrationError(
-                f"SchedulerConfig.batch_size={cfg.batch_size} groups x {G} completions = {cfg.batch_size * G}, but "
-                f"TRL's generation_batch_size={self.args.generation_batch_size} (all {self._world} process(es) "
-                f"together); set batch_size = generation_batch_size / num_generations = "
-                f"{self.args.generation_batch_size // G}"
-            )
+        parallelism = getattr(self.accelerator, "parallelism_config", None)
+        checks.check_compatible(self.scheduler.config, self.args, self.num_generations, self._world, parallelism)
 
     def _warn_off_boundary_saves(self) -> None:
         """A checkpoint between two generations resumes with a fresh generation: not the uninterrupted run."""
-        a = self.args
-        strategy = getattr(a.save_strategy, "value", a.save_strategy)
-        per_generation = a.steps_per_generation * self.num_iterations / a.gradient_accumulation_steps  # optimizer steps
-        if strategy != "steps" or not float(a.save_steps).is_integer() or not per_generation.is_integer():
-            return  # a save_steps below 1 is a share of the run; a fractional cycle has no boundary to align to
-        if int(a.save_steps) % int(per_generation):
+        per_generation = checks.off_boundary_saves(self.args, self.num_iterations)
+        if per_generation is not None:
             log.warning(
                 "save_steps=%s is not a multiple of %d, the optimizer steps of one generation (steps_per_generation "
                 "x num_iterations / gradient_accumulation_steps): a checkpoint can fall between two generations, "
                 "and resuming from it generates afresh, so the resumed run is not the uninterrupted one. Use "
                 "save_steps=%d or a multiple",
-                a.save_steps,
+                self.args.save_steps,
                 per_generation,
                 per_generation,
             )
