@@ -16,6 +16,9 @@ KIND_REWARDS = {
 }
 
 
+MIXED_KINDS = ["signal", "easy", "hard", "signal", "easy", "flat", "signal", "easy", "signal"]
+
+
 def records(kinds: list[str], prefix: str = "p") -> list[dict]:
     return [{"id": f"{prefix}{i}", "kind": k} for i, k in enumerate(kinds)]
 
@@ -89,3 +92,10 @@ def assert_report_refused(sched: snooze.Scheduler, cands: object, rewards: objec
     else:
         raise AssertionError(f"invalid report ({how}) was accepted")
     assert state_hash(sched) == before
+
+
+def small_scheduler(prefix: str = "a", seed: int = 2, **cfg) -> snooze.Scheduler:
+    """Two datasets of :data:`MIXED_KINDS` (the second reversed), 3 groups of 4 a step, snooze factor 2."""
+    config = snooze.SchedulerConfig(**{"batch_size": 3, "group_size": 4, "snooze_factor": 2, **cfg})
+    data = {"a": records(MIXED_KINDS, prefix), "b": records(MIXED_KINDS[::-1], "b" + prefix)}
+    return snooze.Scheduler(data, config, seed=seed)

@@ -1,0 +1,133 @@
+"""Bad states and files: a state loaded into a scheduler it does not fit, a state with one field
+damaged, and the operating system's errors on reading and saving. Each is the project's error, saying
+what is wrong, and leaves the scheduler exactly as it was (its whole state compared)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers_core import rewards_for, small_scheduler, snapshot
+
+import snooze
+
+
+# -- case 5: a mid-step state loaded with a smaller batch size ----------------------------------------------
+def test_a_mid_step_batch_larger_than_the_new_batch_size_is_refused() -> None:
+    data = {"a": [{"id": i, "kind": "signal"} for i in range(24)]}
+    big = snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=8, gen_batch_size=6, group_size=4), seed=1)
+    cands = big.propose()
+    big.report(cands, rewards_for(cands))
+    state = big.state_dict()
+    assert len(state["arrays"]["batch.row"]) == 6
+    small = snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4), seed=1)
+    before = snapshot(small)
+    with pytest.raises(snooze.StateMismatchError, match="6 groups in its batch, more than batch_size=4"):
+        small.load_state_dict(state)
+    assert snapshot(small) == before
+    fits = snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=7, gen_batch_size=6, group_size=4), seed=1)
+    fits.load_state_dict(state)
+    assert len(fits.step(rewards_for).candidates) == 7  # the batch size holds
+
+
+# -- case 6: load_state_dict checks every field before it changes anything ------------------------------------
+def _set(path: str, value):
+    def damage(st):
+        *keys, last = path.split(".")
+        where = st["arrays"] if keys == ["arrays"] else st["meta"]
+        for k in keys[1:] if keys[:1] in (["arrays"], ["meta"]) else keys:
+            where = where[k]
+        where[last] = value(where[last]) if callable(value) else value
+
+    return damage
+
+
+DAMAGES = {
+    "counter as float": lambda st: st["arrays"].update({"ds0.counter": st["arrays"]["ds0.counter"] + 0.5}),
+    "flags unknown bit": lambda st: st["arrays"]["ds0.flags"].__setitem__(0, 64),
+    "metrics total a string": _set("meta.metrics.totals.rollouts", "3"),
+    "metrics total a float": _set("meta.metrics.totals.rollouts", 1.5),
+    "metrics total negative": _set("meta.metrics.totals.rollouts", -1),
+    "metrics ds too short": _set("meta.metrics.ds.gen_groups", [1]),
+    "outcomes wrong shape": _set("meta.metrics.outcomes", [1, 2]),
+    "drawn a float": _set("meta.drawn", [1.5, 0]),
+    "pending floats": lambda st: st["arrays"].update({"pending": st["arrays"]["pending"].astype(float)}),
+    "batch outcome code 9": lambda st: st["arrays"]["batch.outcome"].__setitem__(0, 9),
+    "batch reward NaN": lambda st: st["arrays"]["batch.rewards"].__setitem__((0, 0), np.nan),
+    "batch reward outside the range": lambda st: st["arrays"]["batch.rewards"].__setitem__((0, 0), 7.0),
+    "batch rewards of another group size": lambda st: st["arrays"].update(
+        {"batch.rewards": st["arrays"]["batch.rewards"][:, :2]}
+    ),
+    "last_metrics a list": _set("meta.last_metrics", [1]),
+    "last_metrics NaN": _set("meta.last_metrics", {"efficiency": float("nan")}),
+    "next_ticket a string": _set("meta.next_ticket", "12"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGES))
+def test_a_malformed_field_is_refused_before_anything_changes(name: str) -> None:
+    src = small_scheduler()
+    src.step(rewards_for)
+    src.step(rewards_for)
+    cands = src.propose()
+    src.report(cands[:2], rewards_for(cands[:2]))  # mid-step: groups in the batch, candidates pending
+    assert len(src.state_dict()["arrays"]["batch.row"]) > 0
+    state = copy.deepcopy(src.state_dict())
+    DAMAGES[name](state)
+    target = small_scheduler()
+    target.step(rewards_for)
+    before = snapshot(target)
+    with pytest.raises(snooze.StateError):
+        target.load_state_dict(state)
+    assert snapshot(target) == before
+    more = target.propose()
+    target.report(more, rewards_for(more))  # and it goes on working
+
+
+# -- case 9: the operating system's errors, as the project's ------------------------------------------------
+def test_a_missing_or_directory_jsonl_path_is_a_data_error(tmp_path: Path) -> None:
+    (tmp_path / "dir.jsonl").mkdir()
+    cfg = snooze.SchedulerConfig(batch_size=1, group_size=2)
+    for path, why in [(tmp_path / "missing.jsonl", "No such file"), (tmp_path / "dir.jsonl", "Is a directory")]:
+        with pytest.raises(snooze.DataError, match=f"{path}: dataset 'a' cannot be read \\({why}"):
+            snooze.Scheduler({"a": str(path)}, cfg)
+
+
+def test_save_into_a_file_is_a_state_error_and_leaves_the_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("mine")
+    s = small_scheduler()
+    for path, why in [
+        (tmp_path / "f", "a file of that name is in the way"),
+        (tmp_path / "f" / "sub", "Not a directory"),
+    ]:
+        with pytest.raises(snooze.StateError, match=why):
+            s.save(path)
+    assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_threads_saving_to_one_directory_take_turns(tmp_path: Path) -> None:
+    errors: list[BaseException] = []
+    ck = tmp_path / "ck"
+
+    def saver(seed: int) -> None:
+        s = small_scheduler(seed=seed)
+        try:
+            for _ in range(12):
+                s.step(rewards_for)
+                s.save(ck)
+                snooze.load_state(ck)  # LATEST names a file that is there
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=saver, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert not list(ck.glob(".tmp-*")) and len(list(ck.glob("state-*.npz"))) == 2
+    assert json.loads((ck / "LATEST").read_text())["file"] in {p.name for p in ck.iterdir()}
