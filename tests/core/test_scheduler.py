@@ -37,10 +37,18 @@ def test_round_and_step_index_are_the_metrics_counts() -> None:
     s = _sched()
     s.propose()
     s.propose(2)
-    assert s.round == 2 and s.counts.scalars["gen/rounds"] == 2
+    assert s.round == 2 and s.step_metrics.scalars["gen/rounds"] == 2
     batch = s.finish_step()
     assert (s.round, s.step_index, batch.step) == (0, 1, 0)
-    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.counts.totals["steps"]
+    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.step_metrics.totals["steps"]
+
+
+def test_the_old_names_of_the_step_metrics_and_the_padding_warn_and_still_work() -> None:
+    s = _sched()
+    with pytest.warns(DeprecationWarning, match="step_metrics"):
+        assert s.counts is s.step_metrics
+    with pytest.warns(DeprecationWarning, match="padding"):
+        assert s.zero is s.padding
 
 
 def test_propose_zero_is_no_round_and_bad_n_is_refused() -> None:

@@ -94,14 +94,14 @@ class StepMetrics:
     def _bincount(self, ds: np.ndarray) -> np.ndarray:
         return np.bincount(ds, minlength=len(self.names)).astype(np.int64)
 
-    def add_skips(self, skipped: Sequence[int], passed: Sequence[int]) -> None:
+    def add_skips(self, skipped: Sequence[int], blocked: Sequence[int]) -> None:
         """Encounters skipped (asleep) and passed over (retired or excluded), ``[D]`` each."""
         column = self.ds["skipped"]
-        for d, (s, q) in enumerate(zip(skipped, passed)):
+        for d, (s, q) in enumerate(zip(skipped, blocked)):
             if s or q:
                 column[d] += s + q
         self.scalars["snooze/skipped"] += sum(skipped)
-        self.scalars["filter/skipped"] += sum(passed)
+        self.scalars["filter/skipped"] += sum(blocked)
 
     def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
         self.ds["gen_groups"] += self._bincount(ds)

@@ -76,12 +76,14 @@ class PendingSet:
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
 
-    def withdraw(self, next_ticket: int, length: int) -> None:
-        """Take back every ticket issued since the set had ``length`` entries and ``next_ticket`` was next
-        (a failed round of :meth:`Scheduler.step`; tickets are appended in issue order)."""
-        self.ticket, self.ds, self.row = self.ticket[:length], self.ds[:length], self.row[:length]
-        self.audit = self.audit[:length]
-        self.next_ticket = next_ticket
+    def snapshot(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The ticket counter and the columns, for :meth:`restore` (an undone round). O(1): columns are
+        replaced, never written in place, when tickets are issued or popped."""
+        return self.next_ticket, self.ticket, self.ds, self.row, self.audit
+
+    def restore(self, snap: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Back to :meth:`snapshot`: every ticket issued since taken back, every one reported since pending again."""
+        self.next_ticket, self.ticket, self.ds, self.row, self.audit = snap
 
     def find(self, ticket: np.ndarray) -> np.ndarray:
         """Index of each ticket in the set, ``-1`` where it is not pending. ``[N]`` -> ``[N]``.

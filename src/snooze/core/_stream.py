@@ -63,6 +63,13 @@ class DatasetStream:
             self.epoch += 1
             self.cursor = 0
 
+    def snapshot(self) -> tuple[int, int]:
+        """The position, for :meth:`restore` (an undone round)."""
+        return self.epoch, self.cursor
+
+    def restore(self, snap: tuple[int, int]) -> None:
+        self.epoch, self.cursor = snap
+
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "cursor": self.cursor}
 

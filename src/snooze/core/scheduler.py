@@ -18,34 +18,40 @@ puts theirs together and ``_state`` lays it out as a file.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from snooze.core._buffer import GroupBuffer
+from snooze.core._components import Components
 from snooze.core._draw import Walk, drawable, walk, walk_quota
-from snooze.core._memory import PromptMemory, PromptTable
+from snooze.core._memory import PromptTable
 from snooze.core._metrics import StepEnd, StepMetrics
-from snooze.core._mixing import Mix, batch_fits
-from snooze.core._pending import PendingSet
-from snooze.core._round import RoundUndo
+from snooze.core._mixing import batch_fits
 from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
-from snooze.core._stream import DatasetStream
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
-from snooze.core.policies import Changes, Policy, Report, make_policy
+from snooze.core.policies import Changes, Report
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
+
+
+_BUFFERS = dict(zip(BUFFERS, ("batch", "surplus", "padding")))  # the state's key -> the component
+
+
+def _part(name: str, doc: str) -> property:
+    """A component of :attr:`Scheduler.parts`, read as an attribute of the scheduler."""
+    return property(lambda self: getattr(self.parts, name), doc=doc)
 
 
 class Scheduler:
@@ -55,16 +61,6 @@ class Scheduler:
     ``.jsonl``/``.parquet`` file, a Hugging Face ``Dataset`` or a :class:`~snooze.Source`. Each
     dataset owns a stream seeded by ``(seed, name, epoch)``.
     """
-
-    streams: list[DatasetStream]  # per dataset: the order its prompts come up in
-    policy: Policy  # what a group's outcome does to its prompt (config.policy)
-    memory: PromptMemory  # the per-prompt columns
-    mix: Mix  # dataset weights, encounters drawn, batch quotas
-    pending: PendingSet  # candidates out for rollout, and the ticket counter
-    batch: GroupBuffer  # groups accepted into this step's batch
-    surplus: GroupBuffer  # acceptable groups that found no room
-    zero: GroupBuffer  # zero-signal groups left out, kept as padding material when on_short='pad'
-    counts: StepMetrics  # the step's counts and the totals (steps and rounds among them)
 
     def __init__(self, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int = 0) -> None:
         self.config = config if config is not None else SchedulerConfig()
@@ -77,29 +73,18 @@ class Scheduler:
         self.seed = int(seed)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
-        self._take(self._fresh())
+        self.parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
-        self._undo: RoundUndo | None = None  # set while step() runs a round
 
-    def _fresh(self, run_id: str | None = None) -> SimpleNamespace:
-        """Every component in its starting state (``run_id``: the run's id, a new one by default)."""
-        cfg, G = self.config, self.config.group_size
-        policy = make_policy(cfg)
-        policy.bind(self.names, [len(s) for s in self.sources])
-        return SimpleNamespace(
-            streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs, cfg.shuffle) for s in self.sources],
-            policy=policy,
-            memory=PromptMemory([len(s) for s in self.sources], policy.columns),
-            mix=Mix(self.names, cfg.weights),
-            pending=PendingSet([len(s) for s in self.sources], run_id),
-            batch=GroupBuffer(G),
-            surplus=GroupBuffer(G),
-            zero=GroupBuffer(G),
-            counts=StepMetrics(self.names),
-        )
-
-    def _take(self, parts: SimpleNamespace) -> None:
-        vars(self).update(vars(parts))  # streams, policy, memory, mix, pending, batch, surplus, zero, counts
+    streams = _part("streams", "per dataset: the order its prompts come up in (``_stream``)")
+    policy = _part("policy", "what a group's outcome does to its prompt (``config.policy``)")
+    memory = _part("memory", "the per-prompt columns (``_memory``)")
+    mix = _part("mix", "dataset weights, encounters drawn, batch quotas (``_mixing``)")
+    pending = _part("pending", "candidates out for rollout, and the ticket counter (``_pending``)")
+    batch = _part("batch", "groups accepted into this step's batch")
+    surplus = _part("surplus", "acceptable groups that found no room")
+    padding = _part("padding", "zero-signal groups left out, kept as padding material when on_short='pad'")
+    step_metrics = _part("step_metrics", "the step's counts and the totals, steps and rounds among them (``_metrics``)")
 
     # -- one count each, kept by its component ---------------------------------------------------
     @property
@@ -119,12 +104,24 @@ class Scheduler:
     @property
     def step_index(self) -> int:
         """Steps finished (the index of the step in progress)."""
-        return self.counts.steps
+        return self.step_metrics.steps
 
     @property
     def round(self) -> int:
         """Generation rounds of the step in progress."""
-        return self.counts.rounds
+        return self.step_metrics.rounds
+
+    @property
+    def counts(self) -> StepMetrics:
+        """Deprecated: :attr:`step_metrics`."""
+        warnings.warn("Scheduler.counts is renamed step_metrics", DeprecationWarning, stacklevel=2)
+        return self.step_metrics
+
+    @property
+    def zero(self) -> GroupBuffer:
+        """Deprecated: :attr:`padding`."""
+        warnings.warn("Scheduler.zero is renamed padding", DeprecationWarning, stacklevel=2)
+        return self.padding
 
     @property
     def run_id(self) -> str:
@@ -233,7 +230,7 @@ class Scheduler:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
         self.pending.check_room(int(n))
-        self.counts.add("gen/rounds", 1)
+        self.step_metrics.add("gen/rounds", 1)
         if self.config.mix == "stream":
             w = self._walk(int(n))
             self.mix.drawn += w.encounters
@@ -247,10 +244,8 @@ class Scheduler:
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
-        self.counts.add_skips(w.skipped, w.passed)
-        self.counts.diagnosis.add_skips(w.auditable)
-        if self._undo is not None:
-            self._undo.counted_down += w.counted_down
+        self.step_metrics.add_skips(w.skipped, w.blocked)
+        self.step_metrics.diagnosis.add_skips(w.auditable)
         return w
 
     def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
@@ -273,7 +268,7 @@ class Scheduler:
         """
         issued = issued_of(candidates, self.run_id, self.names)
         self.pending.pop(self.pending.locate(issued, candidates))
-        self.counts.add("gen/cancelled", len(issued.ticket))
+        self.step_metrics.add("gen/cancelled", len(issued.ticket))
         return len(issued.ticket)
 
     # -- reporting ------------------------------------------------------------------------------
@@ -292,8 +287,6 @@ class Scheduler:
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
         at = self.memory.offsets[ds] + rows
-        if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
-            self._undo.keep_memory(self.memory.columns, at)
         audit = self.pending.audit[index]
         mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
         report = (
@@ -307,8 +300,8 @@ class Scheduler:
         self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
             self._count_changes(changes)
-        self.counts.record_generated(ds, outcomes)
-        self.counts.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        self.step_metrics.record_generated(ds, outcomes)
+        self.step_metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit)
         return outcomes
 
@@ -319,7 +312,7 @@ class Scheduler:
             ("filter/new", changes.retired),
         ):
             if flags is not None:
-                self.counts.add(key, np.count_nonzero(flags))
+                self.step_metrics.add(key, np.count_nonzero(flags))
 
     def _accept(self, groups: GroupBuffer, audit: np.ndarray) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
@@ -327,8 +320,8 @@ class Scheduler:
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
         acceptable &= ~audit | (groups.outcome == SIGNAL)
         if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.zero.extend(groups, ~acceptable & ~audit)
-        self.counts.add_dropped(groups.ds[~acceptable])
+            self.padding.extend(groups, ~acceptable & ~audit)
+        self.step_metrics.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)
         self.surplus.extend(groups, acceptable & ~fits)
@@ -366,17 +359,11 @@ class Scheduler:
                 f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}"
             )
         while not self.batch_full and self.round < self.config.max_gen_rounds:
-            self._undo = undo = RoundUndo(self)
-            try:
+            with self.parts.round():
                 candidates = self.propose()
                 if not candidates:
                     break
                 self.report(candidates, rollout_fn(candidates))
-            except BaseException:
-                undo.undo(self)
-                raise
-            finally:
-                self._undo = None
         return self.finish_step()
 
     def finish_step(self) -> Batch:
@@ -395,9 +382,9 @@ class Scheduler:
             if room > 0:
                 self.surplus.move_head(self.batch, room)  # starved slots go to the rest
         bound = not self.batch_full and self.round >= cfg.max_gen_rounds  # the round limit, not the data, stopped it
-        padded = self.zero.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
+        padded = self.padding.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
         batch = self._build_batch()
-        self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
+        self.step_metrics.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
         end = StepEnd(
             self.batch.ds,
             batch.signal,
@@ -410,19 +397,15 @@ class Scheduler:
             bound,
             cfg.audit,
         )
-        batch.metrics = self.last_metrics = self.counts.finish(end)
-        carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
-        self.batch, self.surplus, self.zero = (
-            GroupBuffer(cfg.group_size),
-            GroupBuffer(cfg.group_size),
-            GroupBuffer(cfg.group_size),
-        )
-        self.counts.start_step(carried_in=carried.ds)
+        batch.metrics = self.last_metrics = self.step_metrics.finish(end)
+        carried = self.parts.new_step()
+        carried = carried if cfg.carry_surplus else GroupBuffer(cfg.group_size)
+        self.step_metrics.start_step(carried_in=carried.ds)
         self.policy.end_step(self.step_index)
         if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
             fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
             self.batch.extend(carried, fits)
-            self.counts.add_discarded(carried.ds[~fits])
+            self.step_metrics.add_discarded(carried.ds[~fits])
         return batch
 
     def _build_batch(self) -> Batch:
@@ -444,8 +427,8 @@ class Scheduler:
             memory=self.memory.state_dict(),
             mix=self.mix.state_dict(),
             pending=self.pending.state_dict(),
-            buffers={name: getattr(self, name).state_dict() for name in BUFFERS},
-            metrics=self.counts.state_dict(),
+            buffers={key: getattr(self.parts, name).state_dict() for key, name in _BUFFERS.items()},
+            metrics=self.step_metrics.state_dict(),
             last_metrics=dict(self.last_metrics),
             policy=self.policy.state_dict(),
         )
@@ -458,7 +441,9 @@ class Scheduler:
         size or weights raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
-            fresh = self._fresh(self.run_id)  # each component checks its part; nothing of self changes until all passed
+            fresh = Components(
+                self.sources, self.config, self.seed, self.run_id
+            )  # each component checks its part; nothing of self changes until all passed
             parts = unpack(
                 state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
             )
@@ -467,14 +452,14 @@ class Scheduler:
                 (fresh.memory, parts.memory),
                 (fresh.mix, parts.mix),
                 (fresh.pending, parts.pending),
-                (fresh.counts, parts.metrics),
+                (fresh.step_metrics, parts.metrics),
                 (fresh.policy, parts.policy),
             ]
             for component, part in loads:
                 component.load_state_dict(part)
-            for name in BUFFERS:
+            for key, name in _BUFFERS.items():
                 getattr(fresh, name).load_state_dict(
-                    parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_bounds
+                    parts.buffers[key], [len(s) for s in self.sources], name, self.config.reward_bounds
                 )
             if len(fresh.batch) > self.config.batch_size:
                 raise StateMismatchError(
@@ -483,7 +468,7 @@ class Scheduler:
                     f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
                 )
             changes = config_changes(state["meta"]["config"], self.config)
-        self._take(fresh)
+        self.parts = fresh
         self.last_metrics = parts.last_metrics
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
