@@ -19,12 +19,15 @@ from snooze.core._memory import PromptMemory
 from snooze.core._metrics import StepMetrics
 from snooze.core._mixing import Mix
 from snooze.core._pending import PendingSet
+from snooze.core._state import BUFFERS, Parts
 from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
 from snooze.core.policies import Policy, make_policy
 from snooze.core.source import Source
 
 __all__ = ["Components"]
+
+_BUFFERS = dict(zip(BUFFERS, ("batch", "surplus", "padding")))  # the state's key -> the component
 
 
 class Components:
@@ -87,3 +90,31 @@ class Components:
         surplus, G = self.surplus, self.batch.group_size
         self.batch, self.surplus, self.padding = GroupBuffer(G), GroupBuffer(G), GroupBuffer(G)
         return surplus
+
+    # -- state ------------------------------------------------------------------------------------
+    def state_parts(self) -> Parts:
+        """Every component's ``state_dict()``."""
+        return Parts(
+            streams=[s.state_dict() for s in self.streams],
+            memory=self.memory.state_dict(),
+            mix=self.mix.state_dict(),
+            pending=self.pending.state_dict(),
+            buffers={key: getattr(self, name).state_dict() for key, name in _BUFFERS.items()},
+            metrics=self.step_metrics.state_dict(),
+            policy=self.policy.state_dict(),
+        )
+
+    def load_parts(self, parts: Parts, config: SchedulerConfig) -> None:
+        """Each component loads its part (and checks it: a bad part raises, the rest is then left unused)."""
+        loads = [
+            *zip(self.streams, parts.streams),
+            (self.memory, parts.memory),
+            (self.mix, parts.mix),
+            (self.pending, parts.pending),
+            (self.step_metrics, parts.metrics),
+            (self.policy, parts.policy),
+        ]
+        for component, part in loads:
+            component.load_state_dict(part)
+        for key, name in _BUFFERS.items():
+            getattr(self, name).load_state_dict(parts.buffers[key], self.memory.sizes, name, config.reward_bounds)

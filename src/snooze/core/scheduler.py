@@ -8,11 +8,8 @@ The loop, from the caller's side::
     batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
 
 or ``batch = sched.step(rollout_fn)``, which is exactly that loop (an example in numbers:
-:mod:`snooze.core`). The scheduler composes, and owns nothing else: per dataset a stream (the order
-prompts come up in, ``_stream``); the prompt memory (``_memory``); the policy (``policies/``); the mix
-(weights and quotas, ``_mixing``); the pending set (``_pending``); the step's batch, surplus and
-zero-signal groups (``_buffer``); the metrics (``_metrics``). Each owns its state; :meth:`state_dict`
-puts theirs together and ``_state`` lays it out as a file.
+:mod:`snooze.core`; the loop itself is ``_step_loop``). The scheduler composes its components
+(``_components``: streams, prompt memory, policy, mix, pending set, buffers, metrics), each owning its state.
 """
 
 from __future__ import annotations
@@ -30,13 +27,14 @@ from snooze.core._buffer import GroupBuffer
 from snooze.core._components import Components
 from snooze.core._draw import Walk, drawable, walk, walk_quota
 from snooze.core._memory import PromptTable
-from snooze.core._metrics import StepEnd, StepMetrics
+from snooze.core._metrics import StepMetrics
 from snooze.core._mixing import batch_fits
-from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
-from snooze.core.advantages import scaled_advantages
+from snooze.core._stage import last_wins, named_ids, rows_of
+from snooze.core._state import pack, reading, unpack
+from snooze.core._step_loop import finish_step, run_step
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
+from snooze.core.errors import ConfigError, DataError, StateMismatchError
 from snooze.core.policies import Changes, Report
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
@@ -44,9 +42,6 @@ from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
-
-
-_BUFFERS = dict(zip(BUFFERS, ("batch", "surplus", "padding")))  # the state's key -> the component
 
 
 def _part(name: str, doc: str) -> property:
@@ -133,10 +128,6 @@ class Scheduler:
     def next_ticket(self) -> int:
         return self.pending.next_ticket
 
-    @next_ticket.setter
-    def next_ticket(self, value: int) -> None:
-        self.pending.next_ticket = value
-
     @property
     def exhausted(self) -> bool:
         """True when no dataset can issue another candidate (finite epochs used up, or all retired)."""
@@ -166,7 +157,7 @@ class Scheduler:
         """
         if not isinstance(excluded, (bool, np.bool_)):
             raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
-        return self._change_draw(None, [(*self._rows_of("set_excluded", dataset, ids), bool(excluded))])
+        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), bool(excluded))])
 
     def set_stage(
         self,
@@ -182,24 +173,11 @@ class Scheduler:
         :class:`ConfigError` / :class:`DataError` and the scheduler is left as it was. An id in both
         ``include`` and ``exclude`` ends excluded."""
         parsed = self.mix.parse(weights)
-        plan = [(*self._rows_of("set_stage", name, ids), False) for name, ids in _named_ids("include", include or {})]
-        plan += [(*self._rows_of("set_stage", name, ids), True) for name, ids in _named_ids("exclude", exclude)]
-        return self._change_draw(parsed, _last_wins(plan))
-
-    def _rows_of(self, caller: str, dataset: str, ids: Sequence[Any]) -> tuple[int, np.ndarray]:
-        """Dataset index and row numbers of ``ids``, checked (nothing changes)."""
-        d = self._dataset_index(dataset)
-        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
-            raise DataError(f"{caller}: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
-        ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
-        rows = self.sources[d].rows_of(ids)
-        if (rows < 0).any():
-            bad = [i for i, r in zip(ids, rows) if r < 0][:3]
-            raise DataError(
-                f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
-                "id field (integers or strings)"
-            )
-        return d, rows
+        plan = [
+            (*rows_of(self.sources, "set_stage", name, ids), False) for name, ids in named_ids("include", include or {})
+        ]
+        plan += [(*rows_of(self.sources, "set_stage", name, ids), True) for name, ids in named_ids("exclude", exclude)]
+        return self._change_draw(parsed, last_wins(plan))
 
     def _change_draw(self, weights: np.ndarray | None, plan: Sequence[tuple[int, np.ndarray, bool]]) -> int:
         """Apply checked changes: new mix weights (``None``: kept), then each ``(dataset, rows, excluded)``."""
@@ -210,11 +188,6 @@ class Scheduler:
         if not np.array_equal(was_active, self._active()):
             self.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
         return changed
-
-    def _dataset_index(self, name: str) -> int:
-        if not isinstance(name, str) or name not in self.names:
-            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}")
-        return self.names.index(name)
 
     # -- drawing --------------------------------------------------------------------------------
     def propose(self, n: int | None = None) -> Candidates:
@@ -353,66 +326,11 @@ class Scheduler:
         too) or its rewards are refused, the scheduler is put back as it was before that round (no
         candidate pending, no round counted, no encounter spent) and the error is raised again; the
         rounds before it stay done, and calling ``step`` again continues the step."""
-        if not callable(rollout_fn):
-            raise ConfigError(
-                f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
-                f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}"
-            )
-        while not self.batch_full and self.round < self.config.max_gen_rounds:
-            with self.parts.round():
-                candidates = self.propose()
-                if not candidates:
-                    break
-                self.report(candidates, rollout_fn(candidates))
-        return self.finish_step()
+        return run_step(self, rollout_fn)
 
     def finish_step(self) -> Batch:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics."""
-        cfg = self.config
-        starved = np.zeros(len(self.sources), dtype=bool)
-        room = cfg.batch_size - len(self.batch)
-        if cfg.on_short == "raise" and room > (
-            min(room, len(self.surplus)) if cfg.mix == "quota" else 0
-        ):  # before any change
-            raise BatchShortError.at(
-                self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted
-            )
-        if cfg.mix == "quota":
-            starved = self._quotas() - self._filled() > 0
-            if room > 0:
-                self.surplus.move_head(self.batch, room)  # starved slots go to the rest
-        bound = not self.batch_full and self.round >= cfg.max_gen_rounds  # the round limit, not the data, stopped it
-        padded = self.padding.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
-        batch = self._build_batch()
-        self.step_metrics.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
-        end = StepEnd(
-            self.batch.ds,
-            batch.signal,
-            padded,
-            starved,
-            cfg.group_size,
-            [t.asleep() for t in self.tables],
-            sum(t.retired() for t in self.tables),
-            [s.epoch for s in self.streams],
-            bound,
-            cfg.audit,
-        )
-        batch.metrics = self.last_metrics = self.step_metrics.finish(end)
-        carried = self.parts.new_step()
-        carried = carried if cfg.carry_surplus else GroupBuffer(cfg.group_size)
-        self.step_metrics.start_step(carried_in=carried.ds)
-        self.policy.end_step(self.step_index)
-        if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
-            fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
-            self.batch.extend(carried, fits)
-            self.step_metrics.add_discarded(carried.ds[~fits])
-        return batch
-
-    def _build_batch(self) -> Batch:
-        b = self.batch
-        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row.copy(), b.ticket.copy(), self.run_id)
-        adv = scaled_advantages(b.rewards, self.config.advantage, 1e-6)
-        return Batch(self.step_index, cands, b.rewards.copy(), adv, b.outcome == SIGNAL)
+        return finish_step(self)
 
     def metrics(self) -> dict[str, Any]:
         """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict."""
@@ -422,16 +340,8 @@ class Scheduler:
     def state_dict(self) -> dict[str, Any]:
         """Versioned state (format 1): JSON-safe ``meta`` and numpy ``arrays``, composed of every
         component's own ``state_dict()``. No pickle anywhere."""
-        parts = Parts(
-            streams=[s.state_dict() for s in self.streams],
-            memory=self.memory.state_dict(),
-            mix=self.mix.state_dict(),
-            pending=self.pending.state_dict(),
-            buffers={key: getattr(self.parts, name).state_dict() for key, name in _BUFFERS.items()},
-            metrics=self.step_metrics.state_dict(),
-            last_metrics=dict(self.last_metrics),
-            policy=self.policy.state_dict(),
-        )
+        parts = self.parts.state_parts()
+        parts.last_metrics = dict(self.last_metrics)
         return pack(self.seed, self.config, self.sources, parts)
 
     def load_state_dict(
@@ -441,26 +351,12 @@ class Scheduler:
         size or weights raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
-            fresh = Components(
-                self.sources, self.config, self.seed, self.run_id
-            )  # each component checks its part; nothing of self changes until all passed
+            # each component checks its part; nothing of self changes until all passed
+            fresh = Components(self.sources, self.config, self.seed, self.run_id)
             parts = unpack(
                 state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
             )
-            loads = [
-                *zip(fresh.streams, parts.streams),
-                (fresh.memory, parts.memory),
-                (fresh.mix, parts.mix),
-                (fresh.pending, parts.pending),
-                (fresh.step_metrics, parts.metrics),
-                (fresh.policy, parts.policy),
-            ]
-            for component, part in loads:
-                component.load_state_dict(part)
-            for key, name in _BUFFERS.items():
-                getattr(fresh, name).load_state_dict(
-                    parts.buffers[key], [len(s) for s in self.sources], name, self.config.reward_bounds
-                )
+            fresh.load_parts(parts, self.config)
             if len(fresh.batch) > self.config.batch_size:
                 raise StateMismatchError(
                     f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
@@ -500,24 +396,3 @@ class Scheduler:
         sched = cls(datasets, cfg, seed=seed)
         sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched
-
-
-def _named_ids(kind: str, ids_by_dataset: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:
-    """``set_stage``'s ``exclude`` / ``include``: a mapping of dataset name to ids."""
-    if not isinstance(ids_by_dataset, Mapping):
-        raise DataError(
-            f"set_stage: {kind} must map dataset names to lists of ids, got {type(ids_by_dataset).__name__}"
-        )
-    return list(ids_by_dataset.items())
-
-
-def _last_wins(plan: Sequence[tuple[int, np.ndarray, bool]]) -> list[tuple[int, np.ndarray, bool]]:
-    """The plan with each (dataset, row) once, at its last setting: the count of changes is then net."""
-    out = []
-    for d in sorted({d for d, _, _ in plan}):
-        rows = np.concatenate([r for dd, r, _ in plan if dd == d])
-        flags = np.concatenate([np.full(len(r), e, dtype=bool) for dd, r, e in plan if dd == d])
-        unique, first = np.unique(rows[::-1], return_index=True)  # first in reverse: the last setting
-        last = flags[::-1][first]
-        out += [(d, unique[~last], False), (d, unique[last], True)]
-    return out
