@@ -151,8 +151,9 @@ class Diagnosis:
             self.warned["audit"] = True
             given_up = max(int(t["skips"] - t["audit_groups"]), 0) * audited
             log.warning(
-                "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group %.0f%% "
-                "of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups so far. "
+                "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group "
+                "%.0f%% of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups "
+                "so far. "
                 "Lower snooze_factor (or predict_margin), or use policy='dynamic_sampling' to skip nothing",
                 t["audit_groups"],
                 audit_share,

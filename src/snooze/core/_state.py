@@ -306,7 +306,8 @@ def _move_memory(
     new: Source,
     previous: Mapping[str, Any] | None,
 ) -> int:
-    """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts moved."""
+    """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts
+    moved."""
     size = state_int(info["size"], f"datasets[{i}].size", 1)
     rows = _saved_rows_to_new(new, info, previous)
     keep = rows >= 0

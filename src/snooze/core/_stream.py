@@ -25,7 +25,8 @@ def dataset_key(name: str) -> int:
 
 
 class DatasetStream:
-    """Rows ``0..n-1`` in a seeded permutation per epoch (in order when not ``shuffle``); finite (``epochs``) or endless."""
+    """Rows ``0..n-1`` in a seeded permutation per epoch (in order when not ``shuffle``); finite (``epochs``) or
+    endless."""
 
     def __init__(self, name: str, n: int, seed: int, epochs: int | None = None, shuffle: bool = True) -> None:
         self.name, self.n, self.seed, self.epochs, self.shuffle = name, n, seed, epochs, shuffle

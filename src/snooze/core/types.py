@@ -114,7 +114,8 @@ def issued_of(candidates: Sequence[Candidate], issuer: str, names: Sequence[str]
         issued = _from_list(candidates, issuer, names)
     else:
         raise ReportError(
-            f"report() takes the candidates that propose() returned (or a list of them), got {type(candidates).__name__}"
+            "report() takes the candidates that propose() returned (or a list of them), "
+            f"got {type(candidates).__name__}"
         )
     tickets = issued.ticket
     if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
