@@ -162,7 +162,8 @@ def _keys(path: str, row: int, obj: Mapping[str, Any]) -> tuple[str, str | int, 
                 path,
                 row,
                 column,
-                f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of the data it came from",
+                f"{text!r} holds a lone surrogate ({bad}), which is not text; "
+                "fix the encoding of the data it came from",
             )
     return dataset, pid, model
 

@@ -18,11 +18,13 @@ generated), which a log of another policy's run does not hold, and ``predictive`
 with the signal rate of the draws that would *replace* the skipped ones, draws the log never made. A
 replay of them would be a different random process, not the policy.
 
-**Cost.** Linear in the log: encounters are replayed by depth (every prompt's first encounter in one
-vectorised report, then every second one, ...), each depth touching only the prompts that have an
-encounter that deep, so a prompt logged 20,000 times beside 20,000 prompts logged once costs 40,000
-encounters, not a 20,000 x 20,000 table (``benchmarks/replay_skewed.py``). A prompt's own encounters
-stay in log order; prompts do not interact, so the order between them does not matter.
+**Cost.** Linear in the log (:mod:`snooze.analysis._chains`): while many prompts reach a depth, the
+encounters of that depth are one vectorised report (every prompt's first encounter together, then
+every second one, ...); the few deep prompts left are walked alone, reusing the policy's own answer
+to a (prompt state, outcome) pair it has given before, so a prompt logged 20,000 times beside 20,000
+prompts logged once costs a few real reports, not 20,000 (``benchmarks/replay_skewed.py``). A
+prompt's own encounters stay in log order; prompts do not interact, so the order between them does
+not matter.
 
 A skipped encounter saves its group (``G`` rollouts). If the *logged* group of a skipped encounter
 had signal, the policy would have missed that signal group.
@@ -41,13 +43,13 @@ from typing import Any
 
 import numpy as np
 
+from snooze.analysis._chains import Encounters, walk
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core._checks import as_int
-from snooze.core._memory import BLOCKED, PromptMemory
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
-from snooze.core.policies import Policy, Report, make_policy
+from snooze.core.policies import Policy, make_policy
 from snooze.logs import RewardLog
 
 __all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
@@ -69,7 +71,8 @@ class ReplayPolicy:
     """Also snooze too-hard groups (by the same factor)."""
 
     config: SchedulerConfig | None = None
-    """The policy as a scheduler config (its ``policy`` and ``options``); ``None``: from ``factor`` and ``snooze_hard``."""
+    """The policy as a scheduler config (its ``policy`` and ``options``); ``None``: from ``factor`` and
+    ``snooze_hard``."""
 
     def scheduler_config(self) -> SchedulerConfig:
         """The config whose policy is replayed."""
@@ -103,63 +106,6 @@ def _replayable(pol: ReplayPolicy, group_size: int) -> Policy:
             "snooze.analysis.replay's docstring says why)"
         )
     return policy
-
-
-class _Encounters:
-    """The log's groups by prompt (CSR), prompts ordered by how often they were logged: the prompts with a
-    ``j``-th encounter are the first ``active[j]``, their ``j``-th groups ``line[start + j]``. O(N) memory."""
-
-    def __init__(self, prompt: np.ndarray, n_prompts: int) -> None:
-        self.line = np.argsort(prompt, kind="stable")  # [N] groups by prompt, log order within a prompt
-        counts = np.bincount(prompt, minlength=n_prompts)
-        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-        self.by_count = np.argsort(-counts, kind="stable")  # [P] most encountered first
-        self.start = starts[self.by_count]
-        depth = int(counts.max()) if n_prompts else 0
-        self.active = np.searchsorted(
-            -counts[self.by_count], -np.arange(depth), side="left"
-        )  # [J] prompts with a j-th encounter
-
-
-def _replay_policy(
-    enc: _Encounters, policy: Policy, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
-) -> tuple[np.ndarray, int]:
-    """Skip mask ``bool [N]`` and the number of regressions: the core policy over each depth of encounters.
-    A stretch of depths where every prompt left is asleep or retired is passed over in one go (as many
-    depths as the shortest snooze, within the depths those prompts all have), so a long-logged prompt
-    costs a report only at its rolled-out encounters."""
-    memory = PromptMemory([enc.by_count.shape[0]], policy.columns)
-    counter, flags = memory.columns["counter"], memory.columns["flags"]
-    skipped = np.zeros(outcomes.shape[0], dtype=bool)
-    zeros = np.zeros(enc.by_count.shape[0], dtype=np.int64)
-    active, depth, regressed, j = enc.active, enc.active.shape[0], 0, 0
-    last = np.searchsorted(-active, -active, side="right")  # [J] first depth with fewer prompts than depth j's
-    while j < depth:
-        n = int(active[j])
-        rows, lines = enc.by_count[:n], enc.line[enc.start[:n] + j]
-        count = counter[rows]
-        asleep = count > 0
-        passed = asleep | ((flags[rows] & BLOCKED) != 0)
-        if passed.all():  # nothing rolled out for a while: skip ahead
-            step = int(min(last[j], j + (count[asleep].min() if asleep.any() else depth))) - j
-            for k in range(step) if step < 4 else ():
-                skipped[enc.line[enc.start[:n] + j + k]] = True
-            if step >= 4:
-                skipped[enc.line[(enc.start[:n, None] + j + np.arange(step)[None, :]).ravel()]] = True
-            counter[rows[asleep]] -= step
-            j += step
-            continue
-        skipped[lines[passed]] = True
-        counter[rows[asleep]] -= 1
-        keep = ~passed
-        rolled, at = rows[keep], lines[keep]
-        changes = policy.report(
-            memory, Report(zeros[: rolled.shape[0]], rolled, outcomes[at], rewards[at], reward_range)
-        )
-        if changes is not None and changes.regressed is not None:
-            regressed += int(np.count_nonzero(changes.regressed))
-        j += 1
-    return skipped, regressed
 
 
 def _equal_signal_savings(saved: float, missed: float) -> float | None:
@@ -297,7 +243,7 @@ def replay_policies(
     outcomes = _classify(log, cfg)
     replayed = {pol.name: _replayable(pol, log.group_size) for pol in policies}  # refused before any work
     prompt, keys = log.prompt_index()
-    enc = _Encounters(prompt, len(keys))
+    enc = Encounters(prompt, len(keys))
     logger.info("replaying %d groups of %d prompts (depth %d)", len(log), len(keys), enc.active.shape[0])
     signal = outcomes == SIGNAL
     dapo = None
@@ -307,7 +253,7 @@ def replay_policies(
     dataset = np.fromiter((names[n] for n in log.datasets), dtype=np.int64, count=len(log))
     out: dict[str, dict[str, Any]] = {}
     for pol in policies:
-        skipped, regressed = _replay_policy(enc, replayed[pol.name], outcomes, log.rewards, cfg.reward_range)
+        skipped, regressed = walk(enc, replayed[pol.name], outcomes, log.rewards, cfg.reward_range)
         out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
         if shape is not None and dapo is not None:
             out[pol.name]["simulated"] = _simulated(

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,20 +113,56 @@ def _check_rewards(rewards: Any, path: str, line: int) -> None:
             )
 
 
+_WS = r"[ \t\r\n]*"  # JSON's whitespace (not Python's \s, which takes more)
+_NUM = r"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,3})?"  # a JSON number, of at most 16 digits
+_TEXT = r'[^"\\\x00-\x1f]'  # a character JSON takes in a string as itself (no escapes: no lone surrogates)
+_CANONICAL = re.compile(
+    f'{_WS}\\{{{_WS}"step"{_WS}:{_WS}(0|[1-9][0-9]{{0,17}}){_WS},{_WS}"dataset"{_WS}:{_WS}"({_TEXT}+)"{_WS},'
+    f'{_WS}"id"{_WS}:{_WS}(?:"({_TEXT}*)"|(-?(?:0|[1-9][0-9]{{0,17}}))){_WS},{_WS}"rewards"{_WS}:{_WS}'
+    f"\\[{_WS}({_NUM}(?:{_WS},{_WS}{_NUM})*){_WS}\\]{_WS}\\}}{_WS}"
+)
+"""A line as :class:`RewardLogWriter` writes it: the four fields in order, nothing else, plain strings,
+short numbers. Every such line is a JSON object that :func:`_check_line` accepts (a step of at most 18
+digits is below 2**63), so the reader takes its fields from the match, without building the object."""
+
+
+def _canonical(text: str) -> tuple[int, str, str | int, str] | None:
+    """``(step, dataset, id, rewards text)`` of a line in the writer's form, or ``None`` (the JSON reader's)."""
+    m = _CANONICAL.fullmatch(text)
+    if m is None:
+        return None
+    step, dataset, sid, iid, rewards = m.groups()
+    return int(step), dataset, (sid if iid is None else int(iid)), rewards
+
+
+def _rewards_array(rows: list[Any]) -> np.ndarray:
+    """``float64 [N, G]`` from rows that are lists of numbers or, for lines in the writer's form, the text
+    between the brackets (checked JSON numbers: parsed as the JSON reader parses them, with ``float``)."""
+    if rows and all(isinstance(r, str) for r in rows):
+        flat = np.fromiter(map(float, ",".join(rows).split(",")), dtype=np.float64)
+        return flat.reshape(len(rows), -1)
+    return np.asarray([[float(x) for x in r.split(",")] if isinstance(r, str) else r for r in rows], dtype=np.float64)
+
+
 def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[list[Any], ...]:
     steps: list[int] = []
     datasets: list[str] = []
     ids: list[str | int] = []
-    rewards: list[list[Any]] = []
+    rewards: list[Any] = []  # each a list of numbers, or the checked text of a line in the writer's form
     numbers: list[int] = []
+    want = group_size
     for line_no, obj in lines:
-        step, dataset, pid, row = _check_line(obj, path, line_no)
-        want = group_size if group_size is not None else (len(rewards[0]) if rewards else len(row))
-        if len(row) != want:
+        if isinstance(obj, tuple):
+            step, dataset, pid, row = obj
+            size = row.count(",") + 1
+        else:
+            step, dataset, pid, row = _check_line(obj, path, line_no)
+            size = len(row)
+        if want is None:
+            want = size
+        if size != want:
             source = "--group-size" if group_size is not None else f"line {numbers[0]}"
-            raise fail(
-                path, line_no, "rewards", f"{len(row)} rewards, but {source} has {want}: groups must all be size G"
-            )
+            raise fail(path, line_no, "rewards", f"{size} rewards, but {source} has {want}: groups must all be size G")
         if steps and step < steps[-1]:
             raise fail(
                 path,
@@ -153,10 +190,10 @@ def read_reward_log(
     name = str(path)
     if not os.path.exists(name):
         raise DataError(f"{name}: reward log not found")
-    steps, datasets, ids, rows, lines = _parse_lines(read_lines(path), name, group_size)
+    steps, datasets, ids, rows, lines = _parse_lines(read_lines(path, _canonical), name, group_size)
     if not rows:
         raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
-    arr = np.asarray(rows, dtype=np.float64)  # [N, G]
+    arr = _rewards_array(rows)  # [N, G]
     line_arr = np.asarray(lines, dtype=np.int64)
     if arr.shape[1] < 2:
         raise fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
