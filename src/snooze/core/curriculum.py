@@ -133,7 +133,7 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
             f"'for_steps'); unknown keys: {unknown}"
         )
     op, value, for_steps = raw.get("op", "<"), raw["value"], raw.get("for_steps", 1)
-    if op not in _OPS:
+    if not isinstance(op, str) or op not in _OPS:  # a list or an object is no operator (and unhashable)
         raise ConfigError(f"{_where(source, path)}.op: {op!r} is not one of {list(_OPS)}")
     if finite_float(value) is None:
         raise ConfigError(f"{_where(source, path)}.value: {shown(value)} is not a finite number")
