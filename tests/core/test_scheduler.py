@@ -103,13 +103,10 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
         "seed",
         "config",
         "weights",
-        "step",
-        "round",
         "next_ticket",
         "run_id",
         "drawn",
         "metrics",
-        "last_metrics",
         "datasets",
     }
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}

@@ -128,9 +128,13 @@ class StepMetrics:
         self._advance_totals(gen, train, end.group_size)
         self.diagnosis.finish(out, end.bound, gen, train, end.audit)
         self._per_dataset(out, end)
+        return out | self.cumulative()
+
+    def cumulative(self) -> dict[str, Any]:
+        """The running totals as metrics (``total/*``, the audit's among them), as :meth:`finish` gives them."""
         t = self.totals
-        for key, value in t.items():
-            out[f"total/{key}"] = int(value)
+        out: dict[str, Any] = self.diagnosis.cumulative()
+        out |= {f"total/{key}": int(value) for key, value in t.items()}
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
         return out
 

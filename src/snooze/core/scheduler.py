@@ -333,16 +333,15 @@ class Scheduler:
         return finish_step(self)
 
     def metrics(self) -> dict[str, Any]:
-        """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict."""
+        """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict; after
+        :meth:`load_state_dict`, until a step finishes, the totals alone (``total/*``: the state keeps no report)."""
         return dict(self.last_metrics)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Versioned state (format 1): JSON-safe ``meta`` and numpy ``arrays``, composed of every
         component's own ``state_dict()``. No pickle anywhere."""
-        parts = self.parts.state_parts()
-        parts.last_metrics = dict(self.last_metrics)
-        return pack(self.seed, self.config, self.sources, parts)
+        return pack(self.seed, self.config, self.sources, self.parts.state_parts())
 
     def load_state_dict(
         self, state: Mapping[str, Any], migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None
@@ -365,7 +364,7 @@ class Scheduler:
                 )
             changes = config_changes(state["meta"]["config"], self.config)
         self.parts = fresh
-        self.last_metrics = parts.last_metrics
+        self.last_metrics = fresh.step_metrics.cumulative()
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
 
