@@ -148,3 +148,17 @@ def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> N
         assert state_hash(target) == before
     target.load_state_dict(good)
     assert state_hash(target) == state_hash(s)
+
+
+def test_the_old_names_still_read_and_warn() -> None:
+    s = _sched()
+    cands = s.propose()
+    for old, get, new in (
+        ("Scheduler.counts", lambda: s.counts, s.step_metrics),
+        ("Scheduler.zero", lambda: s.zero, s.padding),
+        ("Candidates.issuer", lambda: cands.issuer, s.run_id),
+        ("Candidate.issuer", lambda: cands[0].issuer, s.run_id),
+    ):
+        with pytest.warns(DeprecationWarning, match=f"{old.replace('.', '[.]')} is renamed"):
+            assert get() is new or get() == new
+    assert cands.run_id == cands[0].run_id == s.run_id and len(s.run_id) == 16

@@ -70,7 +70,7 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         "config": config.to_dict(),
         "weights": parts.mix["weights"],
         "next_ticket": parts.pending["next_ticket"],
-        "run_id": parts.pending["issuer"],
+        "run_id": parts.pending["run_id"],
         "drawn": parts.mix["drawn"],
         "metrics": parts.metrics,
         "datasets": [
@@ -158,7 +158,7 @@ def unpack(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": arrays["pending"],
-            "issuer": meta.get("run_id"),
+            "run_id": meta.get("run_id"),
             "audit": meta.get("pending_audit", []),
         },
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
@@ -277,7 +277,7 @@ def _migrate(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": np.empty((0, 3), dtype=np.int64),
-            "issuer": meta.get("run_id"),
+            "run_id": meta.get("run_id"),
         },
         buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
         metrics=metrics.state_dict(),

@@ -121,8 +121,8 @@ class Scheduler:
     @property
     def run_id(self) -> str:
         """This run's id: random, made when the run starts, kept through save/load. Every candidate
-        carries it (``Candidate.issuer``), and a report of candidates of another run is refused."""
-        return self.pending.issuer
+        carries it (``Candidate.run_id``), and a report of candidates of another run is refused."""
+        return self.pending.run_id
 
     @property
     def next_ticket(self) -> int:
