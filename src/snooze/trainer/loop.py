@@ -170,8 +170,7 @@ class _Run:
             ) from None
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
-        self.roller.step = self.step - 1
-        self.roller.load_state_dict(rollouts)
+        self.roller.load_state_dict(rollouts, sampled_in=self.step - 1)
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
             self.curriculum.load_state_dict(
                 read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged")
@@ -239,7 +238,7 @@ def _one_step(
     line: dict[str, Any] = {}
     if run.step % cfg.eval_every == 0:
         line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
-    run.roller.step = run.step
+    run.roller.begin_step(run.step)
     batch = run.sched.step(run.roller)
     if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next step
         line["curriculum/stage"] = run.curriculum.stage
@@ -315,7 +314,7 @@ def _loop(
     """Train until ``cfg.steps`` (or ``stop_after`` more steps), committing a checkpoint every ``checkpoint_every``
     steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
-        run.roller.reward_log = rlog
+        run.roller.log_to(rlog)
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
         while run.step < end and not run.sched.exhausted:  # a resumed run that had used up its data ends here too
             line = _one_step(run, test_sets, sched_cfg, cfg)
