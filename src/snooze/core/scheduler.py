@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from snooze.core._buffer import GroupBuffer
+from snooze.core._checks import is_int
 from snooze.core._components import Components
 from snooze.core._draw import Walk, drawable, walk, walk_quota
 from snooze.core._memory import PromptTable
@@ -63,7 +64,7 @@ class Scheduler:
             raise ConfigError(f"config must be a SchedulerConfig, got {type(self.config).__name__}")
         if not isinstance(datasets, Mapping) or not datasets:
             raise DataError("datasets must be a non-empty mapping of dataset name to records or Source")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        if not is_int(seed) or seed < 0:
             raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
         self.seed = int(seed)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
@@ -197,7 +198,7 @@ class Scheduler:
         ``n=0`` returns no candidates and is no round (nothing is drawn or counted).
         """
         n = self.config.gen_size if n is None else n
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if not is_int(n) or n < 0:
             raise ConfigError(f"propose(n={n!r}): n must be an integer >= 0")
         if n == 0:
             empty = np.empty(0, dtype=np.int64)

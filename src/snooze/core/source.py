@@ -78,7 +78,7 @@ class Source:
     def rows_of(self, ids: Iterable[Any]) -> np.ndarray:
         """Row numbers of the given ids (``-1`` where an id is unknown, or is not a string or an integer:
         ``True`` is not the id ``1``)."""
-        if self._index is None:  # built once: the ids never change (was a dict of the whole dataset per call)
+        if self._index is None:  # built once: the ids never change
             self._index = {v: i for i, v in enumerate(self.ids.tolist())}
         index = self._index
         keys = (_plain(i) for i in ids)

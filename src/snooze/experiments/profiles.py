@@ -12,7 +12,7 @@ from typing import Any
 
 from snooze.core._checks import finite_float, is_int, shown
 from snooze.core.errors import ConfigError
-from snooze.trainer.config import check_temperature
+from snooze.trainer.config import check_int, check_temperature
 
 __all__ = ["Profile", "PROFILES", "with_overrides", "model_config", "warmup_config", "train_config"]
 
@@ -123,8 +123,7 @@ class Profile:
                 raise ConfigError(f"Profile.{name}={value!r}: must be an integer >= 1")
         if not (is_int(self.first_seed) and self.first_seed >= 0):
             raise ConfigError(f"Profile.first_seed={self.first_seed!r}: must be an integer >= 0")
-        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
-            raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")
+        check_int(self, "eval_samples", 0, " (0: greedy only)")
         for name in ("lr", "warmup_lr"):  # finite: an infinite rate makes NaN weights at the first update
             if finite_float(getattr(self, name)) is None or not getattr(self, name) > 0:
                 raise ConfigError(f"Profile.{name}={shown(getattr(self, name))}: must be a finite number > 0")
