@@ -202,3 +202,20 @@ def test_a_range_option_says_how_to_write_a_negative_low_end(tmp_path: Path) -> 
     assert (
         main(["replay", str(log), "--out", str(tmp_path / "out"), "--reward-range=-1,1"]) == 0
     )  # the form it names works
+
+
+def test_compare_staleness_is_the_profiles_and_reaches_the_train_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from snooze.experiments.profiles import train_config
+
+    parser = argparse.ArgumentParser()
+    compare.add_arguments(parser)
+    args = parser.parse_args(["--out", str(tmp_path / "a"), "--staleness", "2"])
+    profile = override(PROFILES["default"], values(args, compare.PROFILE_OPTIONS))
+    assert profile.staleness == 2 and train_config(profile, seed=0).staleness == 2
+    unset = override(PROFILES["default"], values(parser.parse_args(["--out", "o"]), compare.PROFILE_OPTIONS))
+    assert unset.staleness == 0
+    assert main(["compare", "--out", str(tmp_path / "c"), "--staleness", "-1"]) == 2
+    assert "Profile.staleness=-1: must be an integer >= 0 (option --staleness)" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()

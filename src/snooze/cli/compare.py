@@ -33,6 +33,7 @@ PROFILE_OPTIONS = (
     "temperature",
     "lr",
     "max_gen_rounds",
+    "staleness",
 )
 """Fields of :class:`~snooze.experiments.profiles.Profile` that override the chosen profile."""
 

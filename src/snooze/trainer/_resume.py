@@ -137,11 +137,15 @@ def refuse_orphan_logs(run_dir: Path, checkpoint: Path) -> None:
     )
 
 
-def reconcile_logs(run_dir: Path, step: int) -> None:
+def reconcile_logs(run_dir: Path, step: int, generated: int | None = None, groups: int | None = None) -> None:
     """Cut both logs back to the checkpoint (drop the lines of steps ``>= step``), then check that the
-    metrics log holds steps ``0 .. step-1`` once each and the reward log one line per generated group."""
-    for name in LOGS:
-        truncate_log(run_dir / name, step)
+    metrics log holds steps ``0 .. step-1`` once each and the reward log one line per generated group.
+
+    With batches generated ahead of training (``TrainConfig.staleness``): ``generated``, the batches
+    built (the reward log is cut back to it instead), and ``groups``, the groups generated in all
+    (instead of the last metrics line's ``total/gen_groups``)."""
+    truncate_log(run_dir / METRICS_FILE, step)
+    truncate_log(run_dir / REWARDS_FILE, step if generated is None else generated)
     metrics = run_dir / METRICS_FILE
     lines = [obj for _, obj in read_lines(metrics)] if metrics.exists() else []
     steps = [x.get("step") for x in lines]
@@ -151,7 +155,8 @@ def reconcile_logs(run_dir: Path, step: int) -> None:
         raise StateError(
             f"{metrics}: holds {have}, but the checkpoint committed steps 0..{step - 1}; the log is incomplete; {fix}"
         )
-    groups = lines[-1].get("total/gen_groups") if lines else 0
+    if groups is None:
+        groups = lines[-1].get("total/gen_groups") if lines else 0
     rewards = run_dir / REWARDS_FILE
     logged = sum(1 for _ in read_lines(rewards)) if rewards.exists() else 0
     if isinstance(groups, int) and logged != groups:

@@ -5,7 +5,8 @@
     checkpoint/
       LATEST                        the commit record: {"format", "version", "dir", "step", "files"}
       step-00000042-<hex>/          model.pt, optimizer.pt, rng.pt, rollouts.pt, trainer.json, config.json,
-                                    scheduler/ (a Scheduler.save folder), [curriculum.json]
+                                    scheduler/ (a Scheduler.save folder), [curriculum.json],
+                                    [pipeline.pt, pipeline.json] (batches generated ahead: TrainConfig.staleness)
 
 :func:`commit` writes every file into a new ``.tmp-<hex>`` folder, fsyncs each file and folder,
 renames the folder to ``step-<step>-<hex>`` and fsyncs ``checkpoint/``; then it replaces ``LATEST``

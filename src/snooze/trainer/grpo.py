@@ -30,7 +30,8 @@ def grpo_loss(
     """Scalar loss and stats. ``logp``, ``old_logp``, ``ref_logp``, ``mask``: ``[B, T]``; ``advantages``: ``[B]``.
 
     Stats: ``clip_frac`` (share of tokens whose ratio was clipped against the advantage's sign),
-    ``kl`` (mean k3 to the base, 0 without it), ``ratio`` (mean ratio).
+    ``kl`` (mean k3 to the base, 0 without it), ``ratio`` and ``ratio_max`` (mean and largest ratio over the
+    tokens: 1 on-policy, away from 1 when the rollouts came from older weights).
     """
     m = mask.to(logp.dtype)
     n_tok = m.sum().clamp(min=1.0)
@@ -50,5 +51,6 @@ def grpo_loss(
             "clip_frac": float(((clipped < unclipped).to(m.dtype) * m).sum() / n_tok),
             "kl": float((kl * m).sum() / n_tok),
             "ratio": float((ratio * m).sum() / n_tok),
+            "ratio_max": float(ratio.masked_fill(~mask.bool(), 0.0).max()),
         }
     return loss, stats

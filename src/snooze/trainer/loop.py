@@ -6,7 +6,8 @@ Reads top to bottom (CleanRL-style). Each arm of ``snooze compare`` is this loop
 Files written into ``run_dir``:
 
 - ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (docs/metrics.md),
-  ``train/loss``, ``train/clip_frac``, ``train/kl``, ``time/step_s``, ``time/elapsed_s``, and on
+  ``train/loss``, ``train/clip_frac``, ``train/kl``, ``train/ratio``, ``train/ratio_max``,
+  ``train/staleness``, ``time/step_s``, ``time/elapsed_s``, and on
   evaluation steps ``eval/accuracy`` and ``eval/accuracy/<task>`` with ``eval/updates`` (how many
   updates the evaluated weights had). Step ``s`` is evaluated *before* its update when
   ``s % eval_every == 0`` (so step 0 carries the base model), and the last step *after* its update
@@ -21,6 +22,12 @@ scheduler before the first step (and again after a resume), updated with each st
 each metrics line carries ``curriculum/stage``: the 0-based index of the stage the step's prompts
 were drawn under. ``config.json`` records the curriculum's sha256, so a run is resumed only with the
 curriculum it started with (or, without one, only without).
+
+With ``TrainConfig.staleness = k`` generation runs ``k`` steps ahead of training, as in an asynchronous
+trainer: step ``t`` builds batch ``t + k`` with the current weights (the scheduler proposes and is
+reported to then) and trains on batch ``t``, built ``k`` steps earlier and held in a
+:class:`~snooze.trainer.pipeline.Pipeline` (saved in the checkpoint). Each metrics line carries the
+scheduler's keys of the batch it trained on; the reward log's ``step`` is the step a group is trained in.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +49,15 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
-from snooze.core.types import Batch
-from snooze.logs import (
-    LATE_EVALS,
-    METRICS_FILE,
-    REWARDS_FILE,
-    MetricsLogWriter,
-    RewardLogWriter,
-    late_evaluations,
-    read_metrics,
-)
+from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter
 from snooze.trainer import checkpoint as ckpt
 from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
 from snooze.trainer.config import TrainConfig
 from snooze.trainer.evaluate import accuracy_by_task, sampled_accuracy_by_task
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
+from snooze.trainer.pipeline import Pending, Pipeline
+from snooze.trainer.result import RunResult, read_result
 from snooze.trainer.rollout import Roller, collate
 
 __all__ = [
@@ -78,31 +78,6 @@ CONFIG_FILE = "config.json"
 """The run's configuration (scheduler, trainer, model, curriculum key): in the run folder and in each checkpoint."""
 CURRICULUM_STATE = "curriculum.json"
 """The curriculum's ``state_dict()`` inside the checkpoint folder (next to ``trainer.json``)."""
-
-
-@dataclass
-class RunResult:
-    """What a finished run reports."""
-
-    run_dir: Path
-    steps: int
-    base_accuracy: float
-    final_accuracy: float
-    final_by_task: dict[str, float]
-    totals: dict[str, float]
-    wall_seconds: float
-    base_by_task: dict[str, float] = field(default_factory=dict)
-    """Greedy accuracy of the base model (step 0) per task."""
-    sampled_base: float = math.nan
-    """avg@k at the rollout temperature of the base model (NaN without ``eval_samples``)."""
-    sampled_final: float = math.nan
-    """avg@k at the rollout temperature after the last update."""
-    sampled_base_by_task: dict[str, float] = field(default_factory=dict)
-    sampled_final_by_task: dict[str, float] = field(default_factory=dict)
-    late_accuracy: float = math.nan
-    """Greedy accuracy averaged over the last :data:`LATE_EVALS` evaluations after the base's."""
-    sampled_late: float = math.nan
-    """avg@k at the rollout temperature averaged over the same evaluations."""
 
 
 class _Run:
@@ -130,8 +105,14 @@ class _Run:
         self.sched = Scheduler(datasets, sched_cfg, seed=cfg.seed)
         self.roller = Roller(self.model, sched_cfg.group_size, cfg.temperature, cfg.max_new_tokens, self.gen)
         self.curriculum = curriculum
+        self.pipe = Pipeline()  # batches generated ahead (TrainConfig.staleness), oldest first
         self.step = 0
         self.elapsed = 0.0
+
+    @property
+    def drained(self) -> bool:
+        """No batch can be trained on any more: the data is used up and no generated batch waits."""
+        return self.sched.exhausted and not self.pipe
 
     def save(self, root: Path, config: Mapping[str, Any]) -> None:
         """Commit a checkpoint of the run at ``self.step`` into ``root`` (:func:`snooze.trainer.checkpoint.commit`)."""
@@ -141,6 +122,7 @@ class _Run:
             torch.save(self.opt.state_dict(), folder / "optimizer.pt")
             torch.save({"torch": torch.get_rng_state(), "gen": self.gen.get_state()}, folder / "rng.pt")
             torch.save(self.roller.state_dict(), folder / "rollouts.pt")
+            self.pipe.save(folder)
             self.sched.save(folder / "scheduler")
             if self.curriculum is not None:
                 (folder / CURRICULUM_STATE).write_text(json.dumps(self.curriculum.state_dict()))
@@ -170,18 +152,23 @@ class _Run:
             ) from None
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
-        self.roller.load_state_dict(rollouts, sampled_in=self.step - 1)
+        self.pipe.load(folder)
+        self.roller.load_state_dict(rollouts, sampled_in=self.step + len(self.pipe) - 1)  # the last batch generated
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
             self.curriculum.load_state_dict(
                 read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged")
             )
 
 
-def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
-    """One GRPO update on the batch's stored rollouts; loss stats (NaN when the batch is empty)."""
+_UPDATE_KEYS = ("loss", "clip_frac", "kl", "ratio", "ratio_max")
+
+
+def _update(run: _Run, batch: Pending, cfg: GRPOConfig, device: str, temperature: float) -> dict[str, float]:
+    """One GRPO update on the batch's rollouts, the ratio taken against the log-probs of the weights that
+    generated them (the behaviour policy); loss and ratio stats (NaN when the batch is empty)."""
     if len(batch) == 0:
-        return {"train/loss": math.nan, "train/clip_frac": math.nan, "train/kl": math.nan}
-    pid, pmask, tokens, old_logp, mask = collate(run.roller.take(batch.candidates), device)  # rows [B*G, ...]
+        return {f"train/{k}": math.nan for k in _UPDATE_KEYS}
+    pid, pmask, tokens, old_logp, mask = collate(batch.groups, device)  # rows [B*G, ...]
     adv = torch.as_tensor(batch.advantages.reshape(-1), dtype=torch.float32, device=device)  # [B*G]
     ref_logp = None
     if run.ref is not None:
@@ -198,7 +185,7 @@ def _update(run: _Run, batch: Batch, cfg: GRPOConfig, device: str, temperature: 
         torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
         run.opt.step()
         stats["loss"] = loss.item()
-    return {"train/loss": stats["loss"], "train/clip_frac": stats["clip_frac"], "train/kl": stats["kl"]}
+    return {f"train/{k}": stats[k] for k in _UPDATE_KEYS}
 
 
 def _eval(
@@ -233,25 +220,38 @@ def _tensorboard(run_dir: Path, step: int) -> Any:
 def _one_step(
     run: _Run, test_sets: Mapping[str, Sequence[Mapping[str, Any]]], sched_cfg: SchedulerConfig, cfg: TrainConfig
 ) -> dict[str, Any]:
-    """Evaluate (when due), build the batch through the scheduler, update; the step's metrics line."""
+    """Evaluate (when due), build the batches due through the scheduler, update on the oldest; the step's
+    metrics line (the scheduler's keys are those of the batch trained on, from the step that built it)."""
     t0 = time.perf_counter()
     line: dict[str, Any] = {}
     if run.step % cfg.eval_every == 0:
         line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
-    run.roller.begin_step(run.step)
-    batch = run.sched.step(run.roller)
-    if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next step
-        line["curriculum/stage"] = run.curriculum.stage
-        run.curriculum.update(run.sched, batch.metrics)
-    line = {**batch.metrics, **_update(run, batch, cfg.grpo, cfg.device, cfg.temperature), **line}
-    run.roller.prune(keep_carried=sched_cfg.carry_surplus)
+    _generate(run, sched_cfg, cfg)
+    batch = run.pipe.pop()
+    stats = _update(run, batch, cfg.grpo, cfg.device, cfg.temperature)
+    line = {**batch.metrics, **stats, "train/staleness": float(run.step - batch.version), **line}
     run.step += 1
-    if run.step == cfg.steps or run.sched.exhausted:
+    if run.step == cfg.steps or run.drained:
         line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
     step_s = time.perf_counter() - t0
     run.elapsed += step_s
     line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
     return line
+
+
+def _generate(run: _Run, sched_cfg: SchedulerConfig, cfg: TrainConfig) -> None:
+    """Build, with the current weights, every batch up to ``run.step + cfg.staleness`` (none past the last step).
+    The scheduler proposes and is reported to here, at generation time; the batch waits in ``run.pipe``."""
+    last = min(run.step + cfg.staleness, cfg.steps - 1)
+    while run.step + len(run.pipe) <= last and not run.sched.exhausted:
+        run.roller.begin_step(run.step + len(run.pipe))  # the step the batch is trained in: the reward log's step
+        batch = run.sched.step(run.roller)
+        metrics = dict(batch.metrics)
+        if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next batch
+            metrics["curriculum/stage"] = run.curriculum.stage
+            run.curriculum.update(run.sched, batch.metrics)
+        run.pipe.push(Pending(run.step, run.roller.take(batch.candidates), batch.advantages, metrics))
+        run.roller.prune(keep_carried=sched_cfg.carry_surplus)
 
 
 def _write(mlog: MetricsLogWriter, tb: Any, line: Mapping[str, Any]) -> None:
@@ -295,7 +295,10 @@ def _start(run_dir: Path, run: _Run, config: dict[str, Any], datasets: Mapping[s
         for name in (METRICS_FILE, REWARDS_FILE):
             (run_dir / name).unlink(missing_ok=True)
     else:
-        reconcile_logs(run_dir, run.step)
+        ahead = list(run.pipe)  # batches generated before the checkpoint, trained after it
+        reconcile_logs(
+            run_dir, run.step, run.step + len(ahead), ahead[-1].metrics.get("total/gen_groups") if ahead else None
+        )
     ckpt.write_atomic(run_dir / CONFIG_FILE, json.dumps(config, indent=1))
     return run
 
@@ -316,20 +319,16 @@ def _loop(
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
         run.roller.log_to(rlog)
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
-        while run.step < end and not run.sched.exhausted:  # a resumed run that had used up its data ends here too
+        while run.step < end and not run.drained:  # a resumed run that had used up its data ends here too
             line = _one_step(run, test_sets, sched_cfg, cfg)
             _write(mlog, tb, line)
             if on_step is not None:
                 on_step(line)
-            if (
-                (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0)
-                or run.step == end
-                or run.sched.exhausted
-            ):
+            if (cfg.checkpoint_every and run.step % cfg.checkpoint_every == 0) or run.step == end or run.drained:
                 rlog.sync()
                 mlog.sync()
                 run.save(run_dir / _CKPT, config)
-            if run.sched.exhausted:
+            if run.drained:
                 logger.warning("%s: every dataset is used up at step %d; stopping", run_dir, run.step)
                 break
 
@@ -371,48 +370,3 @@ def train(
             if tb is not None:
                 tb.close()
     return read_result(run_dir)
-
-
-def read_result(run_dir: str | Path) -> RunResult:
-    """A run's result from its ``metrics.jsonl``: base (step 0), last evaluation and the mean of the last
-    :data:`~snooze.logs.LATE_EVALS` after the base's (:func:`~snooze.logs.late_evaluations`), last totals."""
-    run_dir = Path(run_dir)
-    lines = read_metrics(run_dir)
-    evals = [x for x in lines if x.get("eval/accuracy") is not None]
-    if not lines or not evals:
-        raise StateError(f"{run_dir / METRICS_FILE}: no evaluated steps; run the training first")
-    last, final, first = lines[-1], evals[-1], evals[0] if evals[0]["step"] == 0 else {}
-    totals = {k: float(v) for k, v in last.items() if k.startswith("total/")}
-    late = late_evaluations(evals)
-    return RunResult(
-        run_dir,
-        int(last["step"]) + 1,
-        _get(first, "eval/accuracy"),
-        float(final["eval/accuracy"]),
-        _by_task(final, "eval/accuracy"),
-        totals,
-        float(last["time/elapsed_s"]),
-        base_by_task=_by_task(first, "eval/accuracy"),
-        sampled_base=_get(first, "eval/sampled_accuracy"),
-        sampled_final=_get(final, "eval/sampled_accuracy"),
-        sampled_base_by_task=_by_task(first, "eval/sampled_accuracy"),
-        sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
-        late_accuracy=_mean(late, "eval/accuracy"),
-        sampled_late=_mean(late, "eval/sampled_accuracy"),
-    )
-
-
-def _get(line: Mapping[str, Any], key: str) -> float:
-    value = line.get(key)
-    return math.nan if value is None else float(value)
-
-
-def _mean(lines: Sequence[Mapping[str, Any]], key: str) -> float:
-    """The mean of ``key`` over the lines (NaN when one of them lacks it)."""
-    return sum(_get(x, key) for x in lines) / len(lines)
-
-
-def _by_task(line: Mapping[str, Any], prefix: str) -> dict[str, float]:
-    return {
-        k.removeprefix(prefix + "/"): float(v) for k, v in line.items() if k.startswith(prefix + "/") and v is not None
-    }
