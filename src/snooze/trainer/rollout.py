@@ -120,8 +120,8 @@ class Roller:
         return {f"{t}/{f}": getattr(grp, f).cpu() for t, grp in self.store.items() for f in _FIELDS}
 
     def load_state_dict(self, state: dict[str, Any], sampled_in: int) -> None:
-        """Restore :meth:`state_dict` output: groups sampled in step ``sampled_in`` (the last step the
-        checkpoint finished), which is the step :meth:`prune` keeps carried groups of until the next
+        """Restore :meth:`state_dict` output: groups sampled for step ``sampled_in`` (the last batch the
+        checkpoint had generated), the step :meth:`prune` keeps carried groups of until the next
         :meth:`begin_step`."""
         tickets = sorted({int(k.split("/")[0]) for k in state})
         self.store = {t: Group(*(state[f"{t}/{f}"] for f in _FIELDS)) for t in tickets}
