@@ -80,6 +80,11 @@ def test_an_old_states_step_and_round_copies_are_checked_against_the_counts_and_
         assert fresh.step_index == 0
 
 
+def test_a_saved_state_file_is_named_by_its_finished_steps(tmp_path: Path) -> None:
+    path = _trained().save(tmp_path / "ck")
+    assert path.name.startswith("state-00000003-")
+
+
 def test_after_a_load_metrics_are_the_totals_until_a_step_finishes() -> None:
     sched = _trained()
     resumed = snooze.Scheduler(make.datasets(), sched.config, seed=1)
