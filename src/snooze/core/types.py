@@ -19,8 +19,8 @@ __all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "Issued", "issued_of
 class Candidate:
     """One prompt issued for rollout. ``dataset`` and ``id`` are its stable identity; ``ticket`` is
     unique per issue (the same prompt drawn twice gets two tickets) and ``run_id`` is the run of the
-    scheduler that issued it (:attr:`Scheduler.run_id`): :meth:`Scheduler.report` checks both. ``record`` and ``id`` are read
-    from the source on access, so issuing is cheap."""
+    scheduler that issued it (:attr:`Scheduler.run_id`): :meth:`Scheduler.report` checks both. ``record``
+    and ``id`` are read from the source on access, so issuing is cheap."""
 
     __slots__ = ("dataset", "ticket", "row", "run_id", "_source")
 
