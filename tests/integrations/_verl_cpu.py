@@ -16,6 +16,7 @@ so an uninterrupted run and a resumed one draw the same completions.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import zlib
 from collections import Counter
@@ -34,6 +35,36 @@ def tiny_model(seed: int = 0) -> Any:
 
     torch.manual_seed(seed)
     return TinyGPT(ModelConfig(vocab_size=VOCAB, n_layer=1, n_head=2, d_model=16, max_len=64))
+
+
+def tiny_gpt2_dir(folder: Path) -> Path:
+    """``_verl_env.make_model_dir``'s tokenizer with a GPT-2 ``config.json`` of the stand-in's size (no weights):
+    what verl's ``HFModelConfig`` reads on the driver and in the agent-loop workers."""
+    from transformers import GPT2Config
+
+    from integrations._verl_env import make_model_dir
+
+    model = make_model_dir(folder)
+    GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        n_positions=64,
+        bos_token_id=EOS,
+        eos_token_id=EOS,
+        architectures=["GPT2LMHeadModel"],
+    ).save_pretrained(model)
+    return model
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """A short digest of a model's weights: equal digests, equal weights."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].detach().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _logits(model: Any, ids: torch.Tensor) -> torch.Tensor:
