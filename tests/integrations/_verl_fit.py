@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -153,9 +154,28 @@ def run(mode: str, folder: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     mode, folder = argv[0], Path(argv[1])
     folder.mkdir(parents=True, exist_ok=True)
-    summary = run(mode, folder)
-    (folder / "summary.json").write_text(json.dumps(summary, indent=1))
-    os._exit(0)  # Ray's and TransferQueue's threads would keep the process alive: the run is over and written
+    code = 1
+    try:
+        summary = run(mode, folder)
+        (folder / "summary.json").write_text(json.dumps(summary, indent=1))
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        stop_ray()
+        os._exit(code)  # threads of verl's clients would keep the process alive: the run is over and written
+
+
+def stop_ray() -> None:
+    """TransferQueue's client, then the Ray node this process started (its agents would outlive ``os._exit``)."""
+    import ray
+    import transfer_queue as tq
+
+    if ray.is_initialized():
+        tq.close()
+        ray.shutdown()
 
 
 if __name__ == "__main__":

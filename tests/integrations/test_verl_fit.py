@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -37,25 +38,32 @@ EASY = [(ds, i) for ds, i, truth in ROWS if truth == "easy"]
 
 def _start(mode: str, folder: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    env.update(OMP_NUM_THREADS="1", RAY_DEDUP_LOGS="0")
-    out = open(folder / "run.log", "wb")  # noqa: SIM115  # closed with the process, in _wait
-    return subprocess.Popen(
-        [sys.executable, "-m", "integrations._verl_fit", mode, str(folder)], env=env, stdout=out, stderr=out
-    )
+    env["OMP_NUM_THREADS"] = "1"
+    env.pop("RAY_ADDRESS", None)  # each run starts a Ray node of its own
+    with open(folder / "run.log", "wb") as out:  # the child holds its own copy of the file
+        return subprocess.Popen(
+            [sys.executable, "-m", "integrations._verl_fit", mode, str(folder)],
+            stdout=out,
+            stderr=out,
+            env=env,
+            start_new_session=True,  # its Ray node's processes are in its process group: _stop ends them together
+        )
 
 
-def _wait(proc: subprocess.Popen, folder: Path) -> dict[str, Any]:
-    try:
-        proc.wait(timeout=420)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    proc.stdout and proc.stdout.close()
-    summary = folder / "summary.json"
-    if proc.returncode != 0 or not summary.exists():
+
+
+def _wait(proc: subprocess.Popen, folder: Path, timeout: float = 420) -> None:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+    if proc.returncode != 0 or not (folder / "summary.json").exists():
         tail = (folder / "run.log").read_text(errors="replace")[-6000:]
         pytest.fail(f"verl's fit() in {folder.name} exited with {proc.returncode}:\n{tail}")
-    return json.loads(summary.read_text())
 
 
 def _resume_folder(done: Path, folder: Path) -> None:
@@ -70,15 +78,21 @@ def _resume_folder(done: Path, folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The three runs' folders: plain verl and snooze side by side, then the snooze run resumed."""
     root = tmp_path_factory.mktemp("fit")
     folders = {name: root / name for name in ("sync", "snooze", "resumed")}
     for folder in folders.values():
         folder.mkdir()
-    first = {mode: _start(mode, folders[mode]) for mode in ("sync", "snooze")}
-    for mode, proc in first.items():
-        _wait(proc, folders[mode])
-    _resume_folder(folders["snooze"], folders["resumed"])
-    _wait(_start("snooze", folders["resumed"]), folders["resumed"])
+    procs = {mode: _start(mode, folders[mode]) for mode in ("sync", "snooze")}
+    try:
+        for mode, proc in procs.items():
+            _wait(proc, folders[mode])
+        _resume_folder(folders["snooze"], folders["resumed"])
+        procs["resumed"] = _start("snooze", folders["resumed"])
+        _wait(procs["resumed"], folders["resumed"])
+    finally:
+        for proc in procs.values():  # a failed wait leaves the other run going: stop it
+            _stop(proc)
     return folders
 
 
