@@ -180,8 +180,11 @@ def test_snooze_trainer_runs_in_verls_fit_and_its_totals_add_up(runs: dict[str, 
     easy = [g for g in groups if (g["dataset"], g["id"]) in EASY]
     assert all(g["rewards"] == [1.0] * len(g["rewards"]) for g in easy)  # verl's reward function scored them
     assert sorted(k for k in keys if k in EASY) == sorted(EASY)  # drawn once each, then asleep
-    saved = _state(folder, STEPS)["meta"]["last_metrics"]  # the scheduler checkpointed what verl logged
-    assert saved == {k.removeprefix("snooze/"): v for k, v in last.items() if k.startswith("snooze/")}
+    totals = _state(folder, STEPS)["meta"]["metrics"]["totals"]  # the scheduler checkpointed what verl logged
+    assert totals["steps"] == STEPS
+    assert {k: int(v) for k, v in totals.items()} == {
+        k: int(last[f"snooze/total/{k}"]) for k in totals if f"snooze/total/{k}" in last
+    }
 
 
 def test_resumed_snooze_run_continues_exactly(runs: dict[str, Path]) -> None:
