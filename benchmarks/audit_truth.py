@@ -48,8 +48,10 @@ def _scored_walk(inner):  # noqa: ANN001, ANN202
     """``Scheduler._walk`` that also scores each skipped encounter (a row counted down: the counter rule)."""
 
     def walk(self, need, only=None):  # noqa: ANN001, ANN202
+        before = [t.counter.copy() for t in self.tables]
         w = inner(self, need, only)
-        for d, rows in w.counted_down:
+        for d, table in enumerate(self.tables):
+            rows = np.flatnonzero(table.counter < before[d])  # the rows counted down
             recs = [TRUTH["pools"][self.names[d]][int(r)] for r in rows]
             p = pass_rates(TRUTH["model"], recs, TRUTH["temperature"])
             TRUTH["q"].extend(signal_prob(p, TRUTH["G"]).tolist())

@@ -273,7 +273,7 @@ def _check(root: Path, ref: dict[int, list[tuple[str, Any]]], upto: int | None =
 
 
 def _committed_step(ckpt: Path) -> int:
-    return int(load_state(ckpt)["meta"]["step"])
+    return int(load_state(ckpt)["meta"]["metrics"]["totals"]["steps"])
 
 
 def _kill_once(root: Path, steps: int, how: str, sabotage: str, rng: random.Random, i: int) -> dict[str, int]:

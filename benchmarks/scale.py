@@ -148,7 +148,8 @@ def bench_snooze(
         _late_run(sched.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
-    memory = sum(t.nbytes for t in sched.tables) + sum(s.permutation().nbytes for s in sched.streams)
+    columns = sum(int(c.nbytes) for c in sched.memory.columns.values())
+    memory = columns + sum(s.permutation().nbytes for s in sched.streams)
     with tempfile.TemporaryDirectory(prefix="snooze-scale-") as tmp:
         t0 = time.perf_counter()
         file = sched.save(Path(tmp) / "ckpt")

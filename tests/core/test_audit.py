@@ -28,9 +28,10 @@ def _roller(p: np.ndarray, seed: int):  # noqa: ANN202
 
 
 class _Recorder:
-    """The plain reference model of the audit: wraps the scheduler's walk and keeps, for every encounter the
-    policy skipped (the snooze counter rule: exactly the rows counted down), its epoch and whether the
-    stateless hash audits it."""
+    """The plain reference model of the audit: wraps the scheduler's walk and replays the encounters it spent,
+    one by one, under the snooze counter rule (an encounter of a prompt whose counter is above 0 is skipped and
+    counts it down); for every skipped encounter it keeps the row, its epoch and whether the stateless hash
+    audits it."""
 
     def __init__(self, sched: snooze.Scheduler) -> None:
         self.skipped: list[np.ndarray] = []  # rows of skipped encounters
@@ -39,12 +40,9 @@ class _Recorder:
         inner, stream, share = sched._walk, sched.streams[0], sched.config.audit
 
         def walk(need: int, only: int | None = None):  # noqa: ANN202
-            before = (stream.epoch, stream.cursor)
+            before, counter = (stream.epoch, stream.cursor), sched.tables[0].counter.copy()
             w = inner(need, only)
-            rows = (
-                np.concatenate([r for _, r, _by in w.counted_down]) if w.counted_down else np.empty(0, dtype=np.int64)
-            )
-            epochs = _epochs_of(sched.streams[0], before, rows)
+            rows, epochs = _skipped_encounters(stream, before, (stream.epoch, stream.cursor), counter)
             self.skipped.append(rows)
             u = np.array([audit_uniform(sched.seed, stream.key, e, np.array([r]))[0] for r, e in zip(rows, epochs)])
             self.audited.append(rows[u < share] if rows.size else rows)
@@ -54,23 +52,20 @@ class _Recorder:
         sched._walk = walk  # type: ignore[method-assign]
 
 
-def _epochs_of(stream, before: tuple[int, int], rows: np.ndarray) -> list[int]:  # noqa: ANN001
-    """The epoch of each row met by a walk that started at ``before`` = (epoch, cursor): rows are distinct within
-    an epoch, so a row seen again belongs to the next one (a plain re-walk of the permutations)."""
-    out, epoch, seen = [], before[0], set()
-    perm = list(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n)[before[1] :])
-    order = {int(r): i for i, r in enumerate(perm)}
-    for r in rows.tolist():
-        if r in seen or r not in order:
-            epoch += 1
-            seen = set()
-            order = {
-                int(x): i
-                for i, x in enumerate(np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n))
-            }
-        seen.add(r)
-        out.append(epoch)
-    return out
+def _skipped_encounters(stream, before: tuple[int, int], after: tuple[int, int], counter: np.ndarray):  # noqa: ANN001, ANN202
+    """Rows and epochs of the encounters from ``before`` to ``after`` (each ``(epoch, cursor)``) that the
+    counter rule skips, ``counter`` the snooze counters at ``before`` (a plain re-walk of the permutations)."""
+    rows, epochs, counter = [], [], counter.astype(np.int64)
+    for epoch in range(before[0], after[0] + 1):
+        perm = np.random.default_rng([stream.seed, stream.key, epoch]).permutation(stream.n)
+        lo = before[1] if epoch == before[0] else 0
+        hi = after[1] if epoch == after[0] else stream.n
+        for r in perm[lo:hi].tolist():
+            if counter[r] > 0:
+                counter[r] -= 1
+                rows.append(r)
+                epochs.append(epoch)
+    return np.array(rows, dtype=np.int64), epochs
 
 
 @settings(max_examples=15, deadline=None)

@@ -42,7 +42,7 @@ def test_the_run_id_survives_save_and_load_and_a_stale_candidate_is_refused(tmp_
     resumed = snooze.Scheduler.load(
         tmp_path / "ck", {"a": records(MIXED_KINDS, "a"), "b": records(MIXED_KINDS[::-1], "ba")}
     )
-    assert resumed.run_id == s.run_id and all(c.issuer == s.run_id for c in early)
+    assert resumed.run_id == s.run_id and all(c.run_id == s.run_id for c in early)
     s.load_state_dict(resumed.state_dict())  # back to the checkpoint: early's tickets are no longer pending...
     s.set_excluded(early[0].dataset, [early[0].id])  # ...and once more draws differ, ticket numbers name other prompts
     s.propose()

@@ -62,8 +62,6 @@ DAMAGES = {
     "batch rewards of another group size": lambda st: st["arrays"].update(
         {"batch.rewards": st["arrays"]["batch.rewards"][:, :2]}
     ),
-    "last_metrics a list": _set("meta.last_metrics", [1]),
-    "last_metrics NaN": _set("meta.last_metrics", {"efficiency": float("nan")}),
     "next_ticket a string": _set("meta.next_ticket", "12"),
 }
 

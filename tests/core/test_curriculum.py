@@ -104,6 +104,7 @@ def test_unknown_metric_is_named() -> None:
         ({"stages": []}, "stages"),
         ({"stages": [{"weights": {"a": 1}}, {}]}, r"stages\[0\].advance"),
         ({"stages": [{"advance": [{"metric": "x", "op": "!=", "value": 1}]}, {}]}, r"stages\[0\].advance\[0\].op"),
+        ({"stages": [{"advance": [{"metric": "x", "op": [], "value": 1}]}, {}]}, r"stages\[0\].advance\[0\].op"),
         ({"stages": [{"weights": {"a": -1}}]}, r"stages\[0\].weights"),
         ({"stages": [{"exclude": {"a": [True]}}]}, r"stages\[0\].exclude"),
         ({"stages": [{"colour": 1}]}, r"stages\[0\]: unknown key"),

@@ -59,7 +59,7 @@ def test_a_plugin_policy_keeps_its_column_skips_by_its_mask_and_resumes(seen_twi
     assert sorted(issued) == sorted(list(range(6)) * 2)
     assert sched.tables[0].columns["seen"].tolist() == [2] * 6
     assert not sched.propose()  # every prompt is masked now: the walk gives up after one epoch (patience 1)
-    assert sched.counts.scalars["snooze/skipped"] == 6 and sched.tables[0].columns["seen"].tolist() == [2] * 6
+    assert sched.step_metrics.scalars["snooze/skipped"] == 6 and sched.tables[0].columns["seen"].tolist() == [2] * 6
     state = sched.state_dict()
     assert state["arrays"]["ds0.seen"].tolist() == [2] * 6
     sched.save(tmp_path / "ck")

@@ -53,11 +53,11 @@ def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, ha
     times = [0] * n
     for _ in range(steps):
         for k in rounds:
-            skipped_before = sched.counts.scalars["snooze/skipped"]
+            skipped_before = sched.step_metrics.scalars["snooze/skipped"]
             cands = sched.propose(k)
             want, skipped = model.draw(k)
             assert [c.row for c in cands] == want
-            assert sched.counts.scalars["snooze/skipped"] - skipped_before == skipped
+            assert sched.step_metrics.scalars["snooze/skipped"] - skipped_before == skipped
             if not cands:
                 continue
             rewards = []

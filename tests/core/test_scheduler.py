@@ -37,10 +37,25 @@ def test_round_and_step_index_are_the_metrics_counts() -> None:
     s = _sched()
     s.propose()
     s.propose(2)
-    assert s.round == 2 and s.counts.scalars["gen/rounds"] == 2
+    assert s.round == 2 and s.step_metrics.scalars["gen/rounds"] == 2
     batch = s.finish_step()
     assert (s.round, s.step_index, batch.step) == (0, 1, 0)
-    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.counts.totals["steps"]
+    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.step_metrics.totals["steps"]
+
+
+def test_the_old_names_of_the_step_metrics_and_the_padding_warn_and_still_work() -> None:
+    s = _sched()
+    with pytest.warns(DeprecationWarning, match="step_metrics"):
+        assert s.counts is s.step_metrics
+    with pytest.warns(DeprecationWarning, match="padding"):
+        assert s.zero is s.padding
+
+
+def test_a_seed_that_is_not_an_integer_at_least_0_is_refused() -> None:
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(snooze.ConfigError, match="must be an integer >= 0"):
+            snooze.Scheduler({"a": records(["signal"], "a")}, seed=bad)
+    assert snooze.Scheduler({"a": records(["signal"], "a")}, seed=np.int64(3)).seed == 3
 
 
 def test_propose_zero_is_no_round_and_bad_n_is_refused() -> None:
@@ -95,13 +110,10 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
         "seed",
         "config",
         "weights",
-        "step",
-        "round",
         "next_ticket",
         "run_id",
         "drawn",
         "metrics",
-        "last_metrics",
         "datasets",
     }
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
@@ -143,3 +155,12 @@ def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> N
         assert state_hash(target) == before
     target.load_state_dict(good)
     assert state_hash(target) == state_hash(s)
+
+
+def test_the_old_name_of_the_run_id_warns_and_still_reads() -> None:
+    s = _sched()
+    cands = s.propose()
+    assert cands.run_id == cands[0].run_id == s.run_id and len(s.run_id) == 16
+    for old, get in (("Candidates", lambda: cands.issuer), ("Candidate", lambda: cands[0].issuer)):
+        with pytest.warns(DeprecationWarning, match=f"{old}.issuer is renamed run_id"):
+            assert get() == s.run_id

@@ -57,7 +57,7 @@ def test_issued_prompts_match_the_plain_rule():
         issued += [c.row for c in cands]
         sched.report(cands, _rewards(cands, step))
         sched.finish_step()
-    skipped = sched.counts.totals["skipped"] + sched.counts.scalars["snooze/skipped"]
+    skipped = sched.step_metrics.totals["skipped"] + sched.step_metrics.scalars["snooze/skipped"]
     ref_issued, ref_skipped = _reference(rates, encounters=len(issued) + skipped)
     assert issued == ref_issued and skipped == ref_skipped
 

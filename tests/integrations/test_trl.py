@@ -139,7 +139,7 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     # 6. resume from checkpoint-2: the restored scheduler carries on from step 2, easy prompts stay asleep
     ckpt = tmp_path / "out" / "checkpoint-2"
     saved = load_state(ckpt / "snooze")
-    assert int(saved["meta"]["step"]) == 2
+    assert int(saved["meta"]["metrics"]["totals"]["steps"]) == 2
     scorer2, batches2 = Scorer(), []
     trainer2 = _trainer(tmp_path, 4, scorer2, batches2)
     trainer2.train(resume_from_checkpoint=str(ckpt))

@@ -60,7 +60,7 @@ def test_migrate_same_data_keeps_memory_and_totals(what: str) -> None:
     for name in sched.names:
         assert _memory(new, name) == _memory(sched, name)
     assert new.step_index == sched.step_index and new.next_ticket == sched.next_ticket
-    assert new.counts.totals == sched.counts.totals
+    assert new.step_metrics.totals == sched.step_metrics.totals
     assert not new.pending and len(new.batch) == 0 and new.round == 0
     for old_st, new_st in zip(sched.streams, new.streams):
         assert new_st.epoch == old_st.epoch

@@ -156,7 +156,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         rewards: object = np.array([REWARDS[SIGNAL]] * len(cands))
         if how == "foreign":
             other = snooze.Scheduler(self._data(), self.cfg, seed=99)
-            other.next_ticket = 10**9
+            other.pending.next_ticket = 10**9
             cands = other.propose(1)
             rewards = np.array([REWARDS[SIGNAL]])
         elif how == "again":

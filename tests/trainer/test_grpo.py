@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from snooze.core.errors import ConfigError
+from snooze.trainer.config import TrainConfig
 from snooze.trainer.grpo import GRPOConfig, grpo_loss
 
 
@@ -52,7 +54,18 @@ def test_on_policy_ratio_is_one_and_gradient_is_reinforce() -> None:
     assert torch.allclose(logp.grad, torch.tensor([[-1.5, -1.5]]))
 
 
-@pytest.mark.parametrize("field,value", [("lr", 0.0), ("clip_low", 1.0), ("kl_coef", -1.0), ("updates_per_batch", 0)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("lr", 0.0), ("clip_low", 1.0), ("kl_coef", -1.0), ("updates_per_batch", 0), ("updates_per_batch", True)],
+)
 def test_bad_config_is_a_config_error(field: str, value: float) -> None:
     with pytest.raises(ConfigError, match=field):
         GRPOConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["steps", "eval_every", "checkpoint_every", "eval_samples"])
+def test_train_config_counts_are_integers_not_bools_and_numpy_ones_are_kept_as_int(field: str) -> None:
+    with pytest.raises(ConfigError, match=f"TrainConfig.{field}=True: must be an integer"):
+        TrainConfig(**{field: True})
+    value = getattr(TrainConfig(**{field: np.int64(2)}), field)
+    assert value == 2 and type(value) is int  # written to config.json as it is

@@ -75,7 +75,7 @@ def _synchronous_step(run: Any, test_sets: Any, sched_cfg: Any, cfg: TrainConfig
     line: dict[str, Any] = {}
     if run.step % cfg.eval_every == 0:
         line.update(loop._eval(run, test_sets, run.step, cfg.eval_samples))
-    run.roller.step = run.step
+    run.roller.begin_step(run.step)
     batch = run.sched.step(run.roller)
     groups = run.roller.take(batch.candidates)
     if len(batch):

@@ -108,16 +108,8 @@ class Diagnosis:
         s, t = self.step, self.totals
         for k in t:
             t[k] += s[k]
-        rate = _rate(t["audit_signal"], t["audit_groups"])
-        for prefix, c in (("snooze/", s), ("total/", t)):
-            sep = "/" if prefix == "snooze/" else "_"
-            for name in ("audit", "drawn"):
-                key = f"{prefix}{name}{sep}"
-                out[key + "groups"] = int(c[f"{name}_groups"])
-                out[key + "signal_rate"] = _rate(c[f"{name}_signal"], c[f"{name}_groups"])
-                out[key + "pass_rate"] = _rate(c[f"{name}_pass"], c[f"{name}_groups"])
-            # signal groups given up: skipped encounters not rolled out x the run's audited signal rate so far
-            out[f"{prefix}audit{sep}given_up"] = max(int(c["skips"] - c["audit_groups"]), 0) * rate
+        self._rates(out, "snooze/", s)
+        self._rates(out, "total/", t)
         self.window = (self.window + [[int(bound), int(generated), int(trained)]])[-EXHAUSTED_WINDOW:]
         out["gen/exhausted"] = int(self.exhausted())
         if out["gen/exhausted"] and not self.warned["exhausted"]:
@@ -135,6 +127,24 @@ class Diagnosis:
         self._warn_audit(audit_share)
         self.start_step()
 
+    def cumulative(self) -> dict[str, Any]:
+        """The run's totals as metrics (``total/audit_*``, ``total/drawn_*``), as :meth:`finish` adds them."""
+        out: dict[str, Any] = {}
+        self._rates(out, "total/", self.totals)
+        return out
+
+    def _rates(self, out: dict[str, Any], prefix: str, c: Mapping[str, float]) -> None:
+        """``c``'s counts as metrics under ``prefix`` (``snooze/``: this step's; ``total/``: the run's)."""
+        rate = _rate(self.totals["audit_signal"], self.totals["audit_groups"])
+        sep = "/" if prefix == "snooze/" else "_"
+        for name in ("audit", "drawn"):
+            key = f"{prefix}{name}{sep}"
+            out[key + "groups"] = int(c[f"{name}_groups"])
+            out[key + "signal_rate"] = _rate(c[f"{name}_signal"], c[f"{name}_groups"])
+            out[key + "pass_rate"] = _rate(c[f"{name}_pass"], c[f"{name}_groups"])
+        # signal groups given up: skipped encounters not rolled out x the run's audited signal rate so far
+        out[f"{prefix}audit{sep}given_up"] = max(int(c["skips"] - c["audit_groups"]), 0) * rate
+
     def exhausted(self) -> bool:
         """Every step of a full window bound, and together they used less than :data:`EXHAUSTED_USED`."""
         if len(self.window) < EXHAUSTED_WINDOW or not all(w[0] for w in self.window):
@@ -151,8 +161,9 @@ class Diagnosis:
             self.warned["audit"] = True
             given_up = max(int(t["skips"] - t["audit_groups"]), 0) * audited
             log.warning(
-                "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group %.0f%% "
-                "of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups so far. "
+                "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group "
+                "%.0f%% of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups "
+                "so far. "
                 "Lower snooze_factor (or predict_margin), or use policy='dynamic_sampling' to skip nothing",
                 t["audit_groups"],
                 audit_share,

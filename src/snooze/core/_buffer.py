@@ -73,7 +73,14 @@ class GroupBuffer:
         out.rewards = rewards.astype(np.float64, copy=False)
         return out
 
-    # -- state ------------------------------------------------------------------------------------
+    # -- undo and state ---------------------------------------------------------------------------
+    def snapshot(self) -> tuple[np.ndarray, ...]:
+        """The columns, for :meth:`restore`. O(1): they are replaced, never written in place."""
+        return self.ds, self.row, self.ticket, self.outcome, self.rewards
+
+    def restore(self, snap: tuple[np.ndarray, ...]) -> None:
+        self.ds, self.row, self.ticket, self.outcome, self.rewards = snap
+
     def state_dict(self) -> dict[str, Any]:
         """Each column, copied: ``ds``, ``row``, ``ticket``, ``outcome`` ``[K]`` and ``rewards`` ``[K, G]``."""
         return {name: getattr(self, name).copy() for name in (*_FIELDS, "rewards")}

@@ -5,7 +5,7 @@ j-th next encounter is due at ``(drawn_d + j + 0.5) / p_d`` (``p`` the weights o
 the walk, normalised), so cumulative encounters per dataset never stray more than one from ``p_d``
 times the total. The walk takes encounters in that order until it has met ``need`` awake prompts:
 a prompt is *skipped* when its snooze counter is above 0 (the counter goes down by one) or the
-policy's skip mask says so, and *passed over* when it is retired or excluded. A share
+policy's skip mask says so, and *passed over* (blocked) when it is retired or excluded. A share
 ``config.audit`` of the encounters the policy skips (asleep, masked or retired; never excluded ones) is
 *audited*: met as if awake, and flagged (:mod:`._audit`), while its counter goes down as for any skip.
 Everything met on the way is spent; the rest of the stream is untouched. ``mix="stream"`` walks every dataset by weight;
@@ -38,28 +38,24 @@ _MIN_CHUNK = 256  # encounters examined per vectorised pass at least; amortises 
 class Walk:
     """What a walk met: the awake prompts in mixed-stream order, and per dataset what it spent.
 
-    ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``passed``
-    (retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met;
-    ``counted_down`` the rows whose snooze counter went down, per dataset, and by how much (what undoes the walk);
+    ``encounters``, ``skipped`` (asleep: counter above 0, or the policy's mask) and ``blocked``
+    (passed over: retired or excluded) are ``[D]`` lists; :meth:`owners` and :meth:`rows` give the prompts met;
     ``auditable`` the encounters the policy skipped (asleep, masked, retired), audited ones among them;
     :meth:`audit` flags the prompts met that are audits."""
 
-    __slots__ = ("parts", "encounters", "skipped", "passed", "counted_down", "auditable")
+    __slots__ = ("parts", "encounters", "skipped", "blocked", "auditable")
 
     def __init__(self, datasets: int) -> None:
         self.parts: list[
             tuple[np.ndarray | int, np.ndarray, np.ndarray]
-        ] = []  # per pass: (owners, or its dataset; rows; audit)
-        self.encounters, self.skipped, self.passed = [0] * datasets, [0] * datasets, [0] * datasets
-        self.counted_down: list[tuple[int, np.ndarray, np.ndarray | int]] = []
+        ] = []  # per pass: (owners or dataset, rows, audit)
+        self.encounters, self.skipped, self.blocked = [0] * datasets, [0] * datasets, [0] * datasets
         self.auditable = 0
 
-    def spend(self, d: int, used: int, skipped: int, passed: int, down: np.ndarray, by: np.ndarray | int = 1) -> None:
+    def spend(self, d: int, used: int, skipped: int, blocked: int) -> None:
         self.encounters[d] += used
         self.skipped[d] += skipped
-        self.passed[d] += passed
-        if down.shape[0]:
-            self.counted_down.append((d, down, by))
+        self.blocked[d] += blocked
 
     def rows(self) -> np.ndarray:
         """``[K]`` row of each awake prompt met."""
@@ -126,9 +122,7 @@ def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int, 
     seen, awake, counter = peek.rows[:used], peek.awake[:used], peek.counter[:used]
     asleep = counter > 0
     left = counter[asleep]
-    down = seen[asleep]
-    table.counter[down] = left - 1  # rows are distinct within an epoch: a plain scatter
-    table.n_asleep -= int(np.count_nonzero(left == 1))
+    table.count_down(seen[asleep], left)  # rows are distinct within an epoch: a plain scatter
     skipped = left.shape[0] + (int(np.count_nonzero(peek.masked[:used])) if peek.masked is not None else 0)
     stream.advance(used)
     taken = seen[awake]
@@ -136,7 +130,7 @@ def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int, 
     if peek.audit is not None and peek.auditable is not None:
         audited = int(np.count_nonzero(peek.audit[:used]))
         out.auditable += int(np.count_nonzero(peek.auditable[:used]))
-    out.spend(d, used, skipped, used - (taken.shape[0] - audited) - skipped, down)
+    out.spend(d, used, skipped, used - (taken.shape[0] - audited) - skipped)
     return taken
 
 
@@ -152,53 +146,88 @@ def walk(
     """Walk the mixed stream of the datasets with a weight above 0 (``only``: of that one dataset)
     until ``need`` awake prompts are met, fewer when the data runs out. ``drawn``: each dataset's
     encounters so far in the mixed stream (where its stride schedule starts)."""
-    D = len(tables)
-    out = Walk(D)
-    w, among = weights.tolist(), (range(D) if only is None else (only,))
-    dry = _Dry(tables, policy.patience) if policy.skip_mask is not None and policy.patience is not None else None
+    walker = _Walker(tables, streams, policy, weights, drawn)
+    among = range(len(tables)) if only is None else (only,)
     while need > 0:
-        active = [d for d in among if w[d] > 0 and not streams[d].exhausted and tables[d].n_blocked < tables[d].n]
-        if dry is not None:
-            active = [d for d in active if dry.left(d, policy)]
+        active = walker.active(among)
         if not active:
             break
-        # nothing awake: count down by arithmetic, not pass by pass (not under the audit: a skipped encounter may be audited)
-        if not policy.config.audit and all(asleep_all(tables[d]) for d in active):
-            leapt = leap(tables, streams, weights, drawn + np.array(out.encounters), active)
-            for d, used, s, q, down, by in leapt:
-                out.spend(d, used, s, q, down, by)
-                if dry is not None:
-                    dry.spent(d, used, down.shape[0])
-            if leapt:
-                continue
-        if len(active) == 1:  # one dataset: the mixed stream is its own stream
-            d = active[0]
-            peek = _peek(tables[d], streams[d], policy, _encounters_for(tables[d], need))
-            cut, met = _cut(peek.awake, need)
-            if cut == 0:
-                break
-            taken = _consume(tables[d], streams[d], peek, cut, out, d)
-            out.parts.append((d, taken, _taken_audit(peek, cut)))
-            if dry is not None:
-                dry.spent(d, cut, taken.shape[0] + int(np.count_nonzero(peek.counter[:cut])))
-        else:
-            peeks, owners, awake, rows, audit = _mixed_pass(
-                tables, streams, policy, weights, active, drawn + out.encounters, need
-            )
-            cut, met = _cut(awake, need)
-            if cut == 0:
-                break
-            for d, k in enumerate(np.bincount(owners[:cut], minlength=D).tolist()):
-                if k:
-                    taken = _consume(tables[d], streams[d], peeks[d], k, out, d)
-                    if dry is not None:
-                        dry.spent(d, k, taken.shape[0] + int(np.count_nonzero(peeks[d].counter[:k])))
-            take = awake[:cut]
-            out.parts.append(
-                (owners[:cut][take], rows[:cut][take], audit[:cut][take])
-            )  # the awake prompts, in mixed-stream order
+        if walker.leap(active):
+            continue
+        met = walker.one(active[0], need) if len(active) == 1 else walker.mixed(active, need)
+        if met is None:
+            break
         need -= met
-    return out
+    return walker.out
+
+
+class _Walker:
+    """One walk in progress: the passes it makes, and what they spent (``out``)."""
+
+    def __init__(
+        self,
+        tables: Sequence[PromptTable],
+        streams: Sequence[DatasetStream],
+        policy: Policy,
+        weights: np.ndarray,
+        drawn: np.ndarray,
+    ) -> None:
+        self.tables, self.streams, self.policy, self.weights, self.drawn = tables, streams, policy, weights, drawn
+        self.w = weights.tolist()
+        self.out = Walk(len(tables))
+        masked = policy.skip_mask is not None and policy.patience is not None
+        self.dry = _Dry(tables, policy.patience) if masked and policy.patience is not None else None
+
+    def active(self, among: Sequence[int]) -> list[int]:
+        """The datasets of ``among`` that can still give a prompt (and, with a mask, are not dry)."""
+        t, s = self.tables, self.streams
+        active = [d for d in among if self.w[d] > 0 and not s[d].exhausted and t[d].n_blocked < t[d].n]
+        if self.dry is not None:
+            active = [d for d in active if self.dry.left(d, self.policy)]
+        return active
+
+    def leap(self, active: list[int]) -> bool:
+        """Nothing awake: count down by arithmetic, not pass by pass (not under the audit: a skipped
+        encounter may be audited). Whether it spent anything."""
+        if self.policy.config.audit or not all(asleep_all(self.tables[d]) for d in active):
+            return False
+        leapt = leap(self.tables, self.streams, self.weights, self.drawn + np.array(self.out.encounters), active)
+        for d, used, skipped, blocked, down, _by in leapt:
+            self.out.spend(d, used, skipped, blocked)
+            self._spent(d, used, down.shape[0])
+        return bool(leapt)
+
+    def one(self, d: int, need: int) -> int | None:
+        """One pass over one dataset (the mixed stream is its own stream): awake prompts met, ``None`` if none left."""
+        peek = _peek(self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need))
+        cut, met = _cut(peek.awake, need)
+        if cut == 0:
+            return None
+        taken = _consume(self.tables[d], self.streams[d], peek, cut, self.out, d)
+        self.out.parts.append((d, taken, _taken_audit(peek, cut)))
+        self._spent(d, cut, taken.shape[0] + int(np.count_nonzero(peek.counter[:cut])))
+        return met
+
+    def mixed(self, active: list[int], need: int) -> int | None:
+        """One pass over several datasets, in mixed-stream order: awake prompts met, ``None`` if none left."""
+        t, s = self.tables, self.streams
+        peeks, owners, awake, rows, audit = _mixed_pass(
+            t, s, self.policy, self.weights, active, self.drawn + self.out.encounters, need
+        )
+        cut, met = _cut(awake, need)
+        if cut == 0:
+            return None
+        for d, k in enumerate(np.bincount(owners[:cut], minlength=len(t)).tolist()):
+            if k:
+                taken = _consume(t[d], s[d], peeks[d], k, self.out, d)
+                self._spent(d, k, taken.shape[0] + int(np.count_nonzero(peeks[d].counter[:k])))
+        take = awake[:cut]
+        self.out.parts.append((owners[:cut][take], rows[:cut][take], audit[:cut][take]))  # in mixed-stream order
+        return met
+
+    def _spent(self, d: int, used: int, lively: int) -> None:
+        if self.dry is not None:
+            self.dry.spent(d, used, lively)
 
 
 def _taken_audit(peek: _Peek, used: int) -> np.ndarray:

@@ -5,8 +5,9 @@ Python's ``json`` lets hostile text escape as errors that are not about JSON: an
 than 4,300 digits is a ``ValueError`` (Python's limit on converting long digit strings), nesting
 thousands deep a ``RecursionError``. :func:`parse_json` turns every way a text can fail to be JSON
 into the caller's error class (a :class:`~snooze.SnoozeError`), naming where the text came from: a
-file, or a file and a line. :func:`read_json` reads a whole file so (only a regular file is read). Nesting is limited to :data:`MAX_DEPTH` levels, which no file of snooze
-comes near, so what is read can be walked, compared and written again without running out of stack.
+file, or a file and a line. :func:`read_json` reads a whole file so (only a regular file is read).
+Nesting is limited to :data:`MAX_DEPTH` levels, which no file of snooze comes near, so what is read
+can be walked, compared and written again without running out of stack.
 """
 
 from __future__ import annotations

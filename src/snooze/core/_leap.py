@@ -79,8 +79,7 @@ def _spent(table: PromptTable, stream: DatasetStream, used: int) -> tuple[int, i
     down = np.minimum(counter, met)  # a blocked prompt's counter stops at 0; then it is passed over
     rows = np.flatnonzero(down)
     by = down[rows]
-    table.counter[rows] = counter[rows] - by
-    table.n_asleep -= int(np.count_nonzero(table.counter[rows] == 0))
+    table.count_down(rows, counter[rows], by)
     total = c0 + used
     stream.epoch, stream.cursor = e0 + total // n, total % n
     skipped = int(by.sum())

@@ -52,11 +52,26 @@ BASE_COLUMNS: tuple[Column, ...] = (
 )
 
 
+class _Journal:
+    """What the memory's columns held before each write since :meth:`PromptMemory.snapshot`, in order:
+    ``(columns, rows, {name: values before})``. ``entries`` is ``None`` while no snapshot is open."""
+
+    __slots__ = ("entries",)
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[dict[str, np.ndarray], np.ndarray, dict[str, np.ndarray]]] | None = None
+
+    def keep(self, columns: dict[str, np.ndarray], rows: np.ndarray, names: Sequence[str]) -> None:
+        if self.entries is not None:
+            self.entries.append((columns, rows, {name: columns[name][rows] for name in names}))
+
+
 class PromptTable:
     """One dataset's prompts: views of its rows in every column, and its counts kept up to date."""
 
-    def __init__(self, columns: dict[str, np.ndarray]) -> None:
+    def __init__(self, columns: dict[str, np.ndarray], journal: _Journal | None = None) -> None:
         self.columns = columns
+        self.journal = journal if journal is not None else _Journal()
         self.counter, self.flags, self.streak = columns["counter"], columns["flags"], columns["streak"]
         self.n = int(self.counter.shape[0])  # prompts
         self.recount()
@@ -70,9 +85,14 @@ class PromptTable:
         self.n_retired = int(np.count_nonzero(self.flags & RETIRED))
         self.n_blocked = int(np.count_nonzero(self.flags & BLOCKED))
 
-    @property
-    def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in self.columns.values())
+    def count_down(self, rows: np.ndarray, before: np.ndarray, by: np.ndarray | int = 1) -> None:
+        """Lower the snooze counters of ``rows`` (distinct, each counter ``before`` and above 0) by ``by``,
+        keeping :attr:`n_asleep` and the open snapshot's journal."""
+        if self.journal.entries is not None:
+            self.journal.entries.append((self.columns, rows, {"counter": before}))
+        after = before - by
+        self.counter[rows] = after
+        self.n_asleep -= int(np.count_nonzero(after == 0))
 
     def asleep(self) -> int:
         """Prompts with a snooze counter above 0 (kept up to date, O(1))."""
@@ -94,12 +114,34 @@ class PromptMemory:
         total = int(self.offsets[-1])
         self.columns = {c.name: np.zeros(total, dtype=c.dtype) for c in self.spec}
         bounds = list(zip(self.offsets[:-1].tolist(), self.offsets[1:].tolist()))
-        self.tables = [PromptTable({k: v[lo:hi] for k, v in self.columns.items()}) for lo, hi in bounds]
+        self.journal = _Journal()  # shared with the tables: one order of writes to undo
+        self.tables = [PromptTable({k: v[lo:hi] for k, v in self.columns.items()}, self.journal) for lo, hi in bounds]
+
+    # -- undo -------------------------------------------------------------------------------------
+    def snapshot(self) -> list[tuple[int, int, int]]:
+        """Start recording the rows written from now on (their values before); returns the cached counts.
+        O(tables): :meth:`restore` costs what was written since, never a copy of the columns."""
+        self.journal.entries = []
+        return [(t.n_asleep, t.n_retired, t.n_blocked) for t in self.tables]
+
+    def restore(self, snap: list[tuple[int, int, int]]) -> None:
+        """Put every row written since :meth:`snapshot` back, and the cached counts with them."""
+        for columns, rows, saved in reversed(self.journal.entries or []):
+            for name, values in saved.items():
+                columns[name][rows] = values
+        for t, (asleep, retired, blocked) in zip(self.tables, snap):
+            t.n_asleep, t.n_retired, t.n_blocked = asleep, retired, blocked
+        self.journal.entries = None
+
+    def release(self) -> None:
+        """Stop recording (the round completed: nothing to undo)."""
+        self.journal.entries = None
 
     def watch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Before a policy writes ``rows`` (of the whole memory): what :meth:`settle` needs to keep the
         cached counts right from the columns themselves, whatever the policy says it did."""
         u = np.unique(rows)
+        self.journal.keep(self.columns, u, list(self.columns))  # a policy may write any column of these rows
         return u, self.columns["counter"][u] > 0, self.columns["flags"][u].copy()
 
     def settle(self, watched: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
@@ -125,6 +167,7 @@ class PromptMemory:
         """Set or clear ``EXCLUDED`` on dataset ``d``'s ``rows``; how many changed."""
         table = self.tables[d]
         rows = np.unique(rows)  # an id named twice changes once
+        self.journal.keep(table.columns, rows, ("flags",))
         before = (table.flags[rows] & EXCLUDED) != 0
         if excluded:
             table.flags[rows] |= EXCLUDED

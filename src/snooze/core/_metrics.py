@@ -94,14 +94,14 @@ class StepMetrics:
     def _bincount(self, ds: np.ndarray) -> np.ndarray:
         return np.bincount(ds, minlength=len(self.names)).astype(np.int64)
 
-    def add_skips(self, skipped: Sequence[int], passed: Sequence[int]) -> None:
+    def add_skips(self, skipped: Sequence[int], blocked: Sequence[int]) -> None:
         """Encounters skipped (asleep) and passed over (retired or excluded), ``[D]`` each."""
         column = self.ds["skipped"]
-        for d, (s, q) in enumerate(zip(skipped, passed)):
+        for d, (s, q) in enumerate(zip(skipped, blocked)):
             if s or q:
                 column[d] += s + q
         self.scalars["snooze/skipped"] += sum(skipped)
-        self.scalars["filter/skipped"] += sum(passed)
+        self.scalars["filter/skipped"] += sum(blocked)
 
     def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
         self.ds["gen_groups"] += self._bincount(ds)
@@ -128,9 +128,13 @@ class StepMetrics:
         self._advance_totals(gen, train, end.group_size)
         self.diagnosis.finish(out, end.bound, gen, train, end.audit)
         self._per_dataset(out, end)
+        return out | self.cumulative()
+
+    def cumulative(self) -> dict[str, Any]:
+        """The running totals as metrics (``total/*``, the audit's among them), as :meth:`finish` gives them."""
         t = self.totals
-        for key, value in t.items():
-            out[f"total/{key}"] = int(value)
+        out: dict[str, Any] = self.diagnosis.cumulative()
+        out |= {f"total/{key}": int(value) for key, value in t.items()}
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
         return out
 

@@ -71,6 +71,13 @@ class Mix:
             self._quota_memo[key] = quotas
         return quotas.copy()
 
+    def snapshot(self) -> np.ndarray:
+        """The encounters drawn, for :meth:`restore` (an undone round; the weights do not change in one)."""
+        return self.drawn.copy()
+
+    def restore(self, snap: np.ndarray) -> None:
+        self.drawn = snap.copy()
+
     def state_dict(self) -> dict[str, Any]:
         return {"weights": self.weights.tolist(), "drawn": self.drawn.tolist()}
 

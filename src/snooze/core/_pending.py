@@ -1,6 +1,6 @@
 """`PendingSet`: candidates issued and not yet reported, and the ticket counter that issues them.
 
-A ticket is ``(issuer, number)``: ``issuer`` is the run's id (random, made once when a run starts and
+A ticket is ``(run_id, number)``: ``run_id`` is the run's id (random, made once when a run starts and
 kept through save/load), so a candidate of another scheduler is refused however its number falls; and
 a number names one prompt, so a *stale* candidate (issued before the state was restored from an older
 checkpoint, whose number now names another prompt) is refused too.
@@ -37,9 +37,9 @@ class PendingSet:
     """Columns ``ticket`` (sorted, unique), ``ds``, ``row`` and ``audit`` (the candidate is an audit of a skipped
     encounter, snooze.core._audit); ``next_ticket`` is the next one to issue."""
 
-    def __init__(self, sizes: Sequence[int] = (), issuer: str | None = None) -> None:
+    def __init__(self, sizes: Sequence[int] = (), run_id: str | None = None) -> None:
         self.sizes = list(sizes)  # rows per dataset, to check a loaded state
-        self.issuer = issuer if issuer is not None else new_run_id()
+        self.run_id = run_id if run_id is not None else new_run_id()
         self.next_ticket = 0
         self.ticket = np.empty(0, dtype=np.int64)
         self.ds = np.empty(0, dtype=np.int64)
@@ -76,12 +76,14 @@ class PendingSet:
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
 
-    def withdraw(self, next_ticket: int, length: int) -> None:
-        """Take back every ticket issued since the set had ``length`` entries and ``next_ticket`` was next
-        (a failed round of :meth:`Scheduler.step`; tickets are appended in issue order)."""
-        self.ticket, self.ds, self.row = self.ticket[:length], self.ds[:length], self.row[:length]
-        self.audit = self.audit[:length]
-        self.next_ticket = next_ticket
+    def snapshot(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The ticket counter and the columns, for :meth:`restore` (an undone round). O(1): columns are
+        replaced, never written in place, when tickets are issued or popped."""
+        return self.next_ticket, self.ticket, self.ds, self.row, self.audit
+
+    def restore(self, snap: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Back to :meth:`snapshot`: every ticket issued since taken back, every one reported since pending again."""
+        self.next_ticket, self.ticket, self.ds, self.row, self.audit = snap
 
     def find(self, ticket: np.ndarray) -> np.ndarray:
         """Index of each ticket in the set, ``-1`` where it is not pending. ``[N]`` -> ``[N]``.
@@ -138,21 +140,21 @@ class PendingSet:
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``audit`` (the tickets
-        of audit candidates, a list) and ``issuer`` (the run id)."""
+        of audit candidates, a list) and ``run_id``."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
         return {
             "next_ticket": self.next_ticket,
             "pending": rows,
             "audit": self.ticket[self.audit].tolist(),
-            "issuer": self.issuer,
+            "run_id": self.run_id,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """``issuer`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
+        """``run_id`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
         state written before the audit): no candidate is an audit."""
-        issuer = state.get("issuer")
-        if issuer is not None and (not isinstance(issuer, str) or not _RUN_ID.match(issuer)):
-            raise StateError(f"run_id={issuer!r} is not a run id (16 hex digits); the state is corrupt")
+        run_id = state.get("run_id")
+        if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+            raise StateError(f"run_id={run_id!r} is not a run id (16 hex digits); the state is corrupt")
         next_ticket = state_int(state["next_ticket"], "next_ticket", 0, INT64_MAX)  # tickets are int64
         arr = state_ints(state["pending"], "pending", (None, 3))
         check_rows(arr[:, 1], arr[:, 2], self.sizes, "pending")
@@ -164,7 +166,7 @@ class PendingSet:
         if not np.isin(audit, arr[:, 0]).all():
             raise StateError("the pending audit tickets are not all pending; the state is corrupt")
         order = np.argsort(arr[:, 0], kind="stable")
-        self.issuer = issuer if issuer is not None else self.issuer
+        self.run_id = run_id if run_id is not None else self.run_id
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()
         self.audit = np.isin(self.ticket, audit)

@@ -9,8 +9,7 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.weights, .drawn             the mix
     meta.next_ticket, arrays.pending the pending set
     meta.run_id                      the run's id, which every candidate carries (absent in states of 0.1.0)
-    meta.metrics, .last_metrics      the step's counters and totals; the last finished step's metrics
-    meta.step, .round                header copies of metrics.totals.steps and metrics.scalars.gen/rounds
+    meta.metrics                     the step's counters and the cumulative totals (steps and rounds among them)
     meta.policy                      the policy's own state, only when it keeps any (none built in)
     meta.pending_audit               tickets of pending candidates that audit a skipped encounter (absent: none)
     arrays.ds<d>.<column>            the prompt memory (counter, flags, streak; history under skip="history")
@@ -18,13 +17,14 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
 
 Loading checks the format, the version and that the state belongs to this data and configuration;
 ``migrate=True`` carries prompt memory over by id instead (:func:`_migrate`). Errors of any kind in a
-malformed state become :class:`~snooze.StateError` naming the file.
+malformed state become :class:`~snooze.StateError` naming the file. States of earlier releases also hold
+``meta.step`` and ``meta.round`` (copies of the metrics' counts: checked against them when present) and
+``meta.last_metrics`` (the last finished step's metrics: a report, not state; not read).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,7 +58,6 @@ class Parts:
     pending: dict[str, Any]
     buffers: dict[str, dict[str, Any]]
     metrics: dict[str, Any]
-    last_metrics: dict[str, Any] = field(default_factory=dict)
     policy: dict[str, Any] = field(default_factory=dict)
 
 
@@ -70,13 +69,10 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         "seed": seed,
         "config": config.to_dict(),
         "weights": parts.mix["weights"],
-        "step": parts.metrics["totals"]["steps"],
-        "round": parts.metrics["scalars"]["gen/rounds"],
         "next_ticket": parts.pending["next_ticket"],
-        "run_id": parts.pending["issuer"],
+        "run_id": parts.pending["run_id"],
         "drawn": parts.mix["drawn"],
         "metrics": parts.metrics,
-        "last_metrics": parts.last_metrics,
         "datasets": [
             {"name": src.name, "size": len(src), "fingerprint": src.fingerprint, **st}
             for src, st in zip(sources, parts.streams)
@@ -162,29 +158,19 @@ def unpack(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": arrays["pending"],
-            "issuer": meta.get("run_id"),
+            "run_id": meta.get("run_id"),
             "audit": meta.get("pending_audit", []),
         },
         buffers={name: _prefixed(arrays, name) for name in BUFFERS},
         metrics=dict(meta["metrics"]),
-        last_metrics=_last_metrics(meta["last_metrics"]),
         policy=dict(meta.get("policy", {})),
     )
 
 
-def _last_metrics(value: Any) -> dict[str, Any]:
-    """The last finished step's metrics: a mapping of metric name to a finite number (what ``metrics()`` gives)."""
-    ok = isinstance(value, Mapping) and all(
-        isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        for k, v in value.items()
-    )
-    if not ok:
-        raise StateError("meta.last_metrics is not a mapping of metric name to a finite number; the state is corrupt")
-    return dict(value)
-
-
 def _check_header(meta: Mapping[str, Any]) -> None:
-    """``step`` and ``round`` copy counts kept in ``metrics``: they must agree."""
+    """``step`` and ``round``, in states of earlier releases, copy counts kept in ``metrics``: they must agree."""
+    if "step" not in meta and "round" not in meta:
+        return
     step = state_int(meta["step"], "step")
     rounds = state_int(meta["round"], "round")
     if step != meta["metrics"]["totals"]["steps"] or rounds != meta["metrics"]["scalars"].get("gen/rounds", 0):
@@ -291,7 +277,7 @@ def _migrate(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": np.empty((0, 3), dtype=np.int64),
-            "issuer": meta.get("run_id"),
+            "run_id": meta.get("run_id"),
         },
         buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
         metrics=metrics.state_dict(),
@@ -306,7 +292,8 @@ def _move_memory(
     new: Source,
     previous: Mapping[str, Any] | None,
 ) -> int:
-    """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts moved."""
+    """Every saved column of dataset ``i`` moved by id into ``into`` (columns of the new data); how many prompts
+    moved."""
     size = state_int(info["size"], f"datasets[{i}].size", 1)
     rows = _saved_rows_to_new(new, info, previous)
     keep = rows >= 0

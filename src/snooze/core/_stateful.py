@@ -42,8 +42,9 @@ def _shaped(value: Any, what: str, shape: tuple[int | None, ...], kinds: str) ->
     fits = arr.ndim == len(shape) and all(want is None or got == want for got, want in zip(arr.shape, shape))
     if not fits or (arr.size and arr.dtype.kind not in kinds):  # an empty JSON list reads as float64: let it be
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        of = "integers" if kinds == "iu" else "numbers"
         raise StateError(
-            f"array {what} has shape {arr.shape} / {arr.dtype}, expected {want} of {'integers' if kinds == 'iu' else 'numbers'}; the state is corrupt"
+            f"array {what} has shape {arr.shape} / {arr.dtype}, expected {want} of {of}; the state is corrupt"
         )
     return arr
 

@@ -25,7 +25,8 @@ def dataset_key(name: str) -> int:
 
 
 class DatasetStream:
-    """Rows ``0..n-1`` in a seeded permutation per epoch (in order when not ``shuffle``); finite (``epochs``) or endless."""
+    """Rows ``0..n-1`` in a seeded permutation per epoch (in order when not ``shuffle``); finite (``epochs``) or
+    endless."""
 
     def __init__(self, name: str, n: int, seed: int, epochs: int | None = None, shuffle: bool = True) -> None:
         self.name, self.n, self.seed, self.epochs, self.shuffle = name, n, seed, epochs, shuffle
@@ -62,6 +63,13 @@ class DatasetStream:
         if self.cursor >= self.n:
             self.epoch += 1
             self.cursor = 0
+
+    def snapshot(self) -> tuple[int, int]:
+        """The position, for :meth:`restore` (an undone round)."""
+        return self.epoch, self.cursor
+
+    def restore(self, snap: tuple[int, int]) -> None:
+        self.epoch, self.cursor = snap
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "cursor": self.cursor}

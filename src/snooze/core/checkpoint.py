@@ -29,7 +29,7 @@ import re
 import secrets
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -104,7 +104,16 @@ def _encode(state: dict[str, Any]) -> tuple[bytes, int]:
     arrays[_META_KEY] = np.frombuffer(meta, dtype=np.uint8)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    return buf.getvalue(), int(state["meta"].get("step", 0))
+    return buf.getvalue(), _step_of(state["meta"])
+
+
+def _step_of(meta: Mapping[str, Any]) -> int:
+    """The finished steps the state holds, which name its file (``step`` in states of earlier releases)."""
+    metrics = meta.get("metrics")
+    totals = metrics.get("totals") if isinstance(metrics, Mapping) else None
+    if isinstance(totals, Mapping) and "steps" in totals:
+        return int(totals["steps"])
+    return int(meta.get("step", 0))
 
 
 def _commit(root: Path, data: bytes, step: int) -> Path:

@@ -12,9 +12,10 @@ The file (JSON; ``snooze stratify`` writes one) looks like::
        {"name": "all", "weights": {"math": 0.5, "code": 0.5}, "exclude": {}}]}
 
 A stage's ``weights`` (``null`` or absent: equal weights), its exclusions and ``drop`` go to the
-scheduler in one :meth:`Scheduler.set_stage` call, checked whole before anything changes. ``{"step": N}`` starts the next stage at
-step ``N`` (after ``N`` finished steps). A metric condition holds when ``metrics[metric] op value``
-for ``for_steps`` consecutive steps of the stage (default 1); a NaN metric does not hold.
+scheduler in one :meth:`Scheduler.set_stage` call, checked whole before anything changes. ``{"step": N}``
+starts the next stage at step ``N`` (after ``N`` finished steps). A metric condition holds when
+``metrics[metric] op value`` for ``for_steps`` consecutive steps of the stage (default 1); a NaN metric
+does not hold.
 
 Use::
 
@@ -115,7 +116,8 @@ def _ids(source: str, path: str, value: Any) -> dict[str, list[Any]]:
 def _condition(source: str, path: str, raw: Any) -> Condition:
     if not isinstance(raw, Mapping):
         raise ConfigError(
-            f"{_where(source, path)}: must be an object like {{'step': 100}} or {{'metric': ..., 'op': ..., 'value': ...}}"
+            f"{_where(source, path)}: must be an object like {{'step': 100}} or "
+            "{'metric': ..., 'op': ..., 'value': ...}"
         )
     if "step" in raw:
         step = raw["step"]
@@ -131,7 +133,7 @@ def _condition(source: str, path: str, raw: Any) -> Condition:
             f"'for_steps'); unknown keys: {unknown}"
         )
     op, value, for_steps = raw.get("op", "<"), raw["value"], raw.get("for_steps", 1)
-    if op not in _OPS:
+    if not isinstance(op, str) or op not in _OPS:  # a list or an object is no operator (and unhashable)
         raise ConfigError(f"{_where(source, path)}.op: {op!r} is not one of {list(_OPS)}")
     if finite_float(value) is None:
         raise ConfigError(f"{_where(source, path)}.value: {shown(value)} is not a finite number")

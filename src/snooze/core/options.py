@@ -171,7 +171,8 @@ class Registry(Mapping[str, type[T]], Generic[T]):
 
 
 POLICIES: Registry[Any] = Registry("policy")
-"""Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive``, and any you add."""
+"""Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive``, and any
+you add."""
 
 SKIP_RULES: Registry[Any] = Registry("skip rule")
 """Every registered skip rule of ``snooze`` by name: ``counter``, ``history``, and any you add."""
@@ -255,8 +256,6 @@ def policy_of(options: Options) -> str:
     """The registered policy whose options class ``options`` is (``policy`` need not be given with them)."""
     names = [n for n in POLICIES if options_class(POLICIES, n) is type(options)]
     if len(names) != 1:
-        raise ConfigError(
-            f"options={options!r}: {'policies ' + ', '.join(map(repr, names)) + ' take' if names else 'no registered policy takes'} "
-            f"{type(options).__name__}; give policy= too"
-        )
+        takers = "policies " + ", ".join(map(repr, names)) + " take" if names else "no registered policy takes"
+        raise ConfigError(f"options={options!r}: {takers} {type(options).__name__}; give policy= too")
     return names[0]

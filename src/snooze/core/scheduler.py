@@ -8,44 +8,46 @@ The loop, from the caller's side::
     batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
 
 or ``batch = sched.step(rollout_fn)``, which is exactly that loop (an example in numbers:
-:mod:`snooze.core`). The scheduler composes, and owns nothing else: per dataset a stream (the order
-prompts come up in, ``_stream``); the prompt memory (``_memory``); the policy (``policies/``); the mix
-(weights and quotas, ``_mixing``); the pending set (``_pending``); the step's batch, surplus and
-zero-signal groups (``_buffer``); the metrics (``_metrics``). Each owns its state; :meth:`state_dict`
-puts theirs together and ``_state`` lays it out as a file.
+:mod:`snooze.core`; the loop itself is ``_step_loop``). The scheduler composes its components
+(``_components``: streams, prompt memory, policy, mix, pending set, buffers, metrics), each owning its state.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from snooze.core._buffer import GroupBuffer
+from snooze.core._checks import is_int
+from snooze.core._components import Components
 from snooze.core._draw import Walk, drawable, walk, walk_quota
-from snooze.core._memory import PromptMemory, PromptTable
-from snooze.core._metrics import StepEnd, StepMetrics
-from snooze.core._mixing import Mix, batch_fits
-from snooze.core._pending import PendingSet
-from snooze.core._round import RoundUndo
-from snooze.core._state import BUFFERS, Parts, pack, reading, unpack
-from snooze.core._stream import DatasetStream
-from snooze.core.advantages import scaled_advantages
+from snooze.core._memory import PromptTable
+from snooze.core._metrics import StepMetrics
+from snooze.core._mixing import batch_fits
+from snooze.core._stage import last_wins, named_ids, rows_of
+from snooze.core._state import pack, reading, unpack
+from snooze.core._step_loop import finish_step, run_step
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import BatchShortError, ConfigError, DataError, StateMismatchError
-from snooze.core.policies import Changes, Policy, Report, make_policy
+from snooze.core.errors import ConfigError, DataError, StateMismatchError
+from snooze.core.policies import Changes, Report
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
+
+
+def _part(name: str, doc: str) -> property:
+    """A component of :attr:`Scheduler.parts`, read as an attribute of the scheduler."""
+    return property(lambda self: getattr(self.parts, name), doc=doc)
 
 
 class Scheduler:
@@ -56,50 +58,29 @@ class Scheduler:
     dataset owns a stream seeded by ``(seed, name, epoch)``.
     """
 
-    streams: list[DatasetStream]  # per dataset: the order its prompts come up in
-    policy: Policy  # what a group's outcome does to its prompt (config.policy)
-    memory: PromptMemory  # the per-prompt columns
-    mix: Mix  # dataset weights, encounters drawn, batch quotas
-    pending: PendingSet  # candidates out for rollout, and the ticket counter
-    batch: GroupBuffer  # groups accepted into this step's batch
-    surplus: GroupBuffer  # acceptable groups that found no room
-    zero: GroupBuffer  # zero-signal groups left out, kept as padding material when on_short='pad'
-    counts: StepMetrics  # the step's counts and the totals (steps and rounds among them)
-
     def __init__(self, datasets: Mapping[str, Any], config: SchedulerConfig | None = None, seed: int = 0) -> None:
         self.config = config if config is not None else SchedulerConfig()
         if not isinstance(self.config, SchedulerConfig):
             raise ConfigError(f"config must be a SchedulerConfig, got {type(self.config).__name__}")
         if not isinstance(datasets, Mapping) or not datasets:
             raise DataError("datasets must be a non-empty mapping of dataset name to records or Source")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        if not is_int(seed) or seed < 0:
             raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
         self.seed = int(seed)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
-        self._take(self._fresh())
+        self.parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
-        self._undo: RoundUndo | None = None  # set while step() runs a round
 
-    def _fresh(self, run_id: str | None = None) -> SimpleNamespace:
-        """Every component in its starting state (``run_id``: the run's id, a new one by default)."""
-        cfg, G = self.config, self.config.group_size
-        policy = make_policy(cfg)
-        policy.bind(self.names, [len(s) for s in self.sources])
-        return SimpleNamespace(
-            streams=[DatasetStream(s.name, len(s), self.seed, cfg.epochs, cfg.shuffle) for s in self.sources],
-            policy=policy,
-            memory=PromptMemory([len(s) for s in self.sources], policy.columns),
-            mix=Mix(self.names, cfg.weights),
-            pending=PendingSet([len(s) for s in self.sources], run_id),
-            batch=GroupBuffer(G),
-            surplus=GroupBuffer(G),
-            zero=GroupBuffer(G),
-            counts=StepMetrics(self.names),
-        )
-
-    def _take(self, parts: SimpleNamespace) -> None:
-        vars(self).update(vars(parts))  # streams, policy, memory, mix, pending, batch, surplus, zero, counts
+    streams = _part("streams", "per dataset: the order its prompts come up in (``_stream``)")
+    policy = _part("policy", "what a group's outcome does to its prompt (``config.policy``)")
+    memory = _part("memory", "the per-prompt columns (``_memory``)")
+    mix = _part("mix", "dataset weights, encounters drawn, batch quotas (``_mixing``)")
+    pending = _part("pending", "candidates out for rollout, and the ticket counter (``_pending``)")
+    batch = _part("batch", "groups accepted into this step's batch")
+    surplus = _part("surplus", "acceptable groups that found no room")
+    padding = _part("padding", "zero-signal groups left out, kept as padding material when on_short='pad'")
+    step_metrics = _part("step_metrics", "the step's counts and the totals, steps and rounds among them (``_metrics``)")
 
     # -- one count each, kept by its component ---------------------------------------------------
     @property
@@ -119,26 +100,34 @@ class Scheduler:
     @property
     def step_index(self) -> int:
         """Steps finished (the index of the step in progress)."""
-        return self.counts.steps
+        return self.step_metrics.steps
 
     @property
     def round(self) -> int:
         """Generation rounds of the step in progress."""
-        return self.counts.rounds
+        return self.step_metrics.rounds
+
+    @property
+    def counts(self) -> StepMetrics:
+        """Deprecated: :attr:`step_metrics`."""
+        warnings.warn("Scheduler.counts is renamed step_metrics", DeprecationWarning, stacklevel=2)
+        return self.step_metrics
+
+    @property
+    def zero(self) -> GroupBuffer:
+        """Deprecated: :attr:`padding`."""
+        warnings.warn("Scheduler.zero is renamed padding", DeprecationWarning, stacklevel=2)
+        return self.padding
 
     @property
     def run_id(self) -> str:
         """This run's id: random, made when the run starts, kept through save/load. Every candidate
-        carries it (``Candidate.issuer``), and a report of candidates of another run is refused."""
-        return self.pending.issuer
+        carries it (``Candidate.run_id``), and a report of candidates of another run is refused."""
+        return self.pending.run_id
 
     @property
     def next_ticket(self) -> int:
         return self.pending.next_ticket
-
-    @next_ticket.setter
-    def next_ticket(self, value: int) -> None:
-        self.pending.next_ticket = value
 
     @property
     def exhausted(self) -> bool:
@@ -169,7 +158,7 @@ class Scheduler:
         """
         if not isinstance(excluded, (bool, np.bool_)):
             raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
-        return self._change_draw(None, [(*self._rows_of("set_excluded", dataset, ids), bool(excluded))])
+        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), bool(excluded))])
 
     def set_stage(
         self,
@@ -185,24 +174,11 @@ class Scheduler:
         :class:`ConfigError` / :class:`DataError` and the scheduler is left as it was. An id in both
         ``include`` and ``exclude`` ends excluded."""
         parsed = self.mix.parse(weights)
-        plan = [(*self._rows_of("set_stage", name, ids), False) for name, ids in _named_ids("include", include or {})]
-        plan += [(*self._rows_of("set_stage", name, ids), True) for name, ids in _named_ids("exclude", exclude)]
-        return self._change_draw(parsed, _last_wins(plan))
-
-    def _rows_of(self, caller: str, dataset: str, ids: Sequence[Any]) -> tuple[int, np.ndarray]:
-        """Dataset index and row numbers of ``ids``, checked (nothing changes)."""
-        d = self._dataset_index(dataset)
-        if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
-            raise DataError(f"{caller}: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
-        ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
-        rows = self.sources[d].rows_of(ids)
-        if (rows < 0).any():
-            bad = [i for i, r in zip(ids, rows) if r < 0][:3]
-            raise DataError(
-                f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
-                "id field (integers or strings)"
-            )
-        return d, rows
+        plan = [
+            (*rows_of(self.sources, "set_stage", name, ids), False) for name, ids in named_ids("include", include or {})
+        ]
+        plan += [(*rows_of(self.sources, "set_stage", name, ids), True) for name, ids in named_ids("exclude", exclude)]
+        return self._change_draw(parsed, last_wins(plan))
 
     def _change_draw(self, weights: np.ndarray | None, plan: Sequence[tuple[int, np.ndarray, bool]]) -> int:
         """Apply checked changes: new mix weights (``None``: kept), then each ``(dataset, rows, excluded)``."""
@@ -214,11 +190,6 @@ class Scheduler:
             self.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
         return changed
 
-    def _dataset_index(self, name: str) -> int:
-        if not isinstance(name, str) or name not in self.names:
-            raise DataError(f"unknown dataset {name!r}; datasets are {self.names}")
-        return self.names.index(name)
-
     # -- drawing --------------------------------------------------------------------------------
     def propose(self, n: int | None = None) -> Candidates:
         """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
@@ -227,13 +198,13 @@ class Scheduler:
         ``n=0`` returns no candidates and is no round (nothing is drawn or counted).
         """
         n = self.config.gen_size if n is None else n
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        if not is_int(n) or n < 0:
             raise ConfigError(f"propose(n={n!r}): n must be an integer >= 0")
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
         self.pending.check_room(int(n))
-        self.counts.add("gen/rounds", 1)
+        self.step_metrics.add("gen/rounds", 1)
         if self.config.mix == "stream":
             w = self._walk(int(n))
             self.mix.drawn += w.encounters
@@ -247,10 +218,8 @@ class Scheduler:
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
-        self.counts.add_skips(w.skipped, w.passed)
-        self.counts.diagnosis.add_skips(w.auditable)
-        if self._undo is not None:
-            self._undo.counted_down += w.counted_down
+        self.step_metrics.add_skips(w.skipped, w.blocked)
+        self.step_metrics.diagnosis.add_skips(w.auditable)
         return w
 
     def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
@@ -273,7 +242,7 @@ class Scheduler:
         """
         issued = issued_of(candidates, self.run_id, self.names)
         self.pending.pop(self.pending.locate(issued, candidates))
-        self.counts.add("gen/cancelled", len(issued.ticket))
+        self.step_metrics.add("gen/cancelled", len(issued.ticket))
         return len(issued.ticket)
 
     # -- reporting ------------------------------------------------------------------------------
@@ -292,8 +261,6 @@ class Scheduler:
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
         at = self.memory.offsets[ds] + rows
-        if self._undo is not None:  # inside step(): a policy that raises half-way is undone with the round
-            self._undo.keep_memory(self.memory.columns, at)
         audit = self.pending.audit[index]
         mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
         report = (
@@ -307,8 +274,8 @@ class Scheduler:
         self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
             self._count_changes(changes)
-        self.counts.record_generated(ds, outcomes)
-        self.counts.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        self.step_metrics.record_generated(ds, outcomes)
+        self.step_metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit)
         return outcomes
 
@@ -319,7 +286,7 @@ class Scheduler:
             ("filter/new", changes.retired),
         ):
             if flags is not None:
-                self.counts.add(key, np.count_nonzero(flags))
+                self.step_metrics.add(key, np.count_nonzero(flags))
 
     def _accept(self, groups: GroupBuffer, audit: np.ndarray) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
@@ -327,8 +294,8 @@ class Scheduler:
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
         acceptable &= ~audit | (groups.outcome == SIGNAL)
         if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.zero.extend(groups, ~acceptable & ~audit)
-        self.counts.add_dropped(groups.ds[~acceptable])
+            self.padding.extend(groups, ~acceptable & ~audit)
+        self.step_metrics.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)
         self.surplus.extend(groups, acceptable & ~fits)
@@ -360,96 +327,22 @@ class Scheduler:
         too) or its rewards are refused, the scheduler is put back as it was before that round (no
         candidate pending, no round counted, no encounter spent) and the error is raised again; the
         rounds before it stay done, and calling ``step`` again continues the step."""
-        if not callable(rollout_fn):
-            raise ConfigError(
-                f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
-                f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}"
-            )
-        while not self.batch_full and self.round < self.config.max_gen_rounds:
-            self._undo = undo = RoundUndo(self)
-            try:
-                candidates = self.propose()
-                if not candidates:
-                    break
-                self.report(candidates, rollout_fn(candidates))
-            except BaseException:
-                undo.undo(self)
-                raise
-            finally:
-                self._undo = None
-        return self.finish_step()
+        return run_step(self, rollout_fn)
 
     def finish_step(self) -> Batch:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics."""
-        cfg = self.config
-        starved = np.zeros(len(self.sources), dtype=bool)
-        room = cfg.batch_size - len(self.batch)
-        if cfg.on_short == "raise" and room > (
-            min(room, len(self.surplus)) if cfg.mix == "quota" else 0
-        ):  # before any change
-            raise BatchShortError.at(
-                self.step_index, len(self.batch), cfg.batch_size, self.round, cfg.max_gen_rounds, self.exhausted
-            )
-        if cfg.mix == "quota":
-            starved = self._quotas() - self._filled() > 0
-            if room > 0:
-                self.surplus.move_head(self.batch, room)  # starved slots go to the rest
-        bound = not self.batch_full and self.round >= cfg.max_gen_rounds  # the round limit, not the data, stopped it
-        padded = self.zero.move_head(self.batch, cfg.batch_size - len(self.batch)) if cfg.on_short == "pad" else 0
-        batch = self._build_batch()
-        self.counts.close_surplus(self.surplus.ds, carried=cfg.carry_surplus)
-        end = StepEnd(
-            self.batch.ds,
-            batch.signal,
-            padded,
-            starved,
-            cfg.group_size,
-            [t.asleep() for t in self.tables],
-            sum(t.retired() for t in self.tables),
-            [s.epoch for s in self.streams],
-            bound,
-            cfg.audit,
-        )
-        batch.metrics = self.last_metrics = self.counts.finish(end)
-        carried = self.surplus if cfg.carry_surplus else GroupBuffer(cfg.group_size)
-        self.batch, self.surplus, self.zero = (
-            GroupBuffer(cfg.group_size),
-            GroupBuffer(cfg.group_size),
-            GroupBuffer(cfg.group_size),
-        )
-        self.counts.start_step(carried_in=carried.ds)
-        self.policy.end_step(self.step_index)
-        if len(carried):  # carried groups go first; what does not fit now is discarded, never carried twice
-            fits = self._fits(carried.ds, np.ones(len(carried), dtype=bool))
-            self.batch.extend(carried, fits)
-            self.counts.add_discarded(carried.ds[~fits])
-        return batch
-
-    def _build_batch(self) -> Batch:
-        b = self.batch
-        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row.copy(), b.ticket.copy(), self.run_id)
-        adv = scaled_advantages(b.rewards, self.config.advantage, 1e-6)
-        return Batch(self.step_index, cands, b.rewards.copy(), adv, b.outcome == SIGNAL)
+        return finish_step(self)
 
     def metrics(self) -> dict[str, Any]:
-        """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict."""
+        """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict; after
+        :meth:`load_state_dict`, until a step finishes, the totals alone (``total/*``: the state keeps no report)."""
         return dict(self.last_metrics)
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Versioned state (format 1): JSON-safe ``meta`` and numpy ``arrays``, composed of every
         component's own ``state_dict()``. No pickle anywhere."""
-        parts = Parts(
-            streams=[s.state_dict() for s in self.streams],
-            memory=self.memory.state_dict(),
-            mix=self.mix.state_dict(),
-            pending=self.pending.state_dict(),
-            buffers={name: getattr(self, name).state_dict() for name in BUFFERS},
-            metrics=self.counts.state_dict(),
-            last_metrics=dict(self.last_metrics),
-            policy=self.policy.state_dict(),
-        )
-        return pack(self.seed, self.config, self.sources, parts)
+        return pack(self.seed, self.config, self.sources, self.parts.state_parts())
 
     def load_state_dict(
         self, state: Mapping[str, Any], migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None
@@ -458,24 +351,12 @@ class Scheduler:
         size or weights raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed
         data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
         with reading(state):
-            fresh = self._fresh(self.run_id)  # each component checks its part; nothing of self changes until all passed
+            # each component checks its part; nothing of self changes until all passed
+            fresh = Components(self.sources, self.config, self.seed, self.run_id)
             parts = unpack(
                 state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
             )
-            loads = [
-                *zip(fresh.streams, parts.streams),
-                (fresh.memory, parts.memory),
-                (fresh.mix, parts.mix),
-                (fresh.pending, parts.pending),
-                (fresh.counts, parts.metrics),
-                (fresh.policy, parts.policy),
-            ]
-            for component, part in loads:
-                component.load_state_dict(part)
-            for name in BUFFERS:
-                getattr(fresh, name).load_state_dict(
-                    parts.buffers[name], [len(s) for s in self.sources], name, self.config.reward_bounds
-                )
+            fresh.load_parts(parts, self.config)
             if len(fresh.batch) > self.config.batch_size:
                 raise StateMismatchError(
                     f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
@@ -483,8 +364,8 @@ class Scheduler:
                     f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
                 )
             changes = config_changes(state["meta"]["config"], self.config)
-        self._take(fresh)
-        self.last_metrics = parts.last_metrics
+        self.parts = fresh
+        self.last_metrics = fresh.step_metrics.cumulative()
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
 
@@ -515,24 +396,3 @@ class Scheduler:
         sched = cls(datasets, cfg, seed=seed)
         sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched
-
-
-def _named_ids(kind: str, ids_by_dataset: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:
-    """``set_stage``'s ``exclude`` / ``include``: a mapping of dataset name to ids."""
-    if not isinstance(ids_by_dataset, Mapping):
-        raise DataError(
-            f"set_stage: {kind} must map dataset names to lists of ids, got {type(ids_by_dataset).__name__}"
-        )
-    return list(ids_by_dataset.items())
-
-
-def _last_wins(plan: Sequence[tuple[int, np.ndarray, bool]]) -> list[tuple[int, np.ndarray, bool]]:
-    """The plan with each (dataset, row) once, at its last setting: the count of changes is then net."""
-    out = []
-    for d in sorted({d for d, _, _ in plan}):
-        rows = np.concatenate([r for dd, r, _ in plan if dd == d])
-        flags = np.concatenate([np.full(len(r), e, dtype=bool) for dd, r, e in plan if dd == d])
-        unique, first = np.unique(rows[::-1], return_index=True)  # first in reverse: the last setting
-        last = flags[::-1][first]
-        out += [(d, unique[~last], False), (d, unique[last], True)]
-    return out

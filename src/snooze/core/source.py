@@ -1,7 +1,7 @@
 """`Source`: one dataset's records, addressed by row, each with a stable id.
 
-A prompt's identity is ``(dataset, id)`` where ``id`` comes from the data (docs/concepts.md, "Prompts, groups, outcomes"), never
-from a position that shuffling would change. The scheduler works on row numbers internally and
+A prompt's identity is ``(dataset, id)`` where ``id`` comes from the data (docs/concepts.md, "Prompts, groups,
+outcomes"), never from a position that shuffling would change. The scheduler works on row numbers internally and
 keeps a fingerprint of the ids so a saved state is never applied to different data.
 """
 
@@ -78,7 +78,7 @@ class Source:
     def rows_of(self, ids: Iterable[Any]) -> np.ndarray:
         """Row numbers of the given ids (``-1`` where an id is unknown, or is not a string or an integer:
         ``True`` is not the id ``1``)."""
-        if self._index is None:  # built once: the ids never change (was a dict of the whole dataset per call)
+        if self._index is None:  # built once: the ids never change
             self._index = {v: i for i, v in enumerate(self.ids.tolist())}
         index = self._index
         keys = (_plain(i) for i in ids)
@@ -174,7 +174,8 @@ class Source:
             raise DataError(
                 f"dataset {name!r} is a streaming Hugging Face dataset ({type(dataset).__name__}): the scheduler reads "
                 "prompts by row and comes back to them in later passes, so it needs them all. Materialise it first: "
-                "datasets.Dataset.from_list(list(stream)) for a finite stream, or list(stream.take(n)) for its first n rows"
+                "datasets.Dataset.from_list(list(stream)) for a finite stream, or list(stream.take(n)) for its first "
+                "n rows"
             )
         columns = getattr(dataset, "column_names", None)
         if columns is None or id_field not in columns:
@@ -217,7 +218,8 @@ def as_source(name: str, data: Any, id_field: str = "id") -> Source:
 def _check_id_field(name: Any, id_field: Any) -> None:
     if not isinstance(id_field, str) or not id_field:
         raise DataError(
-            f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds each record's id"
+            f"dataset {name!r}: id_field={id_field!r} must be the name (a non-empty string) of the field that holds "
+            "each record's id"
         )
 
 
@@ -259,8 +261,9 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
             lone_surrogate("".join(values)) is not None
         ):  # one encode of all ids; the row is looked for only when one is bad
             row = next(i for i, v in enumerate(values) if lone_surrogate(v) is not None)
+            bad = lone_surrogate(values[row])
             raise DataError(
-                f"dataset {name!r}: id {values[row]!r} (row {row}) holds a lone surrogate ({lone_surrogate(values[row])}), {_NOT_TEXT}"
+                f"dataset {name!r}: id {values[row]!r} (row {row}) holds a lone surrogate ({bad}), {_NOT_TEXT}"
             )
         arr = np.empty(len(values), dtype=object)
         arr[:] = [str(v) for v in values]

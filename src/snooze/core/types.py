@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, overload
@@ -17,18 +18,23 @@ __all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "Issued", "issued_of
 
 class Candidate:
     """One prompt issued for rollout. ``dataset`` and ``id`` are its stable identity; ``ticket`` is
-    unique per issue (the same prompt drawn twice gets two tickets) and ``issuer`` is the ``run_id`` of
-    the scheduler that issued it: :meth:`Scheduler.report` checks both. ``record`` and ``id`` are read
-    from the source on access, so issuing is cheap."""
+    unique per issue (the same prompt drawn twice gets two tickets) and ``run_id`` is the run of the
+    scheduler that issued it (:attr:`Scheduler.run_id`): :meth:`Scheduler.report` checks both. ``record``
+    and ``id`` are read from the source on access, so issuing is cheap."""
 
-    __slots__ = ("dataset", "ticket", "row", "issuer", "_source")
+    __slots__ = ("dataset", "ticket", "row", "run_id", "_source")
 
-    def __init__(self, source: Source, row: int, ticket: int, issuer: str = "") -> None:
+    def __init__(self, source: Source, row: int, ticket: int, run_id: str = "") -> None:
         self.dataset = source.name
         self.row = row
         self.ticket = ticket
-        self.issuer = issuer
+        self.run_id = run_id
         self._source = source
+
+    @property
+    def issuer(self) -> str:
+        """Deprecated: :attr:`run_id`."""
+        return _renamed("Candidate", self.run_id)
 
     @property
     def id(self) -> Any:
@@ -47,11 +53,11 @@ class Candidate:
         return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Candidate) and (other.ticket, other.dataset, other.row, other.issuer) == (
+        return isinstance(other, Candidate) and (other.ticket, other.dataset, other.row, other.run_id) == (
             self.ticket,
             self.dataset,
             self.row,
-            self.issuer,
+            self.run_id,
         )
 
     def __hash__(self) -> int:
@@ -60,18 +66,23 @@ class Candidate:
 
 class Candidates(Sequence[Candidate]):
     """What :meth:`Scheduler.propose` returns: a read-only list of :class:`Candidate`, stored as three
-    arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) and the ``issuer`` they share, so issuing and
+    arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) and the ``run_id`` they share, so issuing and
     reporting thousands of candidates costs numpy work, not Python objects. Indexing, slicing and
     iterating behave like a list."""
 
-    __slots__ = ("_sources", "ds", "row", "ticket", "issuer")
+    __slots__ = ("_sources", "ds", "row", "ticket", "run_id")
 
     def __init__(
-        self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, issuer: str = ""
+        self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, run_id: str = ""
     ) -> None:
         self._sources = sources
         self.ds, self.row, self.ticket = ds, row, ticket
-        self.issuer = issuer
+        self.run_id = run_id
+
+    @property
+    def issuer(self) -> str:
+        """Deprecated: :attr:`run_id`."""
+        return _renamed("Candidates", self.run_id)
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -82,13 +93,13 @@ class Candidates(Sequence[Candidate]):
     def __getitem__(self, i: slice) -> Candidates: ...
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (slice, list, np.ndarray)):
-            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i], self.issuer)
-        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]), self.issuer)
+            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i], self.run_id)
+        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]), self.run_id)
 
     def __iter__(self) -> Iterator[Candidate]:
-        sources, issuer = self._sources, self.issuer
+        sources, run_id = self._sources, self.run_id
         for d, r, t in zip(self.ds.tolist(), self.row.tolist(), self.ticket.tolist()):
-            yield Candidate(sources[d], r, t, issuer)
+            yield Candidate(sources[d], r, t, run_id)
 
     def __repr__(self) -> str:
         return f"Candidates({len(self)}: {list(self)[:3]}{'...' if len(self) > 3 else ''})"
@@ -102,19 +113,20 @@ class Issued(NamedTuple):
     row: np.ndarray
 
 
-def issued_of(candidates: Sequence[Candidate], issuer: str, names: Sequence[str]) -> Issued:
-    """The tickets and prompts of a report: what :meth:`Scheduler.propose` of the scheduler whose
-    ``run_id`` is ``issuer`` returned, or a list of its :class:`Candidate` items, each once (``names``:
+def issued_of(candidates: Sequence[Candidate], run_id: str, names: Sequence[str]) -> Issued:
+    """The tickets and prompts of a report: what :meth:`Scheduler.propose` of the scheduler of run
+    ``run_id`` returned, or a list of its :class:`Candidate` items, each once (``names``:
     that scheduler's datasets). Raises :class:`ReportError` otherwise."""
     if isinstance(candidates, Candidates):
-        if candidates.issuer != issuer:
-            raise _foreign(candidates.issuer, issuer)
+        if candidates.run_id != run_id:
+            raise _foreign(candidates.run_id, run_id)
         issued = Issued(candidates.ticket, candidates.ds, candidates.row)
     elif isinstance(candidates, Sequence) and not isinstance(candidates, (Candidate, str, bytes)):
-        issued = _from_list(candidates, issuer, names)
+        issued = _from_list(candidates, run_id, names)
     else:
         raise ReportError(
-            f"report() takes the candidates that propose() returned (or a list of them), got {type(candidates).__name__}"
+            "report() takes the candidates that propose() returned (or a list of them), "
+            f"got {type(candidates).__name__}"
         )
     tickets = issued.ticket
     if tickets.shape[0] > 1 and not (tickets[1:] > tickets[:-1]).all():  # in issue order: distinct, no sort
@@ -127,12 +139,12 @@ def issued_of(candidates: Sequence[Candidate], issuer: str, names: Sequence[str]
     return issued
 
 
-def _from_list(candidates: Sequence[Any], issuer: str, names: Sequence[str]) -> Issued:
+def _from_list(candidates: Sequence[Any], run_id: str, names: Sequence[str]) -> Issued:
     for i, c in enumerate(candidates):
         if not isinstance(c, Candidate):
             raise ReportError(f"item {i} of the report is a {type(c).__name__}, not a Candidate from propose()")
-        if c.issuer != issuer:
-            raise _foreign(c.issuer, issuer)
+        if c.run_id != run_id:
+            raise _foreign(c.run_id, run_id)
     index = {name: d for d, name in enumerate(names)}
     n = len(candidates)
     try:
@@ -145,6 +157,11 @@ def _from_list(candidates: Sequence[Any], issuer: str, names: Sequence[str]) -> 
         raise ReportError(
             "a Candidate of the report was altered (its ticket, row or dataset is not what was issued)"
         ) from None
+
+
+def _renamed(cls: str, run_id: str) -> str:
+    warnings.warn(f"{cls}.issuer is renamed run_id", DeprecationWarning, stacklevel=3)
+    return run_id
 
 
 def _foreign(theirs: str, mine: str) -> ReportError:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from snooze.core._checks import finite_float, is_int, shown
+from snooze.core._checks import finite_float, shown
 from snooze.core.errors import ConfigError
-from snooze.trainer.config import check_temperature
+from snooze.trainer.config import check_int, check_temperature
 
 __all__ = ["Profile", "PROFILES", "with_overrides", "model_config", "warmup_config", "train_config"]
 
@@ -122,14 +122,10 @@ class Profile:
             "fig3_seeds",
         )
         for name in ints:
-            value = getattr(self, name)
-            if not (is_int(value) and value >= 1):
-                raise ConfigError(f"Profile.{name}={value!r}: must be an integer >= 1")
+            check_int(self, name, 1)
         for name in ("first_seed", "staleness"):
-            if not (is_int(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ConfigError(f"Profile.{name}={getattr(self, name)!r}: must be an integer >= 0")
-        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
-            raise ConfigError(f"Profile.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy only)")
+            check_int(self, name, 0)
+        check_int(self, "eval_samples", 0, " (0: greedy only)")
         for name in ("lr", "warmup_lr"):  # finite: an infinite rate makes NaN weights at the first update
             if finite_float(getattr(self, name)) is None or not getattr(self, name) > 0:
                 raise ConfigError(f"Profile.{name}={shown(getattr(self, name))}: must be a finite number > 0")

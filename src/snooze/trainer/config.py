@@ -60,8 +60,7 @@ class GRPOConfig:
                 raise ConfigError(f"GRPOConfig.{name}={shown(getattr(self, name))}: must be a finite number >= 0")
         if self.clip_low >= 1:
             raise ConfigError(f"GRPOConfig.clip_low={self.clip_low}: must be below 1 (the ratio is positive)")
-        if not (isinstance(self.updates_per_batch, int) and self.updates_per_batch >= 1):
-            raise ConfigError(f"GRPOConfig.updates_per_batch={self.updates_per_batch!r}: must be an integer >= 1")
+        check_int(self, "updates_per_batch", 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -107,22 +106,22 @@ class TrainConfig:
     """The policy update."""
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.eval_samples, int) and self.eval_samples >= 0):
-            raise ConfigError(
-                f"TrainConfig.eval_samples={self.eval_samples!r}: must be an integer >= 0 (0: greedy evaluation only)"
-            )
+        check_int(self, "eval_samples", 0, " (0: greedy evaluation only)")
         for name in ("steps", "eval_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ConfigError(f"TrainConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
-        if not (is_int(self.staleness) and self.staleness >= 0):
-            raise ConfigError(
-                f"TrainConfig.staleness={self.staleness!r}: must be an integer >= 0 "
-                "(0: train on what was just generated)"
-            )
-        if not (isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0):
-            raise ConfigError(f"TrainConfig.checkpoint_every={self.checkpoint_every!r}: must be an integer >= 0")
+            check_int(self, name, 1)
+        check_int(self, "staleness", 0, " (0: train on what was just generated)")
+        check_int(self, "checkpoint_every", 0)
         check_temperature(self.temperature, "TrainConfig.temperature")
         check_device(self.device, "TrainConfig.device")
+
+
+def check_int(config: Any, name: str, minimum: int, note: str = "") -> None:
+    """Field ``name`` of the frozen dataclass ``config`` is an integer (any integer type but ``bool``,
+    kept as a Python ``int``) of at least ``minimum``, else a :class:`ConfigError` naming it."""
+    value = getattr(config, name)
+    if not (is_int(value) and value >= minimum):
+        raise ConfigError(f"{type(config).__name__}.{name}={value!r}: must be an integer >= {minimum}{note}")
+    object.__setattr__(config, name, int(value))
 
 
 def check_temperature(value: Any, what: str, greedy: bool = False) -> float:

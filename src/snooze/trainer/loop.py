@@ -153,8 +153,7 @@ class _Run:
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
         self.pipe.load(folder)
-        self.roller.step = self.step + len(self.pipe) - 1  # the last batch generated
-        self.roller.load_state_dict(rollouts)
+        self.roller.load_state_dict(rollouts, sampled_in=self.step + len(self.pipe) - 1)  # the last batch generated
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
             self.curriculum.load_state_dict(
                 read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged")
@@ -245,7 +244,7 @@ def _generate(run: _Run, sched_cfg: SchedulerConfig, cfg: TrainConfig) -> None:
     The scheduler proposes and is reported to here, at generation time; the batch waits in ``run.pipe``."""
     last = min(run.step + cfg.staleness, cfg.steps - 1)
     while run.step + len(run.pipe) <= last and not run.sched.exhausted:
-        run.roller.step = run.step + len(run.pipe)  # the step the batch is trained in: the reward log's step
+        run.roller.begin_step(run.step + len(run.pipe))  # the step the batch is trained in: the reward log's step
         batch = run.sched.step(run.roller)
         metrics = dict(batch.metrics)
         if run.curriculum is not None:  # the stage the batch was drawn under; the next one applies from the next batch
@@ -318,7 +317,7 @@ def _loop(
     """Train until ``cfg.steps`` (or ``stop_after`` more steps), committing a checkpoint every ``checkpoint_every``
     steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
     with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
-        run.roller.reward_log = rlog
+        run.roller.log_to(rlog)
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
         while run.step < end and not run.drained:  # a resumed run that had used up its data ends here too
             line = _one_step(run, test_sets, sched_cfg, cfg)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from snooze.core.errors import StateError
-from snooze.core.types import Candidate
+from snooze.core.types import Candidate, Candidates
 from snooze.logs import RewardLogWriter
 from snooze.trainer.model import TinyGPT, sample
 from snooze.trainer.tasks import verify
@@ -36,7 +36,10 @@ class Group:
 
 
 class Roller:
-    """Samples and verifies rollouts for the scheduler; remembers them by ticket."""
+    """Samples and verifies rollouts for the scheduler; remembers them by ticket.
+
+    The trainer tells it which step is being built (:meth:`begin_step`), where to log (:meth:`log_to`)
+    and, on resume, which step the restored groups were sampled in (:meth:`load_state_dict`)."""
 
     def __init__(
         self,
@@ -56,11 +59,23 @@ class Roller:
         self.tok = CharTokenizer()
         self.store: dict[int, Group] = {}
         self._born: dict[int, int] = {}  # ticket -> step it was sampled in
-        self.step = 0
-        """The training step being built; stamped on every reward-log line."""
+        self._step = 0
+
+    @property
+    def step(self) -> int:
+        """The training step being built; stamped on every reward-log line and on every group sampled."""
+        return self._step
+
+    def begin_step(self, step: int) -> None:
+        """The trainer starts building step ``step``: what is sampled from now on belongs to it."""
+        self._step = int(step)
+
+    def log_to(self, reward_log: RewardLogWriter | None) -> None:
+        """Write each sampled group to ``reward_log`` from now on (``None``: log nothing)."""
+        self.reward_log = reward_log
 
     @torch.no_grad()
-    def __call__(self, candidates: list[Candidate]) -> np.ndarray:
+    def __call__(self, candidates: Candidates) -> np.ndarray:
         records = [c.record for c in candidates]
         device = next(self.model.parameters()).device
         ids, mask = (torch.from_numpy(x).to(device) for x in self.tok.encode_prompts([r["prompt"] for r in records]))
@@ -74,9 +89,9 @@ class Roller:
         for n, cand in enumerate(candidates):
             rows = slice(n * g, (n + 1) * g)
             self.store[cand.ticket] = Group(ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
-            self._born[cand.ticket] = self.step
+            self._born[cand.ticket] = self._step
         if self.reward_log is not None:
-            self.reward_log.write(self.step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
+            self.reward_log.write(self._step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
         return rewards  # [N, G]
 
     def take(self, candidates: Sequence[Candidate]) -> list[Group]:
@@ -96,18 +111,22 @@ class Roller:
         Surplus is carried at most one step (never twice), so with ``keep_carried`` only groups
         sampled in the step just finished are kept; without it, none.
         """
-        keep = {t for t, s in self._born.items() if keep_carried and s == self.step}
+        keep = {t for t, s in self._born.items() if keep_carried and s == self._step}
         self.store = {t: g for t, g in self.store.items() if t in keep}
-        self._born = {t: self.step for t in keep}
+        self._born = {t: self._step for t in keep}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Stored groups as a flat ``{"<ticket>/<field>": tensor}`` (loadable with ``weights_only=True``)."""
         return {f"{t}/{f}": getattr(grp, f).cpu() for t, grp in self.store.items() for f in _FIELDS}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any], sampled_in: int) -> None:
+        """Restore :meth:`state_dict` output: groups sampled for step ``sampled_in`` (the last batch the
+        checkpoint had generated), the step :meth:`prune` keeps carried groups of until the next
+        :meth:`begin_step`."""
         tickets = sorted({int(k.split("/")[0]) for k in state})
         self.store = {t: Group(*(state[f"{t}/{f}"] for f in _FIELDS)) for t in tickets}
-        self._born = {t: self.step for t in tickets}
+        self._step = int(sampled_in)
+        self._born = {t: self._step for t in tickets}
 
 
 def collate(groups: Sequence[Group], device: torch.device | str) -> tuple[torch.Tensor, ...]:

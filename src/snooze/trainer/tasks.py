@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import is_int
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = [
@@ -65,7 +66,7 @@ class TaskSpec:
         if self.family not in FAMILIES:
             raise ConfigError(f"task family {self.family!r}: must be one of {', '.join(FAMILIES)}")
         top = _MAX_LEVEL[self.family]
-        if not (isinstance(self.lo, int) and isinstance(self.hi, int) and 1 <= self.lo <= self.hi <= top):
+        if not (is_int(self.lo) and is_int(self.hi) and 1 <= self.lo <= self.hi <= top):
             raise ConfigError(f"task {self.family} levels {self.lo}-{self.hi}: need 1 <= lo <= hi <= {top}")
 
     @property

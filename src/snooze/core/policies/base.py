@@ -182,6 +182,14 @@ class _Plugin:
         """Run-level state beyond the per-prompt columns (none for the built-in ones)."""
         return {}
 
+    def snapshot(self) -> dict[str, Any]:
+        """This plug-in's state, for :meth:`restore` (an undone round): its :meth:`state_dict` by default."""
+        return self.state_dict()
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        if snap:
+            self.load_state_dict(snap)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state:
             raise StateError(f"{self.name!r} keeps no state of its own, but the saved state has {sorted(state)}")

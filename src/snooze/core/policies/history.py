@@ -66,7 +66,8 @@ class HistoryRule(SkipRule):
 
     Options = HistoryOptions
     columns = (Column("history", np.uint8),)
-    patience = PATIENCE  # a walk gives up on a dataset after this many passes of skips in a row (issue 27: k = 10**7 walked on for ever)
+    patience = PATIENCE  # a walk gives up on a dataset after this many passes of skips in a row (k = 10**7 would
+    # otherwise walk on for ever)
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)

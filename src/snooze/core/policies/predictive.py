@@ -90,7 +90,8 @@ _C = len(CATEGORIES)
 RUN_CAP = 8
 """Run lengths counted in a code: 1, 2, ..., ``RUN_CAP`` (and more) groups of the same category in a row."""
 N_CODES = 1 + _C * RUN_CAP
-"""0: unseen; ``1 + RUN_CAP * c + (k - 1)``: the last ``k`` groups (``RUN_CAP``: at least that many) were of category ``c``."""
+"""0: unseen; ``1 + RUN_CAP * c + (k - 1)``: the last ``k`` groups (``RUN_CAP``: at least that many) were of
+category ``c``."""
 
 RATE_HALFLIFE = 256
 """Groups over which the stream's signal rate ``r`` halves its weight: about 8-16 steps of generation
@@ -105,7 +106,9 @@ RELAX_LIMIT = 4
 """Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
 the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
 _MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
-_MAX_DOUBLINGS = 16  # (PredictiveOptions.check refuses a longest period that overflows) backoff exponent cap: periods beyond 2**16 recheck periods are "never" in any run
+# the backoff exponent's cap: periods beyond 2**16 recheck periods are "never" in any run
+# (PredictiveOptions.check refuses a longest period that overflows)
+_MAX_DOUBLINGS = 16
 _DECAY_SIZE = (
     1 << 14
 )  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
@@ -127,7 +130,8 @@ def decay(groups: np.ndarray, halflife: int) -> np.ndarray:
 
 
 def category(outcomes: np.ndarray, means: np.ndarray) -> np.ndarray:
-    """Each group's category (index into :data:`CATEGORIES`) from its outcome and mean (a fraction of the range). ``[N]``"""
+    """Each group's category (index into :data:`CATEGORIES`) from its outcome and mean (a fraction of the range).
+    ``[N]``"""
     cat = np.full(outcomes.shape, 4, dtype=np.int64)  # flat unless below
     cat[outcomes == TOO_EASY] = 0
     signal = outcomes == SIGNAL
@@ -211,7 +215,8 @@ class PredictiveOptions(Options):
 
 
 def _finite_product(base: float, power: int, times: float) -> bool:
-    """Whether ``times * base**power`` is a finite float (``base**power`` alone raises ``OverflowError`` past 1.8e308)."""
+    """Whether ``times * base**power`` is a finite float (``base**power`` alone raises ``OverflowError`` past
+    1.8e308)."""
     try:
         return math.isfinite(float(times) * base**power)
     except OverflowError:
