@@ -1,7 +1,7 @@
 """The draw walk's leap: when no prompt of any dataset in the walk is awake, the encounters up to the
 first one that can be (a prompt whose counter reaches 0, or a dataset's last epoch ending) are all
-skips, and are spent by arithmetic instead of pass by pass (issue 27: a factor of 10**7 made one
-step walk 10**7 epochs).
+skips, and are spent by arithmetic instead of pass by pass (a factor of 10**7 would
+otherwise walk 10**7 epochs in one step).
 
 A prompt of counter ``c`` is skipped at its next ``c`` encounters and awake at the one after: in
 epoch ``e0 + c`` (one later if its place in the current epoch is already behind the cursor). The

@@ -1,7 +1,7 @@
 """Figure 4: what each arm paid in generation against what it ended at, one point per seed.
 
 The trade-off of a skipping policy at a glance: left is cheaper, up is better. Two columns: the final
-accuracy (the last evaluation, as issue 12 asks) and the late one (the mean of the last
+accuracy (the last evaluation) and the late one (the mean of the last
 :data:`~snooze.logs.LATE_EVALS` evaluations after the base's, which one dip at the end moves less; the
 summary table has both). The top row shows every arm; the bottom row zooms on DAPO's accuracy, where
 differences of a point or two between the skipping arms are otherwise too small to see. DAPO's

@@ -1,4 +1,4 @@
-"""``skip="counter"``: the seed's rule. A too-easy outcome adds ``SnoozeOptions.factor`` encounters to
+"""``skip="counter"``: the design note's rule. A too-easy outcome adds ``SnoozeOptions.factor`` encounters to
 the prompt's snooze counter; with ``backoff`` the k-th consecutive one adds
 ``round(factor * backoff**(k-1))``, capped at ``max``. It has no options of its own."""
 

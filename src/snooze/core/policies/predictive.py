@@ -7,12 +7,9 @@ the signal rate of the groups of the prompt's dataset generated lately (weighted
 256 groups). A skip pays when the skipped prompt's own chance ``q`` of a signal group is below
 ``r_d``. So an encounter is skipped when ``q < margin * r_d``: margin 1 is exactly that trade;
 below 1 skips only prompts that are clearly worse than a replacement, which keeps the batch closer to
-DAPO's (measured in docs/results.md: at margin 1 held-out accuracy falls far below
-DAPO's). **Decision — the rate of the prompt's own dataset.** In quota mode the replacement is the
-next prompt of the same dataset; in the stream mix it is the next prompt of the mixed stream, which
-may be another dataset's. Comparing with the dataset's own rate keeps a dataset that is mostly
-mastered from being emptied for another one's sake, the starvation that makes ``filter`` collapse on
-a two-task mix.
+DAPO's. The rate compared with is the prompt's own dataset's, in either mix: a dataset that is mostly
+mastered is not emptied for another one's sake (the starvation that makes ``filter`` collapse on a
+two-task mix).
 
 ``q`` is predicted from the prompt's past groups on both sides, by calibration rather than by a
 model of pass rates. Each prompt keeps a one-byte *code*: the category of its last group (too easy
@@ -21,12 +18,9 @@ how many groups in a row had it (1 to 8, and more; 41 codes with "unseen"). For 
 code the policy measures how often a group of a prompt with that code had signal (weighted over
 about the code's last 64 groups, shrunk by 4 pseudo-groups towards the code one group shorter in its
 run, and a run of one towards ``r_d``: a code with little evidence is taken for its neighbour, or for an
-average draw, which is never skipped). Measured on DAPO's reward logs of
-the reference experiment (other seeds than the reported ones), the run length is what predicts:
-after 1, 2, 4 and 8+ all-correct groups in a row a prompt had signal next time with probability
-0.16, 0.11, 0.06 and 0.03 on one task and 0.33, 0.22, 0.10 and 0.04 on the other; after one
-all-wrong group 0.3-0.4 (it is being learned), and after 8+ on a 300-prompt pool 0.008. A pass-rate
-model that took "all wrong" for as settled as "all correct" would skip the prompts about to give signal.
+average draw, which is never skipped). The run length is what predicts, on both sides: a prompt that
+failed once is often being learned, one solved eight times in a row rarely gives signal again
+(docs/results.md, "Predictive skipping: how its settings were chosen").
 
 Nothing is known of an unseen prompt: it is never skipped. A skipped prompt is looked at again once
 its *age* reaches a period drawn at its last group in ``[1/2, 3/2) * recheck`` *passes*,
@@ -36,9 +30,9 @@ generated so far (all datasets), and a pass is as many groups as the datasets ha
 generation DAPO would spend to look at every prompt once): a period does not run out when most of the
 pool is skipped and the stream races through it, as periods in encounters do; it means the same on a
 pool visited 100 times as on one visited 10 times, which a period in training steps does not; and it
-does not stall for a dataset that is mostly skipped, as a clock of each dataset's own groups does (both
-measured in docs/results.md). The random numbers are a hash of ``(seed, dataset, row,
-clock at the last group)``: nothing to save, the same after a resume.
+does not stall for a dataset that is mostly skipped, as a clock of each dataset's own groups does. The
+random numbers are a hash of ``(seed, dataset, row, clock at the last group)``: nothing to save, the same
+after a resume.
 
 A skip pays only while a replacement is left: when a draw walks a whole epoch of a dataset and every
 prompt is skipped, the policy relaxes (:meth:`Predictive.relax`) instead of ending the step short.
@@ -62,9 +56,24 @@ from snooze.core._checks import as_real
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
 from snooze.core._stateful import state_int
 from snooze.core._stream import DatasetStream
-from snooze.core.classify import SIGNAL, TOO_EASY, TOO_HARD
+from snooze.core.classify import SIGNAL
 from snooze.core.errors import ConfigError, StateError
 from snooze.core.options import Options
+from snooze.core.policies._codes import (
+    _C,
+    _MAX_CLOCK,
+    _MAX_DOUBLINGS,
+    CATEGORIES,
+    CODE_HALFLIFE,
+    N_CODES,
+    PRIOR_GROUPS,
+    RATE_HALFLIFE,
+    RELAX_LIMIT,
+    RUN_CAP,
+    category,
+    decay,
+    next_code,
+)
 from snooze.core.policies.base import Changes, Policy, Report, register_policy
 from snooze.core.policies.history import encounter_uniform
 
@@ -84,70 +93,6 @@ __all__ = [
     "PRIOR_GROUPS",
 ]
 
-CATEGORIES = ("E", "S+", "S-", "H", "F")
-"""A group's outcome as a code sees it: too easy, signal with mean >= 1/2, signal below, too hard, flat."""
-_C = len(CATEGORIES)
-RUN_CAP = 8
-"""Run lengths counted in a code: 1, 2, ..., ``RUN_CAP`` (and more) groups of the same category in a row."""
-N_CODES = 1 + _C * RUN_CAP
-"""0: unseen; ``1 + RUN_CAP * c + (k - 1)``: the last ``k`` groups (``RUN_CAP``: at least that many) were of
-category ``c``."""
-
-RATE_HALFLIFE = 256
-"""Groups over which the stream's signal rate ``r`` halves its weight: about 8-16 steps of generation
-in the reference experiment, short enough to follow learning, long enough to be more than noise."""
-CODE_HALFLIFE = 64
-"""Groups of one code over which its measured signal rate halves its weight (codes that are skipped
-are measured only on their re-looks, so a longer window would lag far behind the model)."""
-PRIOR_GROUPS = 4.0
-"""Pseudo-groups at the stream's rate ``r`` added to every code's measurement: a code with few groups
-is predicted as an average draw, and an average draw is never skipped (``q < margin * r`` fails at margin <= 1)."""
-RELAX_LIMIT = 4
-"""Relaxations a dataset may take in one step (:meth:`Predictive.relax`): the margin halves at each of
-the first ``RELAX_LIMIT - 1``, and the last turns skipping off until the step ends."""
-_MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
-# the backoff exponent's cap: periods beyond 2**16 recheck periods are "never" in any run
-# (PredictiveOptions.check refuses a longest period that overflows)
-_MAX_DOUBLINGS = 16
-_DECAY_SIZE = (
-    1 << 14
-)  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
-
-
-def _decay_table(halflife: float) -> np.ndarray:
-    table = 0.5 ** (np.arange(_DECAY_SIZE + 1) / halflife)
-    table[-1] = 0.0
-    return table
-
-
-_DECAY = {RATE_HALFLIFE: _decay_table(RATE_HALFLIFE), CODE_HALFLIFE: _decay_table(CODE_HALFLIFE)}
-
-
-def decay(groups: np.ndarray, halflife: int) -> np.ndarray:
-    """The weight left to old groups after ``groups`` new ones, ``0.5 ** (groups / halflife)``, read from a
-    table (the same numbers on every machine and in the tests' reference model)."""
-    return _DECAY[halflife][np.minimum(groups, _DECAY_SIZE)]
-
-
-def category(outcomes: np.ndarray, means: np.ndarray) -> np.ndarray:
-    """Each group's category (index into :data:`CATEGORIES`) from its outcome and mean (a fraction of the range).
-    ``[N]``"""
-    cat = np.full(outcomes.shape, 4, dtype=np.int64)  # flat unless below
-    cat[outcomes == TOO_EASY] = 0
-    signal = outcomes == SIGNAL
-    cat[signal & (means >= 0.5)] = 1
-    cat[signal & (means < 0.5)] = 2
-    cat[outcomes == TOO_HARD] = 3
-    return cat
-
-
-def next_code(code: np.ndarray, cat: np.ndarray) -> np.ndarray:
-    """The code after a group of category ``cat``: the run of its category grows by one, or a new run starts."""
-    code = code.astype(np.int64)
-    last, run = (code - 1) // RUN_CAP, (code - 1) % RUN_CAP + 1  # category and run length of the code (unseen: -1, 0)
-    grown = np.where((code > 0) & (last == cat), np.minimum(run + 1, RUN_CAP), 1)
-    return (1 + RUN_CAP * cat + grown - 1).astype(np.uint8)
-
 
 @dataclass(frozen=True)
 class PredictiveOptions(Options):
@@ -163,7 +108,7 @@ class PredictiveOptions(Options):
     margin: float = 0.5
     """Skip an encounter when the prompt's predicted chance of a signal group is below this times the
     signal rate of the stream's recent draws (1.0: exactly when a replacement draw is expected to give
-    more signal; smaller skips less; 0.5 was chosen on dev seeds, docs/results.md)."""
+    more signal; smaller skips less)."""
 
     hard_margin: float | None = None
     """The margin of prompts whose last groups were too hard (all wrong); ``None``: ``margin``; 0: never

@@ -1,8 +1,8 @@
 """``snooze``: dynamic data snoozing (the design note's third remedy; docs/concepts.md, "Snoozing, exactly").
 
 Zero-signal groups are dropped (as DAPO). A too-easy outcome snoozes the prompt: how, is the skip
-rule's (``SnoozeOptions.skip``): ``counter`` adds ``factor`` encounters to its counter (the seed's
-rule), ``history`` skips it with a probability from its pass rate. Either way the prompt is marked
+rule's (``SnoozeOptions.skip``): ``counter`` adds ``factor`` encounters to its counter (the design
+note's rule), ``history`` skips it with a probability from its pass rate. Either way the prompt is marked
 ``EASY_SNOOZED`` and, if its next group is not too easy, it has *regressed*. With ``hard`` a too-hard
 outcome adds ``hard_factor`` to the counter as well.
 """
@@ -54,24 +54,24 @@ class SnoozeOptions(Options):
 
     factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
-    0 behaves as ``dynamic_sampling``; the seed's experiments use 5. At most 2**31 - 1 (what a counter holds)."""
+    0 behaves as ``dynamic_sampling``; the design note's experiments use 5. At most 2**31 - 1 (what a counter holds)."""
 
     hard: bool = False
-    """Also snooze too-hard prompts (off by default: the seed snoozes only the easy side)."""
+    """Also snooze too-hard prompts (off by default: the design note snoozes only the easy side)."""
 
     hard_factor: int | None = None
     """Encounters a too-hard prompt is skipped for when ``hard``; ``None``: ``factor``."""
 
     backoff: float = 1.0
     """Growth of the snooze period for prompts that stay easy after waking: the k-th consecutive
-    too-easy outcome adds ``round(factor * backoff**(k-1))``. 1.0 is the seed's behaviour."""
+    too-easy outcome adds ``round(factor * backoff**(k-1))``. 1.0 is the design note's behaviour."""
 
     max: int = 1_000_000
     """Cap on a single snooze period under ``backoff`` (encounters)."""
 
     skip: SkipName = "counter"
-    """How a too-easy prompt is skipped: ``counter`` (the seed's rule: a too-easy outcome adds ``factor``
-    encounters to skip) or ``history`` (beyond the seed, docs/concepts.md: each encounter is skipped with
+    """How a too-easy prompt is skipped: ``counter`` (the design note's rule: a too-easy outcome adds ``factor``
+    encounters to skip) or ``history`` (beyond the design note, docs/concepts.md: each encounter is skipped with
     probability ``min(p**G, k / (k + 1))``: ``p**G`` is the chance its group would be all-correct, ``p``
     the prompt's pass rate averaged over its past groups, and ``k = factor`` caps it so a prompt that
     stays solved is skipped for ``k`` encounters on average, as under ``counter``; a prompt whose groups
