@@ -13,7 +13,7 @@ test of the same name, with TRL's own assertions. What changes, and why:
   the scheduler, so each case also runs :class:`_trl_tiny.Trace`: every row handed to TRL is a generated
   row of a group the scheduler kept, with the rewards it recorded and a non-zero spread.
 
-A test module takes the fixtures by name: ``names = ported.names``, ``one_thread = ported.one_thread``.
+A test module takes the fixtures by name: ``names = ported.names`` (and ``one_thread`` from tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from integrations import _trl_tiny as tiny
 
@@ -32,11 +31,6 @@ def names(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Folders standing for TRL's hub ids: the tiny causal LM and the tiny reward model."""
     root = tmp_path_factory.mktemp("models")
     return {"model": tiny.save(tiny.causal_lm(), root / "lm"), "reward": tiny.save(tiny.reward_model(), root / "rm")}
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> None:
-    torch.set_num_threads(1)
 
 
 def grpo_args(tmp: Path, **kw: Any) -> Any:

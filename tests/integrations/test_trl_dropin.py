@@ -16,15 +16,10 @@ torch = pytest.importorskip("torch")
 import snooze  # noqa: E402
 from integrations import _trl_tiny as tiny  # noqa: E402
 
-pytestmark = pytest.mark.trl
+pytestmark = [pytest.mark.trl, pytest.mark.usefixtures("one_thread")]
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "trl.md"
 HUB_MODEL = '"Qwen/Qwen2.5-0.5B-Instruct"'
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> None:
-    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ from integrations import _trl_ported as ported  # noqa: E402
 from integrations import _trl_tiny as tiny  # noqa: E402
 from integrations._trl_ported import grpo_args, make_trainer, train_and_check  # noqa: E402
 
-pytestmark = [pytest.mark.trl, pytest.mark.slow]
+pytestmark = [pytest.mark.trl, pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
-names, one_thread = ported.names, ported.one_thread  # the shared fixtures: the tiny models, one torch thread
+names = ported.names  # the shared fixture: the tiny models (one torch thread: tests/conftest.py)
 
 
 # -- the cases that differ only in their configuration: TRL's test name -> GRPOConfig fields ----------------

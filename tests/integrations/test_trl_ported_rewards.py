@@ -19,9 +19,9 @@ from integrations import _trl_ported as ported  # noqa: E402
 from integrations import _trl_tiny as tiny  # noqa: E402
 from integrations._trl_ported import make_trainer, reward_unique, train_and_check  # noqa: E402
 
-pytestmark = [pytest.mark.trl, pytest.mark.slow]
+pytestmark = [pytest.mark.trl, pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
-names, one_thread = ported.names, ported.one_thread  # the shared fixtures: the tiny models, one torch thread
+names = ported.names  # the shared fixture: the tiny models (one torch thread: tests/conftest.py)
 
 
 def test_train_different_reward_model(names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

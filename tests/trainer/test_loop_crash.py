@@ -29,6 +29,8 @@ from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.tasks import parse_tasks, task_splits
 from snooze.trainer.tokenizer import CharTokenizer
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 MODEL = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=16, n_head=2)
 SCHED = snooze.SchedulerConfig(batch_size=3, group_size=2, policy="dynamic_sampling", max_gen_rounds=2)
 POOLS, TESTS = task_splits(parse_tasks(["rev:3-5"]), pool_size=30, test_size=4)
@@ -47,14 +49,6 @@ BASE = _base()
 
 class Crash(Exception):
     """Stands for a SIGKILL at the point it is raised."""
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _train(run_dir: Path, **kw: Any) -> None:

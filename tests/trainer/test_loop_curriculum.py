@@ -21,6 +21,8 @@ from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.tasks import parse_tasks, task_splits
 from snooze.trainer.tokenizer import CharTokenizer
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 REV, COUNT = "rev:3-5", "count:4-6"
 MODEL = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=16, n_head=2)
 SCHED = snooze.SchedulerConfig(batch_size=4, group_size=2, policy="grpo")
@@ -55,14 +57,6 @@ def _cfg(steps: int) -> TrainConfig:
 def _train(run_dir: Path, cur: dict[str, Any] | None, steps: int = 6, **kw: Any) -> None:
     curriculum = Curriculum.from_dict(cur) if cur is not None else None
     train(run_dir, POOLS, TESTS, SCHED, _cfg(steps), MODEL, BASE, curriculum=curriculum, **kw)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: one thread is fastest, and other tests keep their setting
-    yield
-    torch.set_num_threads(threads)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -28,19 +28,13 @@ from snooze.trainer.tasks import TaskSpec, make_split
 from snooze.trainer.tokenizer import CharTokenizer
 from snooze.trainer.warmup import WarmupConfig, warmup
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 SPEC = TaskSpec.parse("rev:3-4")
 MODEL = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=32, n_head=2)
 SCHED = snooze.SchedulerConfig(batch_size=3, group_size=4, policy="snooze", max_gen_rounds=2, carry_surplus=True)
 CFG = TrainConfig(steps=6, eval_every=2, checkpoint_every=2, max_new_tokens=6, seed=1, grpo=GRPOConfig(lr=1e-2))
 TIME_KEYS = ("time/step_s", "time/elapsed_s")
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> Any:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
