@@ -1,4 +1,4 @@
-"""Step time with every prompt asleep (issue 27 item 4): a step's cost must not depend on the size of the counters.
+"""Step time with every prompt asleep: a step's cost must not depend on the size of the counters.
 
     PYTHONPATH=src python benchmarks/asleep_step_time.py [--steps 1000] [--prompts 16]
 

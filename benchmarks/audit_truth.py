@@ -1,5 +1,5 @@
 """Does the audit's estimate track the truth? The reference trainer with ``snooze`` (factor 5) and the audit on,
-and every skipped encounter scored offline (issue 24 item 4; docs/concepts.md, "The audit").
+and every skipped encounter scored offline (docs/concepts.md, "The audit").
 
 The truth: at each draw, every encounter the policy skips is scored under the model of that moment by its
 exact chance of a signal group, ``q = 1 - p**G - (1 - p)**G`` with ``p`` the prompt's exact pass rate

@@ -10,25 +10,17 @@ A killed run resumes when the same command is run again.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
+
+from _runs import run_parser
 
 from snooze.experiments.family import FAMILY, FAMILY_ARMS, run_family
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/family"))
+    parser = run_parser(__doc__, "runs/family", FAMILY_ARMS)
     parser.add_argument("--regimes", default=",".join(FAMILY), help="comma-separated regimes (default: all)")
-    parser.add_argument("--arms", default=",".join(FAMILY_ARMS))
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--cache", type=Path, default=None)
-    parser.add_argument("--table-only", action="store_true", help="only rebuild the table and figures from --out")
     args = parser.parse_args()
     regimes = [r for r in args.regimes.split(",") if r]
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Replay on a skewed reward log (issue 27 item 5): one prompt logged 20,000 times beside 20,000 prompts
+"""Replay on a skewed reward log: one prompt logged 20,000 times beside 20,000 prompts
 logged once, 40,000 valid lines. ``snooze replay`` must take under 2 s and 200 MB.
 
     PYTHONPATH=src python benchmarks/replay_skewed.py [--hot 20000] [--singles 20000] [--group-size 8]

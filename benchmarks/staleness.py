@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
+
+from _runs import run_parser
 
 from snooze.experiments.staleness import KS, STALENESS_ARMS, run_staleness, write_staleness
 
@@ -26,16 +27,8 @@ def _ks(text: str) -> list[int]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("runs/staleness"))
+    parser = run_parser(__doc__, "runs/staleness", STALENESS_ARMS)
     parser.add_argument("--ks", type=_ks, default=list(KS), help="comma-separated staleness values (default 0,1,2)")
-    parser.add_argument("--arms", default=",".join(STALENESS_ARMS))
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--cache", type=Path, default=None)
-    parser.add_argument("--table-only", action="store_true", help="only rebuild the table from --out")
     args = parser.parse_args()
     t0 = time.perf_counter()
     if not args.table_only:

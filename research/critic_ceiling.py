@@ -1,6 +1,6 @@
 """Does a critic trained alongside the policy predict a prompt's next group better than its past?
 
-Bound 3 of issue 12's analysis (``probe_ceiling.py``) reads the policy's own features of a prompt and
+The probe bound (``probe_ceiling.py``) reads the policy's own features of a prompt and
 fits a ridge regression to "this group has signal"; it predicts hardly better than the prompt's last
 group (AUC 0.78 against 0.76, the exact pass rate 0.94). Two things it leaves out, measured here:
 

@@ -7,7 +7,7 @@ of a signal group of ``G`` is ``q = 1 - p**G - (1 - p)**G``. This benchmark regi
 ``pass_rate_oracle``, that skips an encounter when ``q < tau`` (and, like ``predictive``, halves
 ``tau`` when a draw finds a whole epoch skipped, up to 4 times a step, so steps stay full), and trains
 the reference experiment's arms with it. No real policy can know ``q``; what this one saves and what
-it keeps of DAPO's accuracy is the frontier of every rule that skips by predicted signal (issue 12's
+it keeps of DAPO's accuracy is the frontier of every rule that skips by predicted signal (the
 design space): a rule that predicts ``q`` perfectly gets these numbers, one that predicts worse does
 not do better in expectation.
 
