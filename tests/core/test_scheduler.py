@@ -118,7 +118,7 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
     }
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
     buffers = {f"{b}.{c}" for b in ("batch", "surplus", "zero") for c in ("ds", "row", "ticket", "outcome", "rewards")}
-    assert set(state["arrays"]) == columns | buffers | {"pending"}
+    assert set(state["arrays"]) == columns | buffers | {"pending", "pending_step"}
     assert state["meta"]["datasets"][1] == {
         "name": "b",
         "size": 9,
@@ -128,6 +128,7 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
     assert state["meta"]["next_ticket"] == s.pending.next_ticket and np.array_equal(
         state["arrays"]["pending"], s.pending.state_dict()["pending"]
     )
+    assert state["arrays"]["pending_step"].tolist() == [1] * len(s.pending)  # drawn at step 1, after one step
     state["arrays"]["ds0.counter"][:] = 7  # a snapshot: changing it does not change the scheduler
     assert not (s.tables[0].counter == 7).all()
 

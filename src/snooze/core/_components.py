@@ -110,11 +110,11 @@ class Components:
             *zip(self.streams, parts.streams),
             (self.memory, parts.memory),
             (self.mix, parts.mix),
-            (self.pending, parts.pending),
             (self.step_metrics, parts.metrics),
             (self.policy, parts.policy),
         ]
         for component, part in loads:
             component.load_state_dict(part)
+        self.pending.load_state_dict(parts.pending, now=self.step_metrics.steps)  # no candidate drawn in the future
         for key, name in _BUFFERS.items():
             getattr(self, name).load_state_dict(parts.buffers[key], self.memory.sizes, name, config.reward_bounds)

@@ -30,6 +30,13 @@ _SCALARS = (
     "snooze/regressed",
     "filter/new",
     "filter/skipped",
+    "async/drawn",  # candidates drawn this step
+    "async/out_at_draw",  # sum over them of the candidates out when each was drawn
+    "async/redrawn",  # drawn while a candidate of the same prompt was out
+    "async/reported",  # groups reported this step
+    "async/age_sum",  # sum of their ages (steps since the step each was drawn at)
+    "async/age_max",
+    "async/too_stale",  # reported more than max_staleness steps late: not trained on
 )
 TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
 
@@ -47,6 +54,7 @@ class StepEnd(NamedTuple):
     epochs: Sequence[int]  # [D] each dataset's current epoch
     bound: bool = False  # max_gen_rounds was reached with the batch not full
     audit: float = 0.0  # SchedulerConfig.audit (named in the audit's warning)
+    in_flight: int = 0  # candidates issued and not reported at the step's end
 
 
 class StepMetrics:
@@ -102,6 +110,33 @@ class StepMetrics:
                 column[d] += s + q
         self.scalars["snooze/skipped"] += sum(skipped)
         self.scalars["filter/skipped"] += sum(blocked)
+
+    def add_changes(self, new: np.ndarray | None, regressed: np.ndarray | None, retired: np.ndarray | None) -> None:
+        """A report's :class:`~snooze.core.policies.Changes` flags, counted (``None``: none of the kind)."""
+        for key, flags in (("snooze/new", new), ("snooze/regressed", regressed), ("filter/new", retired)):
+            if flags is not None:
+                self.scalars[key] += int(np.count_nonzero(flags))
+
+    def record_draw(self, drawn: int, out: int, redrawn: int) -> None:
+        """``drawn`` candidates issued with ``out`` candidates out (:meth:`PendingSet.out_at_draw`), ``redrawn``
+        of them of prompts with one out."""
+        s = self.scalars
+        s["async/drawn"] += drawn
+        s["async/out_at_draw"] += drawn * out
+        s["async/redrawn"] += redrawn
+
+    def record_ages(self, age: np.ndarray, max_staleness: int | None) -> np.ndarray:
+        """Reported groups of these ages (steps since the step each was drawn at); returns which are too stale
+        to train on (older than ``max_staleness``; ``None``: none)."""
+        s = self.scalars
+        s["async/reported"] += int(age.shape[0])
+        if not age.any():  # the synchronous loop: every group reported in the step it was drawn at
+            return np.zeros(age.shape[0], dtype=bool)
+        s["async/age_sum"] += int(age.sum())
+        s["async/age_max"] = max(s["async/age_max"], int(age.max()))
+        stale = age > max_staleness if max_staleness is not None else np.zeros(age.shape[0], dtype=bool)
+        s["async/too_stale"] += int(stale.sum())
+        return stale
 
     def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
         self.ds["gen_groups"] += self._bincount(ds)
@@ -163,6 +198,12 @@ class StepMetrics:
         out["filter/retired"] = int(end.retired)
         out["filter/new"] = s["filter/new"]
         out["filter/skipped"] = s["filter/skipped"]
+        out["async/age_mean"] = s["async/age_sum"] / s["async/reported"] if s["async/reported"] else 0.0
+        out["async/age_max"] = s["async/age_max"]
+        out["async/too_stale"] = s["async/too_stale"]
+        out["async/in_flight"] = int(end.in_flight)
+        out["async/in_flight_at_draw"] = s["async/out_at_draw"] / s["async/drawn"] if s["async/drawn"] else 0.0
+        out["async/redrawn"] = s["async/redrawn"]
 
     def _advance_totals(self, gen: int, train: int, group_size: int) -> None:
         t, s = self.totals, self.scalars

@@ -34,8 +34,9 @@ def new_run_id() -> str:
 
 
 class PendingSet:
-    """Columns ``ticket`` (sorted, unique), ``ds``, ``row`` and ``audit`` (the candidate is an audit of a skipped
-    encounter, snooze.core._audit); ``next_ticket`` is the next one to issue."""
+    """Columns ``ticket`` (sorted, unique), ``ds``, ``row``, ``audit`` (the candidate is an audit of a skipped
+    encounter, snooze.core._audit) and ``step`` (the step it was drawn at: its age when reported is the steps
+    finished since, docs/concepts.md "Delayed feedback"); ``next_ticket`` is the next one to issue."""
 
     def __init__(self, sizes: Sequence[int] = (), run_id: str | None = None) -> None:
         self.sizes = list(sizes)  # rows per dataset, to check a loaded state
@@ -45,6 +46,7 @@ class PendingSet:
         self.ds = np.empty(0, dtype=np.int64)
         self.row = np.empty(0, dtype=np.int64)
         self.audit = np.empty(0, dtype=bool)
+        self.step = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -60,30 +62,42 @@ class PendingSet:
                 "(2**63 - 1); the state was not written by this scheduler's own run"
             )
 
-    def issue(self, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> np.ndarray:
-        """Tickets for newly drawn prompts ``(ds[i], row[i])``, held until reported. ``[N]`` -> ``[N]``."""
+    def issue(self, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None, step: int = 0) -> np.ndarray:
+        """Tickets for newly drawn prompts ``(ds[i], row[i])``, drawn at ``step``, held until reported.
+        ``[N]`` -> ``[N]``."""
         ticket = np.arange(self.next_ticket, self.next_ticket + ds.shape[0], dtype=np.int64)
-        self.add(ticket, ds, row, audit)
+        self.add(ticket, ds, row, audit, step)
         self.next_ticket += int(ds.shape[0])
         return ticket
 
-    def add(self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None) -> None:
-        """Append tickets (all above the ones held); ``audit`` ``None``: none of them is an audit."""
-        self.audit = np.concatenate(
-            [self.audit, np.zeros(ds.shape[0], dtype=bool) if audit is None else audit.astype(bool)]
-        )
+    def add(
+        self, ticket: np.ndarray, ds: np.ndarray, row: np.ndarray, audit: np.ndarray | None = None, step: int = 0
+    ) -> None:
+        """Append tickets (all above the ones held), drawn at ``step``; ``audit`` ``None``: none of them is an audit."""
+        n = ds.shape[0]
+        self.audit = np.concatenate([self.audit, np.zeros(n, dtype=bool) if audit is None else audit.astype(bool)])
         self.ticket = np.concatenate([self.ticket, ticket.astype(np.int64)])
         self.ds = np.concatenate([self.ds, ds.astype(np.int64)])
         self.row = np.concatenate([self.row, row.astype(np.int64)])
+        self.step = np.concatenate([self.step, np.full(n, step, dtype=np.int64)])
 
-    def snapshot(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def out_at_draw(self, ds: np.ndarray, row: np.ndarray) -> tuple[int, int]:
+        """Before ``(ds[i], row[i])`` are issued: how many candidates are out, and how many of these prompts
+        have one out already (drawn again before the feedback of their last group came). ``(0, 0)`` at once
+        when nothing is out (the synchronous loop)."""
+        if not len(self):
+            return 0, 0
+        span = max(int(self.row.max()), int(row.max(initial=0))) + 1
+        return len(self), int(np.isin(ds * span + row, self.ds * span + self.row).sum())
+
+    def snapshot(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The ticket counter and the columns, for :meth:`restore` (an undone round). O(1): columns are
         replaced, never written in place, when tickets are issued or popped."""
-        return self.next_ticket, self.ticket, self.ds, self.row, self.audit
+        return self.next_ticket, self.ticket, self.ds, self.row, self.audit, self.step
 
-    def restore(self, snap: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def restore(self, snap: tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Back to :meth:`snapshot`: every ticket issued since taken back, every one reported since pending again."""
-        self.next_ticket, self.ticket, self.ds, self.row, self.audit = snap
+        self.next_ticket, self.ticket, self.ds, self.row, self.audit, self.step = snap
 
     def find(self, ticket: np.ndarray) -> np.ndarray:
         """Index of each ticket in the set, ``-1`` where it is not pending. ``[N]`` -> ``[N]``.
@@ -130,28 +144,32 @@ class PendingSet:
         """Remove the entries at ``index`` (from :meth:`find`, all found); return their ``(ds, row)``."""
         ds, row = self.ds[index], self.row[index]
         if index.shape[0] == len(self):  # the whole set (a report of everything out): nothing to keep
-            self.ticket, self.ds, self.row, self.audit = self.ticket[:0], self.ds[:0], self.row[:0], self.audit[:0]
-            return ds, row
-        keep = np.ones(len(self), dtype=bool)
-        keep[index] = False
-        self.ticket, self.ds, self.row, self.audit = self.ticket[keep], self.ds[keep], self.row[keep], self.audit[keep]
+            keep: slice | np.ndarray = slice(0, 0)
+        else:
+            keep = np.ones(len(self), dtype=bool)
+            keep[index] = False
+        self.ticket, self.ds, self.row = self.ticket[keep], self.ds[keep], self.row[keep]
+        self.audit, self.step = self.audit[keep], self.step[keep]
         return ds, row
 
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``audit`` (the tickets
-        of audit candidates, a list) and ``run_id``."""
+        """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``step`` (``[P]``, the
+        step each was drawn at, in the same order), ``audit`` (the tickets of audit candidates, a list) and ``run_id``."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
         return {
             "next_ticket": self.next_ticket,
             "pending": rows,
+            "step": self.step.copy(),
             "audit": self.ticket[self.audit].tolist(),
             "run_id": self.run_id,
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """``run_id`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
-        state written before the audit): no candidate is an audit."""
+    def load_state_dict(self, state: Mapping[str, Any], now: int | None = None) -> None:
+        """``now``: the steps the saved run had finished (no candidate was drawn later; ``None``: not checked).
+        ``run_id`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
+        state written before the audit): no candidate is an audit; ``step`` absent (a state written before
+        delayed feedback): every candidate was drawn at ``now`` (0 when ``now`` is ``None``)."""
         run_id = state.get("run_id")
         if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
             raise StateError(f"run_id={run_id!r} is not a run id (16 hex digits); the state is corrupt")
@@ -165,8 +183,12 @@ class PendingSet:
         audit = state_ints(state.get("audit", []), "pending audit tickets", (None,))
         if not np.isin(audit, arr[:, 0]).all():
             raise StateError("the pending audit tickets are not all pending; the state is corrupt")
+        step = state.get("step")
+        if step is None:
+            step = np.full(arr.shape[0], now or 0, dtype=np.int64)
+        step = state_ints(step, "pending step", (arr.shape[0],), 0, now)  # drawn at a step >= 0, never a future one
         order = np.argsort(arr[:, 0], kind="stable")
         self.run_id = run_id if run_id is not None else self.run_id
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()
-        self.audit = np.isin(self.ticket, audit)
+        self.audit, self.step = np.isin(self.ticket, audit), step[order].copy()

@@ -7,7 +7,8 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.seed, .config               what the scheduler was built with (checked on load)
     meta.datasets[d]                 {"name", "size", "fingerprint"} + the stream's {"epoch", "cursor"}
     meta.weights, .drawn             the mix
-    meta.next_ticket, arrays.pending the pending set
+    meta.next_ticket, arrays.pending the pending set; arrays.pending_step the step each was drawn at
+                                     (absent in states written before delayed feedback: drawn at the saved step)
     meta.run_id                      the run's id, which every candidate carries (absent in states of 0.1.0)
     meta.metrics                     the step's counters and the cumulative totals (steps and rounds among them)
     meta.policy                      the policy's own state, only when it keeps any (none built in)
@@ -82,7 +83,7 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         meta["policy"] = parts.policy
     if parts.pending.get("audit"):  # tickets of pending audit candidates (absent: none, as in older states)
         meta["pending_audit"] = parts.pending["audit"]
-    arrays: dict[str, np.ndarray] = {"pending": parts.pending["pending"]}
+    arrays: dict[str, np.ndarray] = {"pending": parts.pending["pending"], "pending_step": parts.pending["step"]}
     for d, columns in enumerate(parts.memory["datasets"]):
         arrays.update({f"ds{d}.{name}": a for name, a in columns.items()})
     for name, buf in parts.buffers.items():
@@ -158,6 +159,7 @@ def unpack(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": arrays["pending"],
+            "step": arrays.get("pending_step"),
             "run_id": meta.get("run_id"),
             "audit": meta.get("pending_audit", []),
         },

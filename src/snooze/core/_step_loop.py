@@ -63,6 +63,7 @@ def finish_step(sched: Scheduler) -> Batch:
         [s.epoch for s in parts.streams],
         bound,
         cfg.audit,
+        len(parts.pending),
     )
     batch.metrics = sched.last_metrics = parts.step_metrics.finish(end)
     _next_step(sched)

@@ -141,6 +141,12 @@ class SchedulerConfig:
     shuffle: bool = True
     """Each epoch of a dataset is a fresh seeded permutation; ``False``: the dataset's own order, every epoch."""
 
+    max_staleness: int | None = None
+    """Delayed feedback (asynchronous trainers, docs/concepts.md "Delayed feedback"): a group reported more
+    than this many steps after the step its candidate was drawn at still updates the prompt's memory, but is
+    left out of the batch (``async/too_stale``). ``None``: any age is trained on; 0: only groups drawn in the
+    step they are reported in."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Fields by name (or, in their order, by position); the flat option names of earlier releases
         (``snooze_factor=5``) are moved into ``options`` (:func:`migrate`). An unknown keyword is a
@@ -274,9 +280,9 @@ _LEGACY: dict[str, Any] = {"audit": 0.0}
 """Fields added after states were first saved, with the value a config saved without them means: the
 behaviour before the field existed (``audit=0``), so a saved run continues exactly."""
 
-_INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1}
+_INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1, "max_staleness": 0}
 """Integer fields and their minimum."""
-_OPTIONAL = ("gen_batch_size", "epochs")
+_OPTIONAL = ("gen_batch_size", "epochs", "max_staleness")
 """Integer fields that may be ``None``."""
 
 

@@ -36,7 +36,7 @@ from snooze.core._step_loop import finish_step, run_step
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import ConfigError, DataError, StateMismatchError
-from snooze.core.policies import Changes, Report
+from snooze.core.policies import Report
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
 
@@ -214,7 +214,9 @@ class Scheduler:
                 int(n), self.weights, self._active, self._open_slots, self._walk_one
             )
             self.mix.drawn += counts  # quota mix: issued candidates, not encounters
-        return Candidates(self.sources, owners, rows, self.pending.issue(owners, rows, audit), self.run_id)
+        self.step_metrics.record_draw(len(rows), *self.pending.out_at_draw(owners, rows))
+        tickets = self.pending.issue(owners, rows, audit, self.step_index)
+        return Candidates(self.sources, owners, rows, tickets, self.run_id)
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
@@ -261,7 +263,7 @@ class Scheduler:
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
         at = self.memory.offsets[ds] + rows
-        audit = self.pending.audit[index]
+        audit, age = self.pending.audit[index], self.step_index - self.pending.step[index]
         mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
         report = (
             Report(ds, at, outcomes, arr, cfg.reward_range)
@@ -273,28 +275,20 @@ class Scheduler:
         self.memory.settle(watched)  # the cached counts, from the columns the policy wrote
         self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         if changes is not None:
-            self._count_changes(changes)
+            self.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
         self.step_metrics.record_generated(ds, outcomes)
         self.step_metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
-        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit)
+        stale = self.step_metrics.record_ages(age, cfg.max_staleness)  # fed to the policy, never trained on
+        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit, stale)
         return outcomes
 
-    def _count_changes(self, changes: Changes) -> None:
-        for key, flags in (
-            ("snooze/new", changes.new),
-            ("snooze/regressed", changes.regressed),
-            ("filter/new", changes.retired),
-        ):
-            if flags is not None:
-                self.step_metrics.add(key, np.count_nonzero(flags))
-
-    def _accept(self, groups: GroupBuffer, audit: np.ndarray) -> None:
+    def _accept(self, groups: GroupBuffer, audit: np.ndarray, stale: np.ndarray) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
-        audit group is acceptable only with signal, and never padding material."""
+        audit group is acceptable only with signal, a too stale one never; neither is padding material."""
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
-        acceptable &= ~audit | (groups.outcome == SIGNAL)
+        acceptable &= (~audit | (groups.outcome == SIGNAL)) & ~stale
         if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.padding.extend(groups, ~acceptable & ~audit)
+            self.padding.extend(groups, ~acceptable & ~audit & ~stale)
         self.step_metrics.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)
