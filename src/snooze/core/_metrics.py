@@ -125,16 +125,18 @@ class StepMetrics:
         s["async/out_at_draw"] += drawn * out
         s["async/redrawn"] += redrawn
 
-    def record_ages(self, age: np.ndarray, max_staleness: int | None) -> np.ndarray:
+    def record_ages(self, age: np.ndarray, max_staleness: int | None) -> np.ndarray | None:
         """Reported groups of these ages (steps since the step each was drawn at); returns which are too stale
-        to train on (older than ``max_staleness``; ``None``: none)."""
+        to train on (older than ``max_staleness``), ``None`` when none is."""
         s = self.scalars
         s["async/reported"] += int(age.shape[0])
         if not age.any():  # the synchronous loop: every group reported in the step it was drawn at
-            return np.zeros(age.shape[0], dtype=bool)
+            return None
         s["async/age_sum"] += int(age.sum())
         s["async/age_max"] = max(s["async/age_max"], int(age.max()))
-        stale = age > max_staleness if max_staleness is not None else np.zeros(age.shape[0], dtype=bool)
+        if max_staleness is None:
+            return None
+        stale = age > max_staleness
         s["async/too_stale"] += int(stale.sum())
         return stale
 

@@ -282,13 +282,17 @@ class Scheduler:
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit, stale)
         return outcomes
 
-    def _accept(self, groups: GroupBuffer, audit: np.ndarray, stale: np.ndarray) -> None:
+    def _accept(self, groups: GroupBuffer, audit: np.ndarray, stale: np.ndarray | None) -> None:
         """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
-        audit group is acceptable only with signal, a too stale one never; neither is padding material."""
+        audit group is acceptable only with signal, a too stale one (``stale``; ``None``: none) never; neither
+        is padding material."""
         acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
-        acceptable &= (~audit | (groups.outcome == SIGNAL)) & ~stale
+        acceptable &= ~audit | (groups.outcome == SIGNAL)
+        if stale is not None:
+            acceptable &= ~stale
+            audit = audit | stale  # (for the padding below)
         if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.padding.extend(groups, ~acceptable & ~audit & ~stale)
+            self.padding.extend(groups, ~acceptable & ~audit)
         self.step_metrics.add_dropped(groups.ds[~acceptable])
         fits = self._fits(groups.ds, acceptable)
         self.batch.extend(groups, fits)
