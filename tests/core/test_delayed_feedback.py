@@ -256,7 +256,7 @@ def test_the_pending_steps_of_a_state_are_checked_and_an_old_state_loads_as_draw
     sched.propose(1)  # out: two drawn at step 0, one at step 1
     state = sched.state_dict()
     assert state["arrays"]["pending_step"].tolist() == [0, 0, 1]
-    for bad in ([0, 0, 2], [-1, 0, 1], [0, 1], [0.0, 0.0, 1.0]):  # future, negative, short, not integers
+    for bad in ([0, 0, 2], [-1, 0, 1], [0, 1], [0.0, 0.0, 1.0], [1, 0, 1]):  # future, negative, short, floats, down
         fresh = _pool()
         arrays = {**state["arrays"], "pending_step": np.array(bad)}
         with pytest.raises(snooze.StateError, match="pending step"):

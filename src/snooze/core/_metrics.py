@@ -33,7 +33,6 @@ _SCALARS = (
     "async/drawn",  # candidates drawn this step
     "async/out_at_draw",  # sum over them of the candidates out when each was drawn
     "async/redrawn",  # drawn while a candidate of the same prompt was out
-    "async/reported",  # groups reported this step
     "async/age_sum",  # sum of their ages (steps since the step each was drawn at)
     "async/age_max",
     "async/too_stale",  # reported more than max_staleness steps late: not trained on
@@ -126,12 +125,10 @@ class StepMetrics:
         s["async/redrawn"] += redrawn
 
     def record_ages(self, age: np.ndarray, max_staleness: int | None) -> np.ndarray | None:
-        """Reported groups of these ages (steps since the step each was drawn at); returns which are too stale
-        to train on (older than ``max_staleness``), ``None`` when none is."""
+        """Reported groups of these ages (steps since the step each was drawn at; groups reported without one
+        are of age 0); returns which are too stale to train on (older than ``max_staleness``), ``None`` when
+        none is."""
         s = self.scalars
-        s["async/reported"] += int(age.shape[0])
-        if not age.any():  # the synchronous loop: every group reported in the step it was drawn at
-            return None
         s["async/age_sum"] += int(age.sum())
         s["async/age_max"] = max(s["async/age_max"], int(age.max()))
         if max_staleness is None:
@@ -200,7 +197,7 @@ class StepMetrics:
         out["filter/retired"] = int(end.retired)
         out["filter/new"] = s["filter/new"]
         out["filter/skipped"] = s["filter/skipped"]
-        out["async/age_mean"] = s["async/age_sum"] / s["async/reported"] if s["async/reported"] else 0.0
+        out["async/age_mean"] = s["async/age_sum"] / gen if gen else 0.0
         out["async/age_max"] = s["async/age_max"]
         out["async/too_stale"] = s["async/too_stale"]
         out["async/in_flight"] = int(end.in_flight)

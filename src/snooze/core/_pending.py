@@ -90,6 +90,14 @@ class PendingSet:
         span = max(int(self.row.max()), int(row.max(initial=0))) + 1
         return len(self), int(np.isin(ds * span + row, self.ds * span + self.row).sum())
 
+    def ages(self, index: np.ndarray, now: int) -> np.ndarray | None:
+        """Steps since the entries at ``index`` were drawn, ``now`` being the step in progress; ``None`` when
+        every entry was drawn at ``now`` (the synchronous loop: O(1), as ``step`` never decreases along the
+        tickets, so the first entry is the oldest)."""
+        if not len(self) or self.step[0] == now:
+            return None
+        return now - self.step[index]
+
     def snapshot(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The ticket counter and the columns, for :meth:`restore` (an undone round). O(1): columns are
         replaced, never written in place, when tickets are issued or popped."""
@@ -188,6 +196,11 @@ class PendingSet:
             step = np.full(arr.shape[0], now or 0, dtype=np.int64)
         step = state_ints(step, "pending step", (arr.shape[0],), 0, now)  # drawn at a step >= 0, never a future one
         order = np.argsort(arr[:, 0], kind="stable")
+        if (np.diff(step[order]) < 0).any():
+            raise StateError(
+                "array pending step goes down along the tickets (a later ticket drawn at an earlier step); "
+                "the state is corrupt"
+            )
         self.run_id = run_id if run_id is not None else self.run_id
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()

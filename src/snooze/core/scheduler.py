@@ -263,7 +263,7 @@ class Scheduler:
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
         at = self.memory.offsets[ds] + rows
-        audit, age = self.pending.audit[index], self.step_index - self.pending.step[index]
+        audit, age = self.pending.audit[index], self.pending.ages(index, self.step_index)  # age None: all 0
         mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
         report = (
             Report(ds, at, outcomes, arr, cfg.reward_range)
@@ -278,7 +278,7 @@ class Scheduler:
             self.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
         self.step_metrics.record_generated(ds, outcomes)
         self.step_metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
-        stale = self.step_metrics.record_ages(age, cfg.max_staleness)  # fed to the policy, never trained on
+        stale = None if age is None else self.step_metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
         self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit, stale)
         return outcomes
 
