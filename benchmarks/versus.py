@@ -1,7 +1,7 @@
 """Two source trees side by side: ``benchmarks/scale.py`` run alternately with each, medians and ratios.
 
     python benchmarks/versus.py --before /tmp/snooze-before --after . --runs 7 -- --prompts 10000000
-    python benchmarks/versus.py --script benchmarks/sync_overhead.py --before /tmp/snooze-before --after . -- --steps 400
+    python benchmarks/versus.py --script benchmarks/sync_overhead.py --before /tmp/before --after . -- --steps 400
 
 Each run starts ``<tree>/benchmarks/scale.py ARGS`` (or, with ``--script``, that one script for both trees:
 only the library differs) in a fresh process with ``PYTHONPATH=<tree>/src``

@@ -163,7 +163,8 @@ class PendingSet:
     # -- state ------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """``next_ticket``, ``pending`` (``[P, 3]`` int64 rows of ``(ticket, ds, row)``), ``step`` (``[P]``, the
-        step each was drawn at, in the same order), ``audit`` (the tickets of audit candidates, a list) and ``run_id``."""
+        step each was drawn at, in the same order), ``audit`` (the tickets of audit candidates, a list) and
+        ``run_id``."""
         rows = np.stack([self.ticket, self.ds, self.row], axis=1) if len(self) else np.empty((0, 3), dtype=np.int64)
         return {
             "next_ticket": self.next_ticket,
