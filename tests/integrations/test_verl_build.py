@@ -111,12 +111,25 @@ def test_sample_then_filter_together(tmp_path: Path) -> None:
 
 
 def test_the_import_guard_checks_signatures_not_just_names() -> None:
-    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-    from snooze.integrations.verl._guard import BUFFER_API, TRAINER_API, api_mismatches
+    from snooze.integrations.verl._guard import (
+        ASYNC_BUFFER_API,
+        ASYNC_TRAINER_API,
+        BUFFER_API,
+        TRAINER_API,
+        api_mismatches,
+    )
 
-    assert api_mismatches({PPOTrainerSync: TRAINER_API, ReplayBuffer: BUFFER_API}) == []  # verl 0.9.1 as installed
+    installed = {
+        PPOTrainerSync: TRAINER_API,
+        ReplayBuffer: BUFFER_API,
+        PPOTrainerColocateAsync: ASYNC_TRAINER_API,
+        ReplayBufferAsync: ASYNC_BUFFER_API,
+    }
+    assert api_mismatches(installed) == []  # verl 0.9.1 as installed
 
     class Renamed(ReplayBuffer):  # a verl whose sample() takes other parameters: the names exist, the calls break
         def sample(self, step: int, partition_id: str) -> Any:  # type: ignore[override]
@@ -165,6 +178,61 @@ def test_settings_that_cannot_work_are_refused_when_the_trainer_is_built(
 
     with pytest.raises(snooze.IntegrationError, match=match):
         get_trainer_cls("snooze")(config=compose(tmp_path, override))
+
+
+ASYNC = "snooze_colocate_async"
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("+trainer.v1.snooze.max_gen_rounds=2", "max_gen_rounds cannot work in verl's async modes"),
+        ("+trainer.v1.snooze.on_short=pad", "on_short cannot work in verl's async modes"),
+        ("+trainer.v1.snooze.on_short=partial", "on_short cannot work"),  # the default, set: still no meaning
+        ("+trainer.v1.snooze.carry_surplus=True", "carry_surplus cannot work in verl's async modes"),
+        ("+trainer.v1.colocate_async.parameter_sync_step=2", "colocate_async.parameter_sync_step=2"),
+        ("algorithm.filter_groups.enable=True", "turns on verl's own DAPO loop"),
+        ("reward.reward_model.enable=True", "colocated reward model"),
+    ],
+)
+def test_settings_that_cannot_work_asynchronously_are_refused_when_the_async_trainer_is_built(
+    tmp_path: Path, override: str, match: str
+) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(snooze.IntegrationError, match=match):
+        get_trainer_cls(ASYNC)(config=compose(tmp_path, f"trainer.v1.trainer_mode={ASYNC}", override))
+    # the same settings' sync meaning is unchanged: max_gen_rounds and on_short build the sync trainer
+    if "max_gen_rounds" in override or "on_short" in override:
+        assert get_trainer_cls("snooze")(config=compose(tmp_path, override)).snooze_options
+
+
+def test_the_async_trainer_draws_one_prompt_per_fetch_and_reads_verls_async_settings(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    from snooze.integrations.verl import SnoozeAsyncReplayBuffer
+    from snooze.integrations.verl._prompts import OnePromptLoader
+
+    config = compose(
+        tmp_path,
+        f"trainer.v1.trainer_mode={ASYNC}",
+        "data.gen_batch_size=4",  # verl sets 1 in its async modes (exact refills), with a warning
+        "trainer.v1.sampler.max_off_policy_strategy=wait",
+    )
+    trainer = get_trainer_cls(ASYNC)(config=config)
+    assert trainer.trainer_mode == "colocate_async" and trainer.registered_mode == ASYNC
+    buffer = trainer.replay_buffer
+    assert isinstance(buffer, SnoozeAsyncReplayBuffer) and buffer.max_off_policy_strategy == "wait"
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    assert trainer.config.data.gen_batch_size == 1 and isinstance(trainer.train_dataloader, OnePromptLoader)
+    trainer.snooze.draw(3)  # what _next_train_batch does before verl's three one-prompt fetches
+    rounds = trainer.snooze.scheduler.round
+    it = iter(trainer.train_dataloader)
+    rows = [next(it) for _ in range(4)]  # the fourth was not drawn ahead: a round of one
+    assert all(len(r["raw_prompt"]) == 1 for r in rows)
+    assert trainer.snooze.scheduler.round == rounds + 1
+    assert len(trainer.snooze.scheduler.pending_candidates()) == 4
 
 
 def test_the_reward_band_reaches_the_scheduler_and_drops_groups_outside_it(tmp_path: Path) -> None:

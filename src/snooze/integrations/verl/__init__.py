@@ -1,8 +1,9 @@
 """verl integration: the snooze scheduler inside verl 0.9's v1 trainer (``trainer.v1.trainer_mode=snooze``).
 
 Importing this module registers three names in verl's trainer registry: ``snooze`` (verl's sync
-trainer with prompts drawn from the scheduler and the scheduler's step loop in the replay buffer)
-and ``snooze_colocate_async`` / ``snooze_separate_async``, which refuse with the reason. verl imports
+trainer with prompts drawn from the scheduler and the scheduler's step loop in the replay buffer),
+``snooze_colocate_async`` (verl's colocated async trainer, generation a batch ahead, with the scheduler
+drawing each prompt and choosing each batch) and ``snooze_separate_async``, which refuses with the reason. verl imports
 it by itself in every process: ``snooze-rl`` declares it in verl's ``verl.plugins`` entry-point
 group, and ``VERL_USE_EXTERNAL_MODULES=snooze.integrations.verl`` does the same where entry points
 are turned off. Options live under ``trainer.v1.snooze`` (see ``docs/integrations/verl.md``)::
@@ -22,7 +23,8 @@ TESTED = "0.9.1"
 
 try:
     import verl
-    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer, ReplayBufferAsync
+    from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(
@@ -36,15 +38,30 @@ if not str(verl.__version__).startswith(SUPPORTED + "."):  # pragma: no cover - 
         f"installed. Install verl=={TESTED} (see docs/integrations/verl.md)."
     )
 
-from snooze.integrations.verl._guard import BUFFER_API, TRAINER_API, api_mismatches  # noqa: E402
+from snooze.integrations.verl._guard import (  # noqa: E402
+    ASYNC_BUFFER_API,
+    ASYNC_TRAINER_API,
+    BUFFER_API,
+    TRAINER_API,
+    api_mismatches,
+)
 
-_mismatches = api_mismatches({PPOTrainerSync: TRAINER_API, ReplayBuffer: BUFFER_API})  # signatures, not just names
+_mismatches = api_mismatches(  # signatures, not just names
+    {
+        PPOTrainerSync: TRAINER_API,
+        ReplayBuffer: BUFFER_API,
+        PPOTrainerColocateAsync: ASYNC_TRAINER_API,
+        ReplayBufferAsync: ASYNC_BUFFER_API,
+    }
+)
 if _mismatches:  # pragma: no cover - depends on the installed verl
     raise IntegrationError(
         f"verl {verl.__version__} differs from the API the snooze trainer overrides (tested with verl {TESTED}): "
         + "; ".join(_mismatches)
     )
 
+from snooze.integrations.verl._async_buffer import SnoozeAsyncReplayBuffer  # noqa: E402
+from snooze.integrations.verl._async_trainer import COLOCATE_MODE, SnoozeColocateAsyncTrainer  # noqa: E402
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer  # noqa: E402
 from snooze.integrations.verl._options import OPTIONS_KEY, SnoozeOptions, read_options  # noqa: E402
 from snooze.integrations.verl._prompts import LOADER_FORMAT, SnoozePromptLoader, prompt_keys  # noqa: E402
@@ -53,13 +70,16 @@ from snooze.integrations.verl._trainer import STATE_DIR, TRAINER_MODE, SnoozeTra
 
 __all__ = [
     "SnoozeTrainer",
+    "SnoozeColocateAsyncTrainer",
     "SnoozeReplayBuffer",
+    "SnoozeAsyncReplayBuffer",
     "SnoozePromptLoader",
     "SnoozeRun",
     "SnoozeOptions",
     "read_options",
     "prompt_keys",
     "TRAINER_MODE",
+    "COLOCATE_MODE",
     "OPTIONS_KEY",
     "STATE_DIR",
     "METRIC_PREFIX",

@@ -11,7 +11,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["TRAINER_API", "BUFFER_API", "api_mismatches"]
+__all__ = ["TRAINER_API", "BUFFER_API", "ASYNC_TRAINER_API", "ASYNC_BUFFER_API", "api_mismatches"]
 
 TRAINER_API: dict[str, tuple[str, ...]] = {  # PPOTrainerSync
     "__init__": ("self", "config"),
@@ -39,6 +39,15 @@ BUFFER_API: dict[str, tuple[str, ...]] = {  # ReplayBuffer
     "_clear_groups": ("self", "partition_id", "uids"),
     "_materialize_batch": ("self", "partition_id", "selected_prompt_uids", "partition_snapshot"),
     "_wait_for_next_poll": ("self", "partition_id", "last_debug_time"),
+}
+ASYNC_TRAINER_API: dict[str, tuple[str, ...]] = {  # PPOTrainerColocateAsync
+    "_next_train_batch": ("self", "num_prompts"),
+    "_reissue_inflight_prompts": ("self", "partition_id"),
+    "on_train_begin": ("self",),
+}
+ASYNC_BUFFER_API: dict[str, tuple[str, ...]] = {  # ReplayBufferAsync
+    "_stale_terminal_keys": ("self", "global_steps", "partition_id"),
+    "_has_enough_samples": ("self", "global_steps", "partition_id", "batch_size", "sampleable_keys"),
 }
 _PREFIX_ONLY = {"__init__"}  # later parameters with defaults are verl's own business
 

@@ -88,7 +88,7 @@ def _mapping(config: Any, key: str) -> Any:
     return node if _is_mapping(node) else {}
 
 
-def _refuse_conflicts(config: Any) -> None:
+def _refuse_conflicts(config: Any, verl_mode: str) -> None:
     """Settings that would run verl's own loop beside the scheduler's, or silently do nothing."""
     if _select(config, "algorithm.filter_groups.enable"):
         raise IntegrationError(
@@ -114,10 +114,10 @@ def _refuse_conflicts(config: Any) -> None:
             "draws each step's prompts from the scheduler, so replayed rollouts would not be the prompts it issued. "
             "Turn rollout skip off."
         )
-    sync_step = _select(config, "trainer.v1.sync.parameter_sync_step")
-    if sync_step is not None and sync_step != 1:  # the snooze trainer runs verl's sync mode
+    sync_step = _select(config, f"trainer.v1.{verl_mode}.parameter_sync_step")
+    if sync_step is not None and sync_step != 1:  # verl's sync and colocate_async modes sample once a step
         raise IntegrationError(
-            f"trainer.v1.sync.parameter_sync_step={sync_step!r}: the snooze trainer builds one batch of "
+            f"trainer.v1.{verl_mode}.parameter_sync_step={sync_step!r}: the snooze trainer builds one batch of "
             "data.train_batch_size groups per step (the scheduler's step), so verl's split of a step into "
             "parameter_sync_step samples cannot be honoured. Unset it (or set 1); for several optimizer updates "
             "per step lower actor_rollout_ref.actor.ppo_mini_batch_size (verl splits each batch into mini-batches)."
@@ -179,12 +179,36 @@ def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     return log_path(value, f"{OPTIONS_KEY}.reward_log")  # checked on the driver, before any worker starts
 
 
-def read_options(config: Any) -> SnoozeOptions:
-    """Check verl's config for the snooze trainer and return its options (``IntegrationError`` or
-    ``ConfigError`` naming the key on anything that cannot work)."""
-    _refuse_conflicts(config)
+_ASYNC_REFUSED = {  # scheduler fields that decide a step's batch synchronously: what to do instead
+    "max_gen_rounds": "generation is bounded by verl's own rule there: each group that cannot train is replaced "
+    "by one new prompt (and trainer.v1.colocate_async.num_warmup_batches sets how far ahead it runs)",
+    "on_short": "the step waits until the scheduler's batch is full, as verl's async sampling waits for a full "
+    "batch, so a step is never short",
+    "carry_surplus": "a finished group the batch has no room for stays in TransferQueue and is reported in a later "
+    "step, so there is no surplus to carry",
+}
+
+
+def _refuse_async(opts: dict[str, Any]) -> None:
+    for name, why in _ASYNC_REFUSED.items():
+        if name in opts:
+            raise IntegrationError(
+                f"{OPTIONS_KEY}.{name} cannot work in verl's async modes: {why}. Unset it, or use "
+                "trainer.v1.trainer_mode=snooze (verl's sync mode with the scheduler's step loop)."
+            )
+
+
+def read_options(config: Any, verl_mode: str = "sync") -> SnoozeOptions:
+    """Check verl's config for the snooze trainer of verl's ``verl_mode`` (``sync`` or ``colocate_async``) and
+    return its options (``IntegrationError`` or ``ConfigError`` naming the key on anything that cannot work)."""
+    _refuse_conflicts(config, verl_mode)
     opts = _plain(_select(config, OPTIONS_KEY))
-    scheduler = SchedulerConfig.from_dict(_scheduler_fields(opts, config))  # ConfigError names unknown fields
+    if verl_mode != "sync":
+        _refuse_async(opts)
+    fields = _scheduler_fields(opts, config)
+    if verl_mode != "sync":
+        fields.pop("gen_batch_size", None)  # verl fetches one prompt at a time there (data.gen_batch_size=1)
+    scheduler = SchedulerConfig.from_dict(fields)  # ConfigError names unknown fields
     seed = opts.get("seed")
     seed = _select(config, "data.seed") if seed is None else seed  # null is the default, as unset
     metric = opts.get("reward_metric", "reward")

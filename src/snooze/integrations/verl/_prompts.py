@@ -14,7 +14,7 @@ import numpy as np
 
 from snooze import Candidate, IntegrationError, Source, StateError
 
-__all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "LOADER_FORMAT"]
+__all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "OnePromptLoader", "LOADER_FORMAT"]
 
 LOADER_FORMAT = "snooze.verl.prompts"  # what verl's data.pt holds for the snooze trainer
 
@@ -132,3 +132,13 @@ class SnoozePromptLoader:
                 "another verl trainer mode. Resume it with that mode, or start fresh (trainer.resume_mode=disable)."
             )
         self.loaded = dict(state)
+
+
+class OnePromptLoader(SnoozePromptLoader):
+    """The async modes' loader: verl fetches one prompt at a time (it sets ``data.gen_batch_size=1`` for exact
+    refills); each is the next one the scheduler drew (``SnoozeRun.draw``, a round per verl submission)."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        while True:
+            cand = self.run.next_queued()
+            yield self.collate_fn([self.dataset[self.run.index.position(cand)]])

@@ -7,7 +7,9 @@ in verl's driver process, so one scheduler serves every node).
 
 from __future__ import annotations
 
+import json
 import logging
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from snooze import POLICIES, SIGNAL, Candidate, IntegrationError, Scheduler, StateError
+from snooze.core._files import write_atomic
 from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
@@ -26,6 +29,7 @@ __all__ = ["SnoozeRun", "METRIC_PREFIX"]
 log = logging.getLogger(__name__)
 
 METRIC_PREFIX = "snooze/"  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/efficiency", ...
+INFLIGHT = "inflight.json"  # async modes: the uid verl gave each candidate still out, beside the scheduler's state
 
 
 class SnoozeRun:
@@ -39,6 +43,7 @@ class SnoozeRun:
         self.options = options
         self.scheduler = Scheduler(index.sources, config, seed=options.seed)
         self._unbound: list[Candidate] = []  # proposed, not yet given a uid by verl
+        self._queued: deque[Candidate] = deque()  # async modes: proposed, not yet fetched by verl's dataloader
         self.open: dict[str, Candidate] = {}  # uid -> issued candidate, rollouts not yet reported
         self._step: dict[int, str] = {}  # ticket -> uid of every group reported or cancelled this step
         self._writer: RewardLogWriter | None = None
@@ -49,9 +54,9 @@ class SnoozeRun:
         return self.scheduler.config
 
     # -- issuing --------------------------------------------------------------------------------
-    def propose_round(self) -> Sequence[Candidate]:
-        """One generation round of candidates (``gen_batch_size`` unless the data runs out)."""
-        cands = self.scheduler.propose()
+    def propose_round(self, n: int | None = None) -> Sequence[Candidate]:
+        """One generation round of candidates (``n``, default ``gen_batch_size``, unless the data runs out)."""
+        cands = self.scheduler.propose(n)
         if not cands:
             raise IntegrationError(
                 f"the scheduler has no prompt left to issue at step {self.scheduler.step_index} (epochs="
@@ -60,6 +65,16 @@ class SnoozeRun:
             )
         self._unbound.extend(cands)
         return cands
+
+    def draw(self, n: int) -> None:
+        """Async modes: propose ``n`` prompts in one round, fetched one at a time by :meth:`next_queued`."""
+        self._queued.extend(self.propose_round(n))
+
+    def next_queued(self) -> Candidate:
+        """The next drawn prompt for verl's dataloader (a new one-prompt round if none is waiting)."""
+        if not self._queued:
+            self.draw(1)
+        return self._queued.popleft()
 
     def bind(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]]) -> None:
         """Give the oldest unbound candidates the uids verl assigned to the rows it fetched, in order."""
@@ -105,16 +120,17 @@ class SnoozeRun:
             else outcomes != SIGNAL
         )
 
-    def cancel(self, uids: Sequence[str]) -> None:
-        """Withdraw groups whose rollouts failed (verl marks them ``failure``): counted, never trained on."""
+    def cancel(self, uids: Sequence[str], why: str = "failed in rollout", cleared: bool = False) -> None:
+        """Withdraw groups that will not be reported (verl marked them ``failure``, evicted them as stale, or
+        lost them): counted in ``gen/cancelled``, never trained on. ``cleared``: their keys are gone from
+        TransferQueue already (else the step's close drops them)."""
         cands = self._issued(uids, None)
         self.scheduler.cancel(cands)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
-            self._step[cand.ticket] = uid
-        log.warning(
-            "%d group(s) failed in rollout and were withdrawn from the scheduler: %s", len(uids), list(uids)[:5]
-        )
+            if not cleared:
+                self._step[cand.ticket] = uid
+        log.warning("%d group(s) %s and were withdrawn from the scheduler: %s", len(uids), why, list(uids)[:5])
 
     def wants_round(self) -> bool:
         """Whether the step's loop asks for another generation round.
@@ -124,9 +140,10 @@ class SnoozeRun:
         s = self.scheduler
         return not s.batch_full and s.round < self.config.max_gen_rounds and not s.exhausted
 
-    def finish_step(self) -> tuple[list[str], list[str], dict[str, float]]:
-        """Close the scheduler's step. Returns the uids to train on, the uids to drop and the metrics."""
-        if self.open or self._unbound:
+    def finish_step(self, in_flight: bool = False) -> tuple[list[str], list[str], dict[str, float]]:
+        """Close the scheduler's step. Returns the uids to train on, the uids to drop and the metrics.
+        ``in_flight``: groups issued for later steps may still be out (verl's async modes)."""
+        if (self.open and not in_flight) or self._unbound:
             raise IntegrationError(
                 f"{len(self.open) + len(self._unbound)} issued group(s) not reported at the end of the step"
             )
@@ -148,9 +165,21 @@ class SnoozeRun:
             self._writer = open_log(self.options.reward_log, resumed=self._append_log)
         return self._writer
 
-    def save(self, folder: Path) -> None:
-        if self.open or self._unbound:
+    def save(self, folder: Path, in_flight: bool = False) -> None:
+        """Save the scheduler. ``in_flight`` (async modes): candidates still out are saved with it (they are
+        pending in its state) and so is the uid verl gave each, in ``inflight.json``, written first."""
+        if (self.open and not in_flight) or self._unbound or self._step:
             raise IntegrationError("cannot checkpoint in the middle of a step: issued groups are not reported yet")
+        if in_flight:
+            held = {int(t) for t in self.scheduler.pending_candidates().ticket}
+            mine = {c.ticket: uid for uid, c in self.open.items()}
+            if set(mine) != held:
+                raise IntegrationError(
+                    f"{len(held ^ set(mine))} candidate(s) pending in the scheduler have no verl uid (or the reverse)"
+                )
+            folder.mkdir(parents=True, exist_ok=True)
+            record = {"step": self.scheduler.step_index, "uids": {uid: c.ticket for uid, c in self.open.items()}}
+            write_atomic(folder / INFLIGHT, json.dumps(record, sort_keys=True).encode())
         self.scheduler.save(folder)
 
     def restore(self, folder: Path, global_step: int) -> None:
@@ -163,10 +192,33 @@ class SnoozeRun:
                 f"{global_step}; the folder does not belong to this checkpoint"
             )
         self.scheduler = restored
-        self.open, self._unbound, self._step = {}, [], {}
+        self.open, self._unbound, self._step, self._queued = {}, [], {}, deque()
+        if len(restored.pending_candidates()):
+            self.open = _rebind(folder, restored)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         self._append_log = True
         if self.options.reward_log is not None:
             truncate_log(self.options.reward_log, restored.step_index)
+
+
+def _rebind(folder: Path, sched: Scheduler) -> dict[str, Candidate]:
+    """The uid of each candidate pending in a restored scheduler, from ``inflight.json`` (async modes)."""
+    path = folder / INFLIGHT
+    if not path.is_file():
+        raise StateError(
+            f"{folder} holds {len(sched.pending_candidates())} candidate(s) in flight but no {INFLIGHT}: it was not written by "
+            "a snooze async trainer. Resume it with the trainer that wrote it, or start fresh (trainer.resume_mode=disable)."
+        )
+    from snooze.core._json import read_json
+
+    record = read_json(path, StateError)
+    uids = record.get("uids") if isinstance(record, dict) else None
+    if not isinstance(uids, dict) or record.get("step") != sched.step_index:
+        raise StateError(f"{path} does not belong to the scheduler state beside it (step {sched.step_index})")
+    by_ticket = {int(t): str(u) for u, t in uids.items()}
+    pending = list(sched.pending_candidates())
+    if set(by_ticket) != {c.ticket for c in pending}:
+        raise StateError(f"{path} names other candidates than the scheduler state beside it holds in flight")
+    return {by_ticket[c.ticket]: c for c in pending}

@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from verl.trainer.ppo.v1.trainer_base import register_trainer
-from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
-from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.dataset.rl_dataset import collate_fn
 
@@ -34,61 +32,54 @@ from snooze.integrations.verl._prompts import PromptIndex, SnoozePromptLoader, p
 from snooze.integrations.verl._resume import check_state_folder, resumed_folder
 from snooze.integrations.verl._run import SnoozeRun
 
-__all__ = ["SnoozeTrainer", "TRAINER_MODE", "STATE_DIR"]
+__all__ = ["SnoozeTrainer", "SnoozeTrainerBase", "TRAINER_MODE", "STATE_DIR"]
 
 TRAINER_MODE = "snooze"  # trainer.v1.trainer_mode
 STATE_DIR = "snooze"  # the scheduler's state folder inside each verl global_step_N/, beside data.pt
 
 
-@register_trainer(TRAINER_MODE)
-class SnoozeTrainer(PPOTrainerSync):  # type: ignore[misc]
-    """verl's sync PPO trainer whose prompts come from a :class:`~snooze.Scheduler` (see the module doc)."""
+class SnoozeTrainerBase:
+    """What every snooze trainer adds to its verl base class: the stable prompt ids bound to verl's uids,
+    and the scheduler's state in verl's checkpoint folder. Mixed in before a verl ``PPOTrainer`` subclass."""
 
     snooze_options: SnoozeOptions
     snooze: SnoozeRun
+    config: Any
+    global_steps: int
+    train_dataloader: Any
 
-    @property  # type: ignore[override]
-    def trainer_mode(self) -> str:
-        return "sync"
-
-    @trainer_mode.setter
-    def trainer_mode(self, name: str) -> None:  # verl assigns the registry name here
-        self.registered_mode = name
-
-    def _build_replay_buffer(self) -> SnoozeReplayBuffer:
-        self.snooze_options = read_options(self.config)
+    def _buffer_kwargs(self, mode: str) -> dict[str, Any]:
+        """The replay buffer's arguments, after the config checks (``mode``: the verl mode run)."""
+        self.snooze_options = read_options(self.config, mode)
         resumed = resumed_folder(self.config)
         if resumed is not None:  # a resume that cannot load the scheduler fails here, before any worker starts
             check_state_folder(resumed / STATE_DIR)
         sampler = self.config.trainer.v1.sampler
-        return SnoozeReplayBuffer(
-            trainer_mode="sync",
-            trainer_config=self.config.trainer.v1.get("sync", {}),
+        return dict(
+            trainer_mode=mode,
+            trainer_config=self.config.trainer.v1.get(mode, {}),
             max_off_policy_threshold=sampler.max_off_policy_threshold,
             max_off_policy_strategy=sampler.max_off_policy_strategy,
             sampler_kwargs=sampler.sampler_kwargs,
             poll_interval=self.snooze_options.poll_interval,
-            refill_fn=self._add_prompts_to_generate,
+            refill_fn=self._add_prompts_to_generate,  # type: ignore[attr-defined]
             reward_metric=self.snooze_options.reward_metric,
         )
 
-    def _init_dataloader(self) -> None:
-        super()._init_dataloader()  # datasets, validation loader, step counts; its train loader is replaced
-        self.snooze = SnoozeRun(PromptIndex(prompt_keys(self.train_dataset)), self.snooze_options)
-        self.train_dataloader = SnoozePromptLoader(self.snooze, self.train_dataset, collate_fn, STATE_DIR)
+    def _attach_scheduler(self, loader_cls: type = SnoozePromptLoader) -> None:
+        """After verl's ``_init_dataloader``: the scheduler, and its loader in place of ``train_dataloader``."""
+        dataset = self.train_dataset  # type: ignore[attr-defined]
+        self.snooze = SnoozeRun(PromptIndex(prompt_keys(dataset)), self.snooze_options)
+        self.train_dataloader = loader_cls(self.snooze, dataset, collate_fn, STATE_DIR)
         self.train_dataloader_it = None
-        self.replay_buffer.attach(self.snooze)
+        self.replay_buffer.attach(self.snooze)  # type: ignore[attr-defined]
 
     def _fetch_one_gen_batch(self) -> Any:
-        batch = super()._fetch_one_gen_batch()
+        batch = super()._fetch_one_gen_batch()  # type: ignore[misc]
         extras = [getattr(e, "data", e) for e in batch["extra_info"]]
         keys = [(str(s), e["index"]) for s, e in zip(batch["data_source"], extras)]
         self.snooze.bind(list(batch["uid"]), keys)
         return batch
-
-    def prepare_step(self) -> dict:
-        self._add_prompts_to_generate(self.snooze.config.gen_size)
-        return {}
 
     def _checkpoint_folder(self) -> Path:
         return Path(self.config.trainer.default_local_dir) / f"global_step_{self.global_steps}"
@@ -99,14 +90,8 @@ class SnoozeTrainer(PPOTrainerSync):  # type: ignore[misc]
         folder = trainer.resume_from_path if trainer.resume_mode == "resume_path" else str(self._checkpoint_folder())
         return Path(folder if os.path.isabs(folder) else os.path.join(os.getcwd(), folder))
 
-    def _save_checkpoint(self) -> None:
-        self.snooze.save(
-            self._checkpoint_folder() / STATE_DIR
-        )  # first: a crash leaves verl's previous checkpoint latest
-        super()._save_checkpoint()
-
     def _load_checkpoint(self) -> None:
-        super()._load_checkpoint()
+        super()._load_checkpoint()  # type: ignore[misc]
         if self.global_steps > 0:  # verl resumed a checkpoint (0: a fresh run)
             loaded = self.train_dataloader.loaded
             if loaded is not None and int(loaded["step"]) != self.global_steps:
@@ -114,26 +99,29 @@ class SnoozeTrainer(PPOTrainerSync):  # type: ignore[misc]
             self.snooze.restore(self._resumed_folder() / STATE_DIR, self.global_steps)
 
 
-_ASYNC_WHY = (
-    "trainer.v1.trainer_mode={mode} is not supported: in verl's {base} mode prompts are submitted ahead of the "
-    "feedback (num_warmup_batches of prompts in flight before the first step, and generation running on while the "
-    "actor trains), so the scheduler would draw each prompt before the groups that decide whether it sleeps are "
-    "scored, and the groups of one step would land in another step's batch. Use trainer.v1.trainer_mode=snooze "
-    "(verl's sync mode with the scheduler's step loop)."
-)
+@register_trainer(TRAINER_MODE)
+class SnoozeTrainer(SnoozeTrainerBase, PPOTrainerSync):  # type: ignore[misc]
+    """verl's sync PPO trainer whose prompts come from a :class:`~snooze.Scheduler` (see the module doc)."""
 
+    @property  # type: ignore[override]
+    def trainer_mode(self) -> str:
+        return "sync"
 
-@register_trainer("snooze_colocate_async")
-class SnoozeColocateAsyncTrainer(PPOTrainerColocateAsync):  # type: ignore[misc]
-    """Refuses: see ``_ASYNC_WHY``."""
+    @trainer_mode.setter
+    def trainer_mode(self, name: str) -> None:  # verl assigns the registry name here
+        self.registered_mode = name
 
-    def __init__(self, config: Any) -> None:
-        raise IntegrationError(_ASYNC_WHY.format(mode="snooze_colocate_async", base="colocate_async"))
+    def _build_replay_buffer(self) -> SnoozeReplayBuffer:
+        return SnoozeReplayBuffer(**self._buffer_kwargs("sync"))
 
+    def _init_dataloader(self) -> None:
+        super()._init_dataloader()  # datasets, validation loader, step counts; its train loader is replaced
+        self._attach_scheduler()
 
-@register_trainer("snooze_separate_async")
-class SnoozeSeparateAsyncTrainer(PPOTrainerSeparateAsync):  # type: ignore[misc]
-    """Refuses: see ``_ASYNC_WHY``."""
+    def prepare_step(self) -> dict:
+        self._add_prompts_to_generate(self.snooze.config.gen_size)
+        return {}
 
-    def __init__(self, config: Any) -> None:
-        raise IntegrationError(_ASYNC_WHY.format(mode="snooze_separate_async", base="separate_async"))
+    def _save_checkpoint(self) -> None:
+        self.snooze.save(self._checkpoint_folder() / STATE_DIR)  # first: a crash leaves verl's previous one latest
+        super()._save_checkpoint()
