@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 NAME = "tiny_cpu"
+SLOW_ENV = "SNOOZE_TINY_CPU_DELAY"  # seconds the rollout server takes per token (default 0)
 VOCAB = 28  # _verl_env.make_model_dir's word-level tokenizer
 EOS = 1
 
@@ -81,21 +82,39 @@ def _jagged(rows: list[torch.Tensor]) -> torch.Tensor:
 
 
 class TinyServer:
-    """The rollout server (a Ray actor): verl's ``generate`` contract, a TinyGPT sampling on CPU."""
+    """The rollout server (an async Ray actor): verl's ``generate`` contract, a TinyGPT sampling on CPU.
 
-    def __init__(self, response_length: int) -> None:
+    ``abort_all_requests`` pauses generation until ``resume_generation`` (what the colocated async trainer
+    calls around each step's training): a request stops before its next token and goes on afterwards with
+    the new weights, as verl's partial rollout resumes an aborted request. Requests interleave token by
+    token; each one's samples depend only on its own seed."""
+
+    def __init__(self, response_length: int, delay: float = 0.0) -> None:
+        import asyncio
+
         torch.set_num_threads(1)
         self.model, self.version, self.asked = tiny_model(), None, Counter()
         self.response_length = response_length
+        self.running = asyncio.Event()
+        self.running.set()
+        self.delay = delay  # seconds per token, as a slower server would take (SLOW_ENV)
+
+    async def abort_all_requests(self, *_: Any, **__: Any) -> None:
+        self.running.clear()
+
+    async def resume_generation(self, *_: Any, **__: Any) -> None:
+        self.running.set()
 
     def load_weights(self, state: dict[str, torch.Tensor], global_steps: int | None) -> None:
         self.model.load_state_dict(state)
         self.version = global_steps
 
-    @torch.no_grad()
-    def generate(self, request_id: str, prompt_ids: list[int], sampling_params: dict, **_: Any) -> Any:
+    async def generate(self, request_id: str, prompt_ids: list[int], sampling_params: dict, **_: Any) -> Any:
+        import asyncio
+
         from verl.workers.rollout.replica import TokenOutput
 
+        await self.running.wait()  # returns at once unless generation is paused
         key = (tuple(prompt_ids), self.version)
         seed = zlib.crc32(repr((key, self.asked[key])).encode())
         self.asked[key] += 1
@@ -103,7 +122,10 @@ class TinyServer:
         temperature = float(sampling_params.get("temperature") or 0.0)
         ids, out, logprobs = torch.tensor(prompt_ids), [], []
         for _ in range(self.response_length):
-            logits = _logits(self.model, ids)[-1]
+            await asyncio.sleep(self.delay)  # lets an abort in between tokens
+            await self.running.wait()
+            with torch.no_grad():
+                logits = _logits(self.model, ids)[-1]
             if temperature > 0:
                 tok = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=gen))
             else:
@@ -123,8 +145,7 @@ class TinyServer:
     def _noop(self, *_: Any, **__: Any) -> None:
         return None
 
-    wake_up = sleep = clear_kv_cache = release_kv_cache = resume_kv_cache = _noop
-    abort_all_requests = resume_generation = start_profile = stop_profile = _noop
+    wake_up = sleep = clear_kv_cache = release_kv_cache = resume_kv_cache = start_profile = stop_profile = _noop
 
 
 def _replica_class() -> type:
@@ -138,7 +159,8 @@ def _replica_class() -> type:
             return False
 
         async def launch_servers(self) -> None:
-            server = ray.remote(num_cpus=0)(TinyServer).remote(self.config.response_length)
+            delay = float(os.environ.get(SLOW_ENV, 0))
+            server = ray.remote(num_cpus=0)(TinyServer).remote(self.config.response_length, delay)
             self.servers, self._server_handle = [server], server
             self._server_address = f"{NAME}-{self.replica_rank}"
             for worker in self.workers:

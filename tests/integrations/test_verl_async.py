@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -23,6 +24,7 @@ pytest.importorskip("verl", reason="needs the [verl] extra")
 pytest.importorskip("transfer_queue", reason="needs the [verl] extra")
 pytest.importorskip("ray", reason="needs the [verl] extra")
 
+from integrations._verl_cpu import SLOW_ENV  # noqa: E402
 from integrations._verl_fit import LONG, ROWS, SAVE_FREQ, STEPS  # noqa: E402
 from integrations.test_verl_fit import _start, _stop, _wait, logged, summary  # noqa: E402
 
@@ -31,6 +33,9 @@ pytestmark = [pytest.mark.verl, pytest.mark.slow, pytest.mark.timeout(900)]
 MODE = "snooze_colocate_async"
 B = 2  # data.train_batch_size (_verl_env.B)
 EASY = [(ds, i) for ds, i, truth in ROWS if truth == "easy"]
+# the killed run's rollout server takes this long per token (a GPU server is slow next to the replay buffer's
+# polls): prompts are still being generated when a step's batch is full, so its checkpoint holds running ones
+SLOW = {SLOW_ENV: "0.1"}
 
 
 def _kill_after_checkpoint(proc: Any, folder: Path, step: int, timeout: float = 420) -> bool:
@@ -55,12 +60,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folders = {name: root / name for name in ("done", "killed")}
     for folder in folders.values():
         folder.mkdir()
-    done, killed = _start(MODE, folders["done"]), _start(MODE, folders["killed"])
+    done, killed = _start(MODE, folders["done"]), _start(MODE, folders["killed"], **SLOW)
     try:
         was_running = _kill_after_checkpoint(killed, folders["killed"], SAVE_FREQ)
         assert was_running, (folders["killed"] / "run.log").read_text(errors="replace")[-6000:]
         (folders["killed"] / "killed.log").write_bytes((folders["killed"] / "run.log").read_bytes())
-        resumed = _start(MODE, folders["killed"])  # verl's resume_mode=auto finds global_step_2
+        resumed = _start(MODE, folders["killed"], **SLOW)  # verl's resume_mode=auto finds global_step_2
         _wait(done, folders["done"])
         _wait(resumed, folders["killed"])
     finally:
@@ -138,6 +143,14 @@ def test_a_run_killed_after_a_checkpoint_resumes_with_every_group_counted_once(r
     steps = _steps(folder)
     cancelled = sum(d["snooze/gen/cancelled"] for d in steps)
     assert cancelled == 0  # every prompt in flight at the checkpoint was re-issued by verl, none withdrawn
+    # verl restored exactly the scheduler's in-flight groups from its TransferQueue checkpoint and re-issued
+    # those still pending or running (the others had finished unreported: reported at the first poll)
+    log = (folder / "run.log").read_text(errors="replace")
+    assert [int(n) for n in re.findall(r"Restored (\d+) training prompt groups", log)] == [
+        len(_inflight(folder, SAVE_FREQ))
+    ]
+    reissued = [int(n) for n in re.findall(r"Re-issued (\d+) in-flight prompts", log)]
+    assert sum(reissued) <= len(_inflight(folder, SAVE_FREQ))
     totals = _exact_counts(folder, cancelled)
     at_save = _state(folder, SAVE_FREQ)
     flying = {int(t) for t in at_save["arrays"]["pending"][:, 0]}

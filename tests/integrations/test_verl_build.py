@@ -235,6 +235,43 @@ def test_the_async_trainer_draws_one_prompt_per_fetch_and_reads_verls_async_sett
     assert len(trainer.snooze.scheduler.pending_candidates()) == 4
 
 
+def test_in_flight_candidates_are_saved_with_their_uids_and_rebound_on_restore(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    def built() -> Any:
+        trainer = get_trainer_cls(ASYNC)(config=compose(tmp_path, f"trainer.v1.trainer_mode={ASYNC}"))
+        trainer._init_tokenizer()
+        trainer._init_dataloader()
+        return trainer
+
+    run = built().snooze
+    run.draw(3)
+    cands = [run.next_queued() for _ in range(3)]
+    folder = tmp_path / "global_step_0" / "snooze"
+    with pytest.raises(snooze.IntegrationError, match="middle of a step"):
+        run.save(folder, in_flight=True)  # drawn, not yet given a uid by verl
+    uids = ["u0", "u1", "u2"]
+    run.bind(uids, [c.key for c in cands])
+    with pytest.raises(snooze.IntegrationError, match="middle of a step"):
+        run.save(folder)  # the sync trainer's save: nothing may be in flight
+    run.report(uids[:1], [cands[0].key], [[1.0, 0.0, 1.0, 0.0]])
+    with pytest.raises(snooze.IntegrationError, match="middle of a step"):
+        run.save(folder, in_flight=True)  # a report of the open step: saved only once the step is closed
+    train, _, _ = run.finish_step(in_flight=True)  # two groups still out, for later steps
+    assert train == ["u0"]
+    folder = tmp_path / "global_step_1" / "snooze"
+    run.save(folder, in_flight=True)
+    restored = built().snooze
+    restored.restore(folder, 1)
+    assert {u: c.key for u, c in restored.open.items()} == {u: c.key for u, c in zip(uids[1:], cands[1:])}
+    restored.report(["u2"], [cands[2].key], [[1.0, 1.0, 1.0, 1.0]])  # reported after the resume, once
+    with pytest.raises(snooze.IntegrationError, match="was not issued by the snooze scheduler"):
+        restored.report(["u0"], [cands[0].key], [[1.0, 0.0, 1.0, 0.0]])  # reported before the save: not again
+    (folder / "inflight.json").unlink()
+    with pytest.raises(snooze.StateError, match="no inflight.json"):
+        built().snooze.restore(folder, 1)
+
+
 def test_the_reward_band_reaches_the_scheduler_and_drops_groups_outside_it(tmp_path: Path) -> None:
     """``+trainer.v1.snooze.reward_band=[lo,hi]`` (the core's mean band): a group with spread whose mean lies
     outside is not trained on, as ``classify_groups`` (the reference) says, and the buffer drops it at once."""

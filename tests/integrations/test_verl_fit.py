@@ -36,8 +36,8 @@ TESTS = Path(__file__).resolve().parents[1]
 EASY = [(ds, i) for ds, i, truth in ROWS if truth == "easy"]
 
 
-def _start(mode: str, folder: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+def _start(mode: str, folder: Path, **extra: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **extra)
     env["OMP_NUM_THREADS"] = "1"
     env.pop("RAY_ADDRESS", None)  # each run starts a Ray node of its own
     with open(folder / "run.log", "wb") as out:  # the child holds its own copy of the file
