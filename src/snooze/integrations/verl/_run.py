@@ -208,8 +208,9 @@ def _rebind(folder: Path, sched: Scheduler) -> dict[str, Candidate]:
     path = folder / INFLIGHT
     if not path.is_file():
         raise StateError(
-            f"{folder} holds {len(sched.pending_candidates())} candidate(s) in flight but no {INFLIGHT}: it was not written by "
-            "a snooze async trainer. Resume it with the trainer that wrote it, or start fresh (trainer.resume_mode=disable)."
+            f"{folder} holds {len(sched.pending_candidates())} candidate(s) in flight but no {INFLIGHT}: it was "
+            "not written by a snooze async trainer. Resume it with the trainer that wrote it, or start fresh "
+            "(trainer.resume_mode=disable)."
         )
     from snooze.core._json import read_json
 
