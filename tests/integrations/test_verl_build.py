@@ -268,8 +268,10 @@ def test_in_flight_candidates_are_saved_with_their_uids_and_rebound_on_restore(t
     with pytest.raises(snooze.IntegrationError, match="was not issued by the snooze scheduler"):
         restored.report(["u0"], [cands[0].key], [[1.0, 0.0, 1.0, 0.0]])  # reported before the save: not again
     (folder / "inflight.json").unlink()
+    fresh = built().snooze
     with pytest.raises(snooze.StateError, match="no inflight.json"):
-        built().snooze.restore(folder, 1)
+        fresh.restore(folder, 1)
+    assert fresh.scheduler.step_index == 0 and not fresh.open  # left as it was
 
 
 def test_the_reward_band_reaches_the_scheduler_and_drops_groups_outside_it(tmp_path: Path) -> None:

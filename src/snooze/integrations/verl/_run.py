@@ -191,10 +191,9 @@ class SnoozeRun:
                 f"{folder} holds the scheduler after {restored.step_index} steps, but verl resumes after step "
                 f"{global_step}; the folder does not belong to this checkpoint"
             )
+        rebound = _rebind(folder, restored) if len(restored.pending_candidates()) else {}  # may raise: before changes
         self.scheduler = restored
-        self.open, self._unbound, self._step, self._queued = {}, [], {}, deque()
-        if len(restored.pending_candidates()):
-            self.open = _rebind(folder, restored)
+        self.open, self._unbound, self._step, self._queued = rebound, [], {}, deque()
         if self._writer is not None:
             self._writer.close()
             self._writer = None
