@@ -6,7 +6,8 @@ whatever step it finishes in. Here each poll of ``sample`` does, in the training
 
     withdraw failed groups, and finished ones verl's off-policy rule calls stale (max_off_policy_strategy=drop)
     report the oldest finished groups to the scheduler, as many as its open batch has room for
-    clear every group that can never train; refill one prompt per group withdrawn or cleared (verl's k for k)
+    clear every reported group that did not enter the batch (no signal, too stale for the scheduler's
+        max_staleness, over a quota); refill one prompt per group withdrawn or cleared (verl's k for k)
     once the scheduler's batch is full (and no in-flight prompt makes verl's strategy=wait block): close the step
 
 Finished groups beyond the batch's room stay in TransferQueue, as verl's own sampleable groups do, and
@@ -82,8 +83,11 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
         finished = sorted(finished, key=lambda u: order.get(u, 0))[:room]  # oldest first, as verl selects
         if finished:
             keys, rewards = self._read_groups(finished)
-            never = run.report(finished, keys, rewards)
-            cleared = {u for u, n in zip(finished, never) if n}
+            tickets = [run.open[u].ticket for u in finished]
+            run.report(finished, keys, rewards)
+            # what did not enter the batch never trains: no signal, too stale (max_staleness), or over a quota
+            taken = set(run.scheduler.batch.ticket.tolist())
+            cleared = {u for u, t in zip(finished, tickets) if t not in taken}
             self._clear_groups(TRAIN, cleared)
             gone += len(cleared)
         return gone
