@@ -129,8 +129,13 @@ def test_the_async_trainer_trains_on_the_schedulers_groups_and_skips_snoozed_pro
     assert set(keys) <= {(ds, i) for ds, i, _ in ROWS} and (LONG[0], LONG[1]) not in keys
     assert all(g["rewards"] == [1.0] * len(g["rewards"]) for g in groups if (g["dataset"], g["id"]) in EASY)
     assert {g["step"] for g in groups} == set(range(STEPS))  # each report went to the step open when it came
-    # generation ran ahead: the step-2 checkpoint held prompts in flight, which verl saved in TransferQueue
+    # generation ran ahead: the step-2 checkpoint held prompts in flight, which verl saved in TransferQueue, and
+    # the core's async metrics say so (in flight at each step's end, feedback a step old behind some groups)
     assert len(_inflight(folder, SAVE_FREQ)) >= 1
+    for step in (SAVE_FREQ, STEPS):
+        assert steps[step - 1]["snooze/async/in_flight"] == len(_inflight(folder, step))
+    assert max(d["snooze/async/age_max"] for d in steps) >= 1  # a group reported a step after it was drawn
+    assert all(d["snooze/async/too_stale"] == 0 for d in steps)  # max_staleness unset: none
     assert (folder / "ckpt" / f"global_step_{SAVE_FREQ}" / "transfer_queue").is_dir()
 
 
