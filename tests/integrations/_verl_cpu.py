@@ -158,6 +158,11 @@ def _replica_class() -> type:
         def rollout_worker_use_gpu(self) -> bool:
             return False
 
+        async def init_standalone(self) -> None:  # separate async: on CPU, see _verl_sep
+            from integrations._verl_sep import init_standalone
+
+            await init_standalone(self)
+
         async def launch_servers(self) -> None:
             delay = float(os.environ.get(SLOW_ENV, 0))
             server = ray.remote(num_cpus=0)(TinyServer).remote(self.config.response_length, delay)
@@ -283,6 +288,7 @@ def setup(trainer: Any, wg: TinyWorkerGroup) -> None:
 
     from verl.checkpoint_engine.base import CheckpointEngineManager
     from verl.experimental.reward_loop import RewardLoopManager
+    from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
     from verl.utils.config import omega_conf_to_dataclass
     from verl.workers.rollout.llm_server import LLMServerManager
 
@@ -295,13 +301,20 @@ def setup(trainer: Any, wg: TinyWorkerGroup) -> None:
     trainer.actor_rollout_wg = wg
     trainer.reward_loop_manager = RewardLoopManager(config=config, rm_resource_pool=None)
     trainer.teacher_model_manager = trainer.distillation_config = None
-    trainer.llm_server_manager = LLMServerManager.create(config=config, worker_group=wg)
+    if getattr(trainer, "_enable_hybrid_replicas", True):
+        trainer.llm_server_manager = LLMServerManager.create(config=config, worker_group=wg)
+    else:  # separate async with actor_rollout_ref.hybrid_engine=False: rollout on standalone replicas only
+        trainer.llm_server_manager = LLMServerManager.create_empty(config=config)
     engine = omega_conf_to_dataclass(config.actor_rollout_ref.rollout.checkpoint_engine)
     engine.backend = "naive"
     replicas = trainer.llm_server_manager.get_replicas()
     trainer.checkpoint_manager = CheckpointEngineManager(config=engine, actor_wg=wg, replicas=replicas)
     trainer.checkpoint_manager.sleep_replicas()
     trainer._load_checkpoint()
+    if isinstance(trainer, PPOTrainerSeparateAsync):  # its standalone replicas, after PPOTrainer._setup's part
+        from integrations._verl_sep import setup_standalone
+
+        setup_standalone(trainer)
     trainer.on_init_end()
 
 

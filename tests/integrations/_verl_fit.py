@@ -74,6 +74,15 @@ def overrides(mode: str) -> list[str]:
         f"trainer.experiment_name={mode}",
         f"trainer.v1.trainer_mode={mode}",
     ]
+    if mode == "snooze_separate_async":  # rollout on a standalone replica, weights through _verl_sep's engine
+        out += [
+            "actor_rollout_ref.hybrid_engine=False",
+            "actor_rollout_ref.rollout.nnodes=1",
+            "actor_rollout_ref.rollout.n_gpus_per_node=1",
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=tiny_cpu",
+            "actor_rollout_ref.rollout.checkpoint_engine.custom_backend_module=integrations._verl_sep",
+            "trainer.v1.separate_async.parameter_sync_step=1",
+        ]
     if mode == "sync":
         out.append("algorithm.filter_groups.enable=True")  # DAPO: groups with zero reward spread are evicted
     return out
@@ -131,7 +140,12 @@ def run(mode: str, folder: Path) -> dict[str, Any]:
     mark("ray")
     cpu.register_rollout()
     trainer = get_trainer_cls(mode)(config=conf)
-    wg = cpu.TinyWorkerGroup(conf)
+    if mode == "snooze_separate_async":
+        from integrations._verl_sep import TinySepWorkerGroup
+
+        wg = TinySepWorkerGroup(conf)
+    else:
+        wg = cpu.TinyWorkerGroup(conf)
     cpu.setup(trainer, wg)  # loads the checkpoint verl resumes, if any
     resumed_at, start = trainer.global_steps, cpu.weights_digest(wg.weights())
     mark("setup")
@@ -147,6 +161,7 @@ def run(mode: str, folder: Path) -> dict[str, Any]:
         "actor_updates": wg.updates,
         "weights_start": start,
         "weights_end": cpu.weights_digest(wg.weights()),
+        "weight_syncs": getattr(wg, "syncs", None),  # separate async: sends through the checkpoint engine
         "seconds": phases,  # since the run began (after its imports), at the end of each phase
     }
 

@@ -315,13 +315,11 @@ def test_resuming_a_checkpoint_without_snooze_state_says_what_to_do(tmp_path: Pa
     assert fresh.snooze_options.scheduler.batch_size == B
 
 
-def test_the_separate_async_mode_is_refused_with_the_reason(tmp_path: Path) -> None:
+def test_the_separate_async_mode_refuses_verls_default_parameter_sync_step(tmp_path: Path) -> None:
     from verl.trainer.ppo.v1 import get_trainer_cls
 
-    config = compose(tmp_path, "trainer.v1.trainer_mode=snooze_separate_async")
-    with pytest.raises(
-        snooze.IntegrationError, match="parameter_sync_step mini-batches per step.*snooze_colocate_async"
-    ):
+    config = compose(tmp_path, "trainer.v1.trainer_mode=snooze_separate_async")  # verl's default there: 4
+    with pytest.raises(snooze.IntegrationError, match="separate_async.parameter_sync_step=4.*Set it to 1"):
         get_trainer_cls("snooze_separate_async")(config=config)
 
 

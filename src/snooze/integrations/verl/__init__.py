@@ -3,10 +3,11 @@
 Importing this module registers three names in verl's trainer registry: ``snooze`` (verl's sync
 trainer with prompts drawn from the scheduler and the scheduler's step loop in the replay buffer),
 ``snooze_colocate_async`` (verl's colocated async trainer, generation a batch ahead, with the scheduler
-drawing each prompt and choosing each batch) and ``snooze_separate_async``, which refuses with the reason. verl imports
-it by itself in every process: ``snooze-rl`` declares it in verl's ``verl.plugins`` entry-point
-group, and ``VERL_USE_EXTERNAL_MODULES=snooze.integrations.verl`` does the same where entry points
-are turned off. Options live under ``trainer.v1.snooze`` (see ``docs/integrations/verl.md``)::
+drawing each prompt and choosing each batch) and ``snooze_separate_async`` (verl's separate async trainer:
+standalone rollout, weights synced by its checkpoint engine; ``parameter_sync_step=1``). verl imports it by
+itself in every process: ``snooze-rl`` declares it in verl's ``verl.plugins`` entry-point group, and
+``VERL_USE_EXTERNAL_MODULES=snooze.integrations.verl`` does the same where entry points are turned off.
+Options live under ``trainer.v1.snooze`` (see ``docs/integrations/verl.md``)::
 
     python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo trainer.v1.trainer_mode=snooze \\
         +trainer.v1.snooze.policy=snooze +trainer.v1.snooze.snooze_factor=5 ...

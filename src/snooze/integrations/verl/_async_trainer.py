@@ -18,7 +18,10 @@ drawn from the scheduler. Its overrides, beside :class:`SnoozeTrainerBase`'s:
   a candidate TransferQueue lost is withdrawn (``gen/cancelled``), a prompt the scheduler did not issue
   is cleared.
 
-``snooze_separate_async`` (verl's fully-async-like mode) refuses: see ``_SEPARATE_WHY``.
+``trainer.v1.trainer_mode=snooze_separate_async`` is verl's ``PPOTrainerSeparateAsync`` (rollout on standalone
+replicas, weights sent through ``checkpoint_engine.backend`` after each step, partial rollout) with the same
+overrides. verl splits its step into ``trainer.v1.separate_async.parameter_sync_step`` samples (default 4) while
+the scheduler closes one batch a step, so it must be 1 (refused otherwise, at build).
 """
 
 from __future__ import annotations
@@ -30,12 +33,12 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 
-from snooze import IntegrationError
 from snooze.integrations.verl._async_buffer import SnoozeAsyncReplayBuffer
+from snooze.integrations.verl._options import read_options
 from snooze.integrations.verl._prompts import OnePromptLoader
 from snooze.integrations.verl._trainer import STATE_DIR, SnoozeTrainerBase
 
-__all__ = ["SnoozeColocateAsyncTrainer", "COLOCATE_MODE", "SEPARATE_MODE"]
+__all__ = ["SnoozeColocateAsyncTrainer", "SnoozeSeparateAsyncTrainer", "COLOCATE_MODE", "SEPARATE_MODE"]
 
 log = logging.getLogger(__name__)
 
@@ -43,20 +46,21 @@ COLOCATE_MODE = "snooze_colocate_async"
 SEPARATE_MODE = "snooze_separate_async"
 
 
-@register_trainer(COLOCATE_MODE)
-class SnoozeColocateAsyncTrainer(SnoozeTrainerBase, PPOTrainerColocateAsync):  # type: ignore[misc]
-    """verl's colocated async PPO trainer whose prompts come from a :class:`~snooze.Scheduler`."""
+class SnoozeAsyncTrainerBase(SnoozeTrainerBase):
+    """The overrides both async snooze trainers share (the module doc); ``VERL_MODE``: the verl mode run."""
+
+    VERL_MODE = ""
 
     @property  # type: ignore[override]
     def trainer_mode(self) -> str:
-        return "colocate_async"
+        return self.VERL_MODE
 
     @trainer_mode.setter
     def trainer_mode(self, name: str) -> None:  # verl assigns the registry name here
         self.registered_mode = name
 
     def _build_replay_buffer(self) -> SnoozeAsyncReplayBuffer:
-        return SnoozeAsyncReplayBuffer(**self._buffer_kwargs("colocate_async"))
+        return SnoozeAsyncReplayBuffer(**self._buffer_kwargs(self.VERL_MODE))
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()  # verl sets data.gen_batch_size=1 here (exact refills)
@@ -86,19 +90,20 @@ class SnoozeColocateAsyncTrainer(SnoozeTrainerBase, PPOTrainerColocateAsync):  #
         return count
 
 
-_SEPARATE_WHY = (
-    "trainer.v1.trainer_mode=snooze_separate_async is not supported: verl's separate_async trainer samples "
-    "trainer.v1.separate_async.parameter_sync_step mini-batches per step (train_batch_size = parameter_sync_step "
-    "* ppo_mini_batch_size) while the scheduler builds one batch per step, and it has not been run end to end "
-    "with the scheduler (its standalone rollout replicas need GPU resource pools and a non-naive checkpoint "
-    "engine). Use trainer.v1.trainer_mode=snooze_colocate_async (verl's colocated async mode, generation a batch "
-    "ahead) or trainer.v1.trainer_mode=snooze (verl's sync mode)."
-)
+@register_trainer(COLOCATE_MODE)
+class SnoozeColocateAsyncTrainer(SnoozeAsyncTrainerBase, PPOTrainerColocateAsync):  # type: ignore[misc]
+    """verl's colocated async PPO trainer whose prompts come from a :class:`~snooze.Scheduler`."""
+
+    VERL_MODE = "colocate_async"
 
 
 @register_trainer(SEPARATE_MODE)
-class SnoozeSeparateAsyncTrainer(PPOTrainerSeparateAsync):  # type: ignore[misc]
-    """Refuses: see ``_SEPARATE_WHY``."""
+class SnoozeSeparateAsyncTrainer(SnoozeAsyncTrainerBase, PPOTrainerSeparateAsync):  # type: ignore[misc]
+    """verl's separate async PPO trainer (standalone rollout replicas, weights synced through its checkpoint
+    engine after each step) whose prompts come from a :class:`~snooze.Scheduler`; ``parameter_sync_step=1``."""
+
+    VERL_MODE = "separate_async"
 
     def __init__(self, config: Any) -> None:
-        raise IntegrationError(_SEPARATE_WHY)
+        read_options(config, self.VERL_MODE)  # the snooze refusals first: verl's __init__ asserts on the same keys
+        super().__init__(config)

@@ -119,7 +119,8 @@ def _refuse_conflicts(config: Any, verl_mode: str) -> None:
         raise IntegrationError(
             f"trainer.v1.{verl_mode}.parameter_sync_step={sync_step!r}: the snooze trainer builds one batch of "
             "data.train_batch_size groups per step (the scheduler's step), so verl's split of a step into "
-            "parameter_sync_step samples cannot be honoured. Unset it (or set 1); for several optimizer updates "
+            "parameter_sync_step samples cannot be honoured. Set it to 1 (verl's default is 4 under separate_async); "
+            "for several optimizer updates "
             "per step lower actor_rollout_ref.actor.ppo_mini_batch_size (verl splits each batch into mini-batches)."
         )
     mode = _select(config, "trainer.resume_mode")
