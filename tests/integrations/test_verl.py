@@ -323,29 +323,6 @@ def test_the_separate_async_mode_refuses_verls_default_parameter_sync_step(tmp_p
         get_trainer_cls("snooze_separate_async")(config=config)
 
 
-def test_a_scheduler_field_of_the_wrong_type_is_the_configs_error_not_a_feature_refusal(tmp_path: Path) -> None:
-    from verl.trainer.ppo.v1 import get_trainer_cls
-
-    with pytest.raises(
-        snooze.ConfigError, match="carry_surplus='abc'.*True or False"
-    ):  # was "carry_surplus=True is not supported"
-        get_trainer_cls("snooze")(config=compose(tmp_path, "+trainer.v1.snooze.carry_surplus=abc"))
-
-
-def test_a_null_seed_is_the_default_data_seed(tmp_path: Path) -> None:
-    from verl.trainer.ppo.v1 import get_trainer_cls
-
-    trainer = get_trainer_cls("snooze")(config=compose(tmp_path, "+data.seed=7", snooze={"seed": None}))
-    assert trainer.snooze_options.seed == 7  # was 0: an explicit null did not fall back to data.seed
-
-
-def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:
-    from verl.trainer.ppo.v1 import get_trainer_cls
-
-    with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
-        get_trainer_cls("snooze")(config=compose(tmp_path, snooze={"snoze_factor": 5}))
-
-
 def _documented_command(tmp_path: Path) -> list[str]:
     """The ``main_ppo`` overrides of docs/integrations/verl.md, with local files for $DATA, $MODEL and $RUN."""
     import shlex

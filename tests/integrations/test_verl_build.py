@@ -1,4 +1,4 @@
-"""What is settled when verl builds the snooze trainer (issue 25): the prompts it issues are rows of the
+"""What is settled when verl builds the snooze trainer: the prompts it issues are rows of the
 dataset verl trains on, settings that could only fail later are refused, and verl's API is as relied on.
 
 The data:
@@ -338,3 +338,27 @@ def test_the_gpu_recipe_script_composes_validates_and_builds(tmp_path: Path) -> 
     cfg = trainer.snooze.config
     assert (cfg.batch_size, cfg.gen_size, cfg.group_size, cfg.policy, cfg.max_gen_rounds) == (64, 128, 8, "snooze", 4)
     assert config.trainer.n_gpus_per_node == 1 and config.actor_rollout_ref.rollout.name == "vllm"
+
+
+# -- the scheduler's options as verl's config gives them --------------------------------------------------
+def test_a_scheduler_field_of_the_wrong_type_is_the_configs_error_not_a_feature_refusal(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(
+        snooze.ConfigError, match="carry_surplus='abc'.*True or False"
+    ):  # was "carry_surplus=True is not supported"
+        get_trainer_cls("snooze")(config=compose(tmp_path, "+trainer.v1.snooze.carry_surplus=abc"))
+
+
+def test_a_null_seed_is_the_default_data_seed(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    trainer = get_trainer_cls("snooze")(config=compose(tmp_path, "+data.seed=7", snooze={"seed": None}))
+    assert trainer.snooze_options.seed == 7  # was 0: an explicit null did not fall back to data.seed
+
+
+def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
+        get_trainer_cls("snooze")(config=compose(tmp_path, snooze={"snoze_factor": 5}))
