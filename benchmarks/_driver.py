@@ -29,18 +29,21 @@ def datasets(sizes: Sequence[int] = (37, 53, 91)) -> dict[str, snooze.Source]:
 
 
 def config(**changes: Any) -> snooze.SchedulerConfig:
-    """Quota mix of weighted datasets, snoozing on, small batches so epochs turn over quickly."""
-    base = dict(
+    """Quota mix of weighted datasets, snoozing on (factor 3), small batches so epochs turn over quickly. A
+    ``policy`` of ``changes`` other than ``snooze`` takes its default options unless ``options`` is given."""
+    base: dict[str, Any] = dict(
         batch_size=6,
         gen_batch_size=5,
         group_size=4,
         policy="snooze",
-        snooze_factor=3,
+        options=snooze.SnoozeOptions(factor=3),
         mix="quota",
         weights={"add": 1.0, "rev": 2.0, "mul": 3.0},
         max_gen_rounds=4,
         carry_surplus=True,
     )
+    if changes.get("policy", "snooze") != "snooze" and "options" not in changes:
+        del base["options"]
     base.update(changes)
     return snooze.SchedulerConfig(**base)
 

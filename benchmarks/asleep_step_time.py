@@ -6,10 +6,10 @@ Every group is too easy and a round draws as many prompts as there are (16, in 8
 every round starts with every prompt asleep and must count counters down until one wakes. Measured side
 by side in one run, ``--steps`` steps each:
 
-- ``stream``: one dataset, ``snooze_factor`` 10 and 10**7 (before the fix, a round walked the counters
+- ``stream``: one dataset, ``SnoozeOptions.factor`` 10 and 10**7 (before the fix, a round walked the counters
   down one epoch at a time: about 10**7 passes for one prompt at 10**7);
 - ``quota``: two datasets in quota mix with ``backoff=2`` (periods double at each too-easy outcome up to
-  ``max_snooze``; before the fix step time grew 0.1 -> 26.8 s in eight steps), factors 10 and 10**7.
+  ``max``; before the fix step time grew 0.1 -> 26.8 s in eight steps), factors 10 and 10**7.
 
 Printed: the median and max step time of each, the ratio factor 10**7 / factor 10, and for each run the
 ratio of its last 100 steps' median to its first 100 (flat: about 1). The last line is one JSON object.
@@ -34,11 +34,9 @@ def run(mix: str, factor: int, steps: int, prompts: int) -> dict[str, float]:
     cfg = snooze.SchedulerConfig(
         batch_size=16,
         group_size=4,
-        snooze_factor=factor,
+        options=snooze.SnoozeOptions(factor=factor, backoff=2.0 if mix == "quota" else 1.0, max=MAX_PERIOD),
         mix=mix,
         max_gen_rounds=8,
-        backoff=2.0 if mix == "quota" else 1.0,
-        max_snooze=MAX_PERIOD,
         audit=0.0,
     )
     sched = snooze.Scheduler(data, cfg, seed=0)

@@ -28,6 +28,7 @@ from pass_rate_oracle import pass_rates  # noqa: E402
 
 from snooze.analysis import signal_prob  # noqa: E402
 from snooze.core.config import SchedulerConfig  # noqa: E402
+from snooze.core.policies.snooze import SnoozeOptions  # noqa: E402
 from snooze.core.scheduler import Scheduler  # noqa: E402
 from snooze.experiments.compare import _data, profile_base  # noqa: E402
 from snooze.experiments.profiles import PROFILES, train_config, with_overrides  # noqa: E402
@@ -53,6 +54,8 @@ def _scored_walk(inner):  # noqa: ANN001, ANN202
         for d, table in enumerate(self.tables):
             rows = np.flatnonzero(table.counter < before[d])  # the rows counted down
             recs = [TRUTH["pools"][self.names[d]][int(r)] for r in rows]
+            if not recs:  # nothing of this dataset was skipped (pass_rates takes at least one record)
+                continue
             p = pass_rates(TRUTH["model"], recs, TRUTH["temperature"])
             TRUTH["q"].extend(signal_prob(p, TRUTH["G"]).tolist())
             TRUTH["step"].extend([self.step_index] * len(recs))
@@ -82,7 +85,7 @@ def main() -> None:
     Scheduler._walk = _scored_walk(Scheduler._walk)  # type: ignore[method-assign]
     cfg = SchedulerConfig(
         policy="snooze",
-        snooze_factor=5,
+        options=SnoozeOptions(factor=5),
         audit=args.audit,
         batch_size=profile.batch_size,
         group_size=profile.group_size,

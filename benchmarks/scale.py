@@ -76,9 +76,8 @@ def _config(mix: str = "quota", skip: str = "counter", policy: str = "snooze") -
         gen_batch_size=1024,
         group_size=G,
         policy=policy,
-        snooze_factor=5,
+        options=snooze.SnoozeOptions(factor=5, skip=skip) if policy == "snooze" else None,
         mix=mix,
-        skip=skip,
         weights=dict(zip(NAMES, SHARES)),
         max_gen_rounds=4,
     )
@@ -148,7 +147,7 @@ def bench_snooze(
         _late_run(sched.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
-    columns = sum(int(c.nbytes) for c in sched.memory.columns.values())
+    columns = sum(int(c.nbytes) for t in sched.tables for c in t.columns.values())
     memory = columns + sum(s.permutation().nbytes for s in sched.streams)
     with tempfile.TemporaryDirectory(prefix="snooze-scale-") as tmp:
         t0 = time.perf_counter()

@@ -32,7 +32,7 @@ KINDS = np.array([[0.0, 1.0] * (G // 2), [1.0] * G, [0.0] * G])  # signal, too e
 def _scheduler(prompts: int, seed: int) -> tuple[snooze.Scheduler, list[np.ndarray]]:
     names = ("math", "code")
     data = {n: snooze.Source.from_ids(n, np.arange(prompts)) for n in names}
-    cfg = snooze.SchedulerConfig(batch_size=16, group_size=G, policy="snooze", snooze_factor=5, max_gen_rounds=8)
+    cfg = snooze.SchedulerConfig(batch_size=16, group_size=G, options=snooze.SnoozeOptions(factor=5), max_gen_rounds=8)
     rng = np.random.default_rng(seed)
     kinds = [rng.choice(3, size=prompts, p=(0.35, 0.55, 0.10)) for _ in names]  # late in a run: mostly easy
     return snooze.Scheduler(data, cfg, seed=seed), kinds

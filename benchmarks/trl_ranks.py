@@ -30,7 +30,9 @@ def simulate(
 ) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     pass_rate = rng.beta(*beta, size=pool)
-    cfg = snooze.SchedulerConfig(batch_size=batch, group_size=G, policy="snooze", snooze_factor=5, max_gen_rounds=8)
+    cfg = snooze.SchedulerConfig(
+        batch_size=batch, group_size=G, options=snooze.SnoozeOptions(factor=5), max_gen_rounds=8
+    )
     sched = snooze.Scheduler({"d": snooze.Source.from_ids("d", np.arange(pool))}, cfg, seed=seed)
     real = pad = kept_rows = trained_rows = 0
     for _ in range(steps):

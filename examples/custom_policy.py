@@ -11,9 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import snooze
-from snooze.core._checks import as_int
-from snooze.core._memory import EXCLUDED, RETIRED
-from snooze.core.policies import Changes, Column, Options, Policy, register_policy
+from snooze.core.policies import EXCLUDED, RETIRED, Changes, Column, Options, Policy, as_int, register_policy
 
 
 @dataclass(frozen=True)
@@ -49,9 +47,7 @@ class Patience(Policy):
 def main() -> dict[str, int]:
     """Train-free run: every prompt is always solved, so each is retired at its ``times``-th group."""
     config = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="patience", options=PatienceOptions(times=3))
-    assert (
-        snooze.SchedulerConfig(batch_size=2, group_size=4, policy="patience", patience_times=3) == config
-    )  # its flat name
+    assert snooze.SchedulerConfig(batch_size=2, group_size=4, policy="patience", options={"times": 3}) == config
     sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(4)]}, config, seed=0)
     for _ in range(6):
         sched.step(lambda cands: [[1.0] * 4 for _ in cands])

@@ -60,6 +60,7 @@ import pass_rate_oracle as oracle_bench  # noqa: E402
 import probe_ceiling as probe  # noqa: E402
 
 from snooze.analysis import signal_prob  # noqa: E402
+from snooze.core.policies.base import Context  # noqa: E402
 from snooze.experiments.profiles import PROFILES  # noqa: E402
 from snooze.trainer import loop  # noqa: E402
 from snooze.trainer.grpo import grpo_loss  # noqa: E402
@@ -170,8 +171,8 @@ class _CriticDapo(probe._LoggingDapo):
     """A shared critic's (learning rate, seed), built at the first report (when the model exists)."""
     pending: tuple[list[str], np.ndarray] | None = None
 
-    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
-        super().bind(names, sizes)
+    def __init__(self, options: Any, context: Context) -> None:
+        super().__init__(options, context)
         self.seen: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # this step's (ds, local row, correct)
         self.critic_p: list[np.ndarray] = []
         self.past: deque[tuple[list[str], np.ndarray]] = deque(maxlen=max(1, self.replay))

@@ -38,7 +38,7 @@ from snooze.analysis import signal_prob
 from snooze.core._memory import PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
-from snooze.core.policies.base import Policy, register_policy
+from snooze.core.policies.base import Context, Policy, register_policy
 from snooze.experiments.compare import _data, profile_base
 from snooze.experiments.profiles import PROFILES, train_config, with_overrides
 from snooze.trainer import loop
@@ -99,8 +99,8 @@ class PassRateOracle(Policy):
     """Skip an encounter when the prompt's exact chance of a signal group is below ``tau`` (registered as
     ``pass_rate_oracle`` by :func:`main` only: importing this module adds no policy)."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
+    def __init__(self, options: Any, context: Context) -> None:
+        super().__init__(options, context)
         self.relaxed = 0
 
     def skip_mask(self, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:

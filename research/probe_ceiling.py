@@ -51,7 +51,7 @@ from history_ceiling import previous_group  # noqa: E402
 
 from snooze.analysis import signal_prob  # noqa: E402
 from snooze.core.config import SchedulerConfig  # noqa: E402
-from snooze.core.policies.base import Policy, register_policy  # noqa: E402
+from snooze.core.policies.base import Context, Policy, register_policy  # noqa: E402
 from snooze.experiments.compare import _data, profile_base  # noqa: E402
 from snooze.experiments.profiles import PROFILES, train_config  # noqa: E402
 from snooze.trainer import loop  # noqa: E402
@@ -98,8 +98,10 @@ class _LoggingDapo(Policy):
     log: dict[str, list[np.ndarray]] = {k: [] for k in LOG_FIELDS}  # per field, one array per report
     temperature: float = 0.4
 
-    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
-        self.names, self.offsets = list(names), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    def __init__(self, options: Any, context: Context) -> None:
+        super().__init__(options, context)
+        self.names = list(context.names)
+        self.offsets = np.concatenate([[0], np.cumsum(context.sizes)]).astype(np.int64)
         self.step, self.now = 0, -1
         self.pool_features: list[tuple[np.ndarray, np.ndarray]] = []
 

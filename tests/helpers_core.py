@@ -95,7 +95,11 @@ def assert_report_refused(sched: snooze.Scheduler, cands: object, rewards: objec
 
 
 def small_scheduler(prefix: str = "a", seed: int = 2, **cfg) -> snooze.Scheduler:
-    """Two datasets of :data:`MIXED_KINDS` (the second reversed), 3 groups of 4 a step, snooze factor 2."""
-    config = snooze.SchedulerConfig(**{"batch_size": 3, "group_size": 4, "snooze_factor": 2, **cfg})
+    """Two datasets of :data:`MIXED_KINDS` (the second reversed), 3 groups of 4 a step, ``policy="snooze"`` with
+    factor 2 unless ``cfg`` names another policy (which then takes its default options) or options of its own."""
+    cfg = {"batch_size": 3, "group_size": 4, "policy": "snooze", **cfg}
+    if cfg["policy"] == "snooze" and "options" not in cfg:
+        cfg["options"] = snooze.SnoozeOptions(factor=2)
+    config = snooze.SchedulerConfig(**cfg)
     data = {"a": records(MIXED_KINDS, prefix), "b": records(MIXED_KINDS[::-1], "b" + prefix)}
     return snooze.Scheduler(data, config, seed=seed)

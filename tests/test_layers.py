@@ -38,13 +38,13 @@ def package_of(module: str) -> str:
 
 @functools.cache
 def imports() -> list[tuple[str, str, int]]:
-    """``(importing module, imported module, line)`` for every import in src/snooze."""
+    """``(importing module, imported name, line)`` for every import in src/snooze (``from m import x``: ``m.x``)."""
     out = []
     for path in sorted(SRC.rglob("*.py")):
         module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                out.append((module, node.module, node.lineno))
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:  # each name: it may be a module
+                out += [(module, f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
             elif isinstance(node, ast.Import):
                 out += [(module, alias.name, node.lineno) for alias in node.names]
     return out
@@ -196,3 +196,69 @@ def test_the_config_imports_nothing_from_the_policies() -> None:
     """The config reads the registry (snooze.core.options), which the policies fill: never the policies themselves."""
     assert not {m for m in run_time_edges()["snooze.core.config"] if m.startswith("snooze.core.policies")}
     assert not {m for m in run_time_edges()["snooze.core.options"] if m.startswith("snooze.core.policies")}
+
+
+def module_cycles(edges: list[tuple[str, str, int]]) -> list[list[str]]:
+    """Every import circle between the modules of src/snooze: the groups of modules that each reach the others
+    through imports (or a module importing itself). An imported name that is not a module counts as its module."""
+    modules = {src for src, _, _ in edges}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for src, dst, _ in edges:
+        while dst and dst not in modules:  # ``from snooze.core.x import name``: the module snooze.core.x
+            dst = dst.rpartition(".")[0]
+        if dst:
+            graph[src].add(dst)
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            v = todo.pop()
+            if v not in seen:
+                seen.add(v)
+                todo += graph[v]
+        return seen
+
+    reached = {m: reach(m) for m in sorted(modules)}
+    groups = {frozenset([m, *(w for w in reached[m] if m in reached[w])]) for m in modules if m in reached[m]}
+    return sorted(sorted(g) for g in groups)
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Every import counts (inside functions and under ``TYPE_CHECKING`` too): a module that needs another's
+    names at type-check time still depends on it, and a circle means two modules that are one."""
+    cycles = module_cycles(imports())
+    assert not cycles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    edges = [("snooze.core.a", "snooze.core.b", 1), ("snooze.core.b", "snooze.core.a.name", 2)]
+    assert module_cycles(edges) == [["snooze.core.a", "snooze.core.b"]]
+    assert module_cycles([("snooze.core.a", "snooze.core.b", 1), ("snooze.core.b", "numpy", 1)]) == []
+
+
+def private_imports(source: str) -> list[int]:
+    """Lines of ``source`` that import a private snooze module or name (a part starting with ``_``)."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("snooze"):
+            names = [node.module or "", *(a.name for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("snooze")]
+        else:
+            continue
+        if any(part.startswith("_") for name in names for part in name.split(".")):
+            out.append(node.lineno)
+    return out
+
+
+def test_examples_use_the_public_api_only() -> None:
+    """An example is what a user copies: it imports ``snooze`` and its public sub-packages, never a private
+    module (``snooze.core._memory``) or name."""
+    bad = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "examples").rglob("*.py"))
+        for line in private_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not bad, "examples importing private names:\n" + "\n".join(bad)
+    assert private_imports("from snooze.core._memory import RETIRED\nimport snooze\n") == [1]
+    assert private_imports("from snooze.core.policies import _hidden\nimport numpy._core\n") == [1]

@@ -3,7 +3,7 @@
 The public API (``snooze.core``'s, re-exported). Everything else is private and may change::
 
     import snooze
-    sched = snooze.Scheduler({"math": records}, snooze.SchedulerConfig(policy="snooze", snooze_factor=5))
+    sched = snooze.Scheduler({"math": records}, snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=1)))
     batch = sched.step(rollout_fn)   # rollout_fn(candidates) -> rewards [len(candidates), group_size]
 
 Sub-packages, each with its own ``__all__``: :mod:`snooze.core` (this API), :mod:`snooze.core.policies`

@@ -218,10 +218,12 @@ def test_policies_that_do_not_replay_are_refused_with_the_reason(tmp_path) -> No
     path = tmp_path / "rewards.jsonl"
     path.write_text('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0]}\n')
     log = read_reward_log(path)
-    for cfg in (snooze.SchedulerConfig(policy="predictive"), snooze.SchedulerConfig(skip="history")):
+    history = snooze.SchedulerConfig(options=snooze.SnoozeOptions(skip="history"))
+    for cfg in (snooze.SchedulerConfig(policy="predictive"), history):
         with pytest.raises(snooze.ConfigError, match="does not replay from a log"):
             replay_policies(log, [ReplayPolicy("x", None, config=cfg)])
-    backoff = ReplayPolicy("snooze-backoff", None, config=snooze.SchedulerConfig(snooze_factor=2, backoff=2.0))
+    counter = snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=2, backoff=2.0))
+    backoff = ReplayPolicy("snooze-backoff", None, config=counter)
     assert (
         replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1
     )  # every counter policy replays, backoff too

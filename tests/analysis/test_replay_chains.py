@@ -11,9 +11,14 @@ import snooze
 from snooze.analysis._chains import LONE, Encounters, walk
 from snooze.core._memory import PromptMemory
 from snooze.core.classify import classify
-from snooze.core.policies import Column, Policy, Report, make_policy
+from snooze.core.policies import Column, Context, NoOptions, Policy, Report, make_policy
 
 RANGE = (0.0, 1.0)
+CONTEXT = Context(("log",), (1,), 4, 0)  # what the replay builds its policies with (snooze.analysis.replay)
+
+
+def _policy(cfg: snooze.SchedulerConfig) -> Policy:
+    return make_policy(cfg.policy, cfg.options, CONTEXT)
 
 
 class _RewardSnooze(Policy):
@@ -45,15 +50,15 @@ class _Counting:
 def _policies() -> list[tuple[str, Policy]]:
     configs = {
         "filter": snooze.SchedulerConfig(policy="filter"),
-        "snooze:1": snooze.SchedulerConfig(snooze_factor=1),
-        "snooze:3": snooze.SchedulerConfig(snooze_factor=3),
-        "snooze-hard:2": snooze.SchedulerConfig(snooze_factor=2, snooze_hard=True),
-        "backoff": snooze.SchedulerConfig(snooze_factor=1, backoff=2.0, max_snooze=40),
+        "snooze:1": snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=1)),
+        "snooze:3": snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=3)),
+        "snooze-hard:2": snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=2, hard=True)),
+        "backoff": snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=1, backoff=2.0, max=40)),
         "dynamic_sampling": snooze.SchedulerConfig(policy="dynamic_sampling"),
         "grpo": snooze.SchedulerConfig(policy="grpo"),
     }
-    out = [(name, make_policy(cfg.replace(group_size=4))) for name, cfg in configs.items()]
-    return out + [("reads-rewards", _RewardSnooze(snooze.SchedulerConfig(group_size=4)))]
+    out = [(name, _policy(cfg)) for name, cfg in configs.items()]
+    return out + [("reads-rewards", _RewardSnooze(NoOptions(), CONTEXT))]
 
 
 def _log(rng: np.random.Generator, skewed: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +102,7 @@ def test_a_deep_prompt_costs_few_real_policy_calls() -> None:
     outcomes = classify(rewards, RANGE, 0.99, 0.01, 1e-6, None)
     enc = Encounters(prompt, n + 1)
     for lone, most in ((LONE, 50), (0, None)):
-        counted = _Counting(make_policy(snooze.SchedulerConfig(snooze_factor=1, group_size=4)))
+        counted = _Counting(_policy(snooze.SchedulerConfig(options=snooze.SnoozeOptions(factor=1))))
         walk(enc, counted, outcomes, rewards, RANGE, lone=lone)  # type: ignore[arg-type]
         if most is not None:
             assert counted.calls < most  # 1 report of the shallow prompts, then a handful of distinct states
@@ -111,7 +116,7 @@ def test_an_answer_that_reads_rewards_is_not_reused_for_other_rewards() -> None:
     prompt = np.zeros(rewards.shape[0], dtype=np.int64)
     outcomes = classify(rewards, RANGE, 0.99, 0.01, 1e-6, None)
     enc = Encounters(prompt, 1)
-    policy = _RewardSnooze(snooze.SchedulerConfig(group_size=4))
+    policy = _RewardSnooze(NoOptions(), CONTEXT)
     want = walk(enc, policy, outcomes, rewards, RANGE, lone=0)
     got = walk(enc, policy, outcomes, rewards, RANGE)
     np.testing.assert_array_equal(got[0], want[0])

@@ -23,7 +23,8 @@ def _run(policy: str, factor: int, log_path: Path | None = None) -> tuple[list[i
     rng = np.random.default_rng(123)
     p = rng.beta(0.6, 0.3, size=N)  # [N] skewed toward easy, as late in a run
     p[rng.uniform(size=N) < 0.3] = 1.0
-    cfg = snooze.SchedulerConfig(batch_size=16, group_size=G, policy=policy, snooze_factor=factor, max_gen_rounds=64)
+    options = snooze.SnoozeOptions(factor=factor) if policy == "snooze" else None
+    cfg = snooze.SchedulerConfig(batch_size=16, group_size=G, policy=policy, options=options, max_gen_rounds=64)
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(N)]}, cfg, seed=0)
     draw = np.random.default_rng(1)
     writer = RewardLogWriter(log_path) if log_path is not None else None

@@ -154,7 +154,7 @@ def test_the_installed_command_prints_no_traceback_for_hostile_json(files: dict[
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
-    "args, field", [(["--factor", str(2**40)], "snooze_factor"), (["--predict-backoff", "1e300"], "predict_backoff")]
+    "args, field", [(["--snooze-factor", str(2**40)], "factor"), (["--predictive-backoff", "1e300"], "backoff")]
 )
 def test_compare_with_a_value_the_scheduler_cannot_hold_is_refused_before_the_warm_up(
     files: dict[str, str],
@@ -163,7 +163,7 @@ def test_compare_with_a_value_the_scheduler_cannot_hold_is_refused_before_the_wa
     args: list[str],
     field: str,
 ) -> None:
-    """Issue 27 item 8: the arms' SchedulerConfigs were built after the warm-up, and --factor 2**40 was an
+    """The arms' SchedulerConfigs were built after the warm-up, and --snooze-factor 2**40 was an
     OverflowError traceback from the first run's scheduler. Now a ConfigError line, before the warm-up."""
     import snooze.experiments.compare as compare
 

@@ -15,7 +15,18 @@ import snooze
 from snooze.analysis.replay import StepShape
 from snooze.analysis.stratify import StratifyConfig
 from snooze.cli import baseline, compare, replay, stratify
-from snooze.cli._options import add_options, build, field_help, flag, override, values
+from snooze.cli._options import (
+    add_options,
+    add_policy_options,
+    build,
+    checked_policy_options,
+    field_help,
+    flag,
+    override,
+    policy_option_keys,
+    policy_options,
+    values,
+)
 from snooze.cli.main import _build_parser, main
 from snooze.core.config import SchedulerConfig, field_choices
 from snooze.core.policies import POLICIES, Policy, register_policy
@@ -67,13 +78,12 @@ def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> 
 
 
 def test_every_policy_option_is_a_compare_option_of_its_options_class() -> None:
-    """The flags of the policy arms come from the registry of options classes: flag = flat name, help =
-    the option's docstring, left out = the arm's (None), choices = the option's (``skip``: the skip rules)."""
+    """The flags of the policy arms come from the registry of options classes: flag = ``--<name>-<field>``,
+    help = the option's docstring, left out = the arm's (None), choices = the option's (``skip``: the skip rules)."""
     actions = _actions("compare")
     seen = set()
     for policy in POLICIES:
-        cls = POLICIES[policy].Options
-        for key, owner, field in cls.flat_fields(policy):
+        for key, owner, field, _ in policy_option_keys(policy):
             action = actions[key]
             seen.add(key)
             assert action.option_strings[0] == flag(key) and action.default is None
@@ -83,13 +93,13 @@ def test_every_policy_option_is_a_compare_option_of_its_options_class() -> None:
     assert {
         "snooze_factor",
         "snooze_hard",
-        "backoff",
-        "skip",
+        "snooze_backoff",
+        "snooze_skip",
         "history_weight",
-        "predict_margin",
-        "predict_recheck",
+        "predictive_margin",
+        "predictive_recheck",
     } <= seen
-    assert tuple(actions["skip"].choices) == ("counter", "history")
+    assert tuple(actions["snooze_skip"].choices) == ("counter", "history")
 
 
 def test_a_registered_policy_with_options_gets_its_flags() -> None:
@@ -108,7 +118,10 @@ def test_a_registered_policy_with_options_gets_its_flags() -> None:
             actions["cli_probe_level"].option_strings == ["--cli-probe-level"]
             and "How much to probe." in actions["cli_probe_level"].help
         )
-        assert SchedulerConfig(policy="cli_probe", cli_probe_level=4).options == ProbeOptions(level=4)
+        args = argparse.Namespace(**{k: None for k in actions} | {"cli_probe_level": 4})
+        assert SchedulerConfig(policy="cli_probe", options=policy_options(args, "cli_probe")).options == ProbeOptions(
+            level=4
+        )
     finally:
         POLICIES.unregister("cli_probe")
 
@@ -131,10 +144,12 @@ def test_choices_are_read_from_the_registry_when_used() -> None:
 
 
 def test_a_bad_value_names_the_option_it_came_from() -> None:
-    with pytest.raises(
-        snooze.ConfigError, match=r"snooze_factor=-1: must be an integer >= 0 \(option --snooze-factor\)"
-    ):
-        build(SchedulerConfig, {"snooze_factor": -1})
+    with pytest.raises(snooze.ConfigError, match=r"batch_size=0: must be an integer >= 1 \(option --batch-size\)"):
+        build(SchedulerConfig, {"batch_size": 0})
+    parser = argparse.ArgumentParser()
+    add_policy_options(parser, "snooze", unset="the arm's")
+    with pytest.raises(snooze.ConfigError, match=r"factor=-1: must be an integer >= 0 \(option --snooze-factor\)"):
+        checked_policy_options(parser.parse_args(["--snooze-factor", "-1"]), "snooze")
 
 
 @dataclass(frozen=True)
@@ -153,18 +168,18 @@ def test_a_field_without_a_docstring_cannot_become_an_option() -> None:
         add_options(parser, _Undocumented, ["count"])
 
 
-def test_old_spelling_and_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _actions("compare")["snooze_factor"].option_strings == ["--snooze-factor", "--factor"]
-    assert main(["compare", "--out", str(tmp_path / "c"), "--factor", "-2"]) == 2
+def test_one_spelling_and_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _actions("compare")["snooze_factor"].option_strings == ["--snooze-factor"]
+    assert main(["compare", "--out", str(tmp_path / "c"), "--snooze-factor", "-2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["snooze compare: error: snooze_factor=-2: must be an integer >= 0 (option --snooze-factor)"]
+    assert err == ["snooze compare: error: factor=-2: must be an integer >= 0 (option --snooze-factor)"]
     assert not (tmp_path / "c").exists()  # refused before anything was written
     log = tmp_path / "log.jsonl"
     log.write_text('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0]}\n')
     assert main(["replay", str(log), "--out", str(tmp_path / "r"), "--easy-threshold", "2"]) == 2
     assert "(option --easy-threshold)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        main(["compare", "--out", str(tmp_path), "--skip", "sometimes"])
+        main(["compare", "--out", str(tmp_path), "--snooze-skip", "sometimes"])
     assert "invalid choice: 'sometimes'" in capsys.readouterr().err
 
 

@@ -85,7 +85,7 @@ def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(
     rng = np.random.default_rng(seed)
     p = np.where(rng.random(n) < easy, rng.uniform(0.85, 1.0, n), rng.uniform(0.2, 0.8, n))
     p[rng.random(n) < 0.3] = 1.0  # some always pass: they are snoozed again and again
-    cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", snooze_factor=5, audit=share)
+    cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=5), audit=share)
     sched = snooze.Scheduler(_pool(n), cfg, seed=seed)
     rec = _Recorder(sched)
     roll = _roller(p, seed + 1)
@@ -167,13 +167,6 @@ def test_a_bad_audit_share_is_refused_and_changes_nothing(bad: object) -> None:
     with pytest.raises(snooze.ConfigError, match=r"audit=.*must be a finite number in \[0, 1\)"):
         cfg.replace(audit=bad)
     assert cfg.to_dict() == before
-
-
-def test_a_config_saved_without_the_field_loads_with_the_audit_off() -> None:
-    saved = snooze.SchedulerConfig().to_dict()
-    del saved["audit"]
-    assert snooze.SchedulerConfig.from_dict(saved).audit == 0.0
-    assert snooze.SchedulerConfig().audit == 0.05
 
 
 def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.LogCaptureFixture) -> None:

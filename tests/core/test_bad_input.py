@@ -54,16 +54,17 @@ def test_the_run_id_survives_save_and_load_and_a_stale_candidate_is_refused(tmp_
     resumed.report(fresh, rewards_for(fresh))  # the resumed run reports what it issued
 
 
-def test_a_state_of_0_1_0_without_a_run_id_loads_and_gets_one() -> None:
+def test_a_state_without_a_run_id_or_with_a_bad_one_is_refused_and_changes_nothing() -> None:
     s = small_scheduler()
     state = s.state_dict()
-    del state["meta"]["run_id"]
+    del state["meta"]["run_id"]  # every state of this release has one (a pre-release's may not)
     t = small_scheduler()
-    t.load_state_dict(state)
-    assert len(t.run_id) == 16 and t.run_id != s.run_id
+    before = snapshot(t)
+    with pytest.raises(snooze.StateError, match="incomplete or malformed.*run_id"):
+        t.load_state_dict(state)
+    assert snapshot(t) == before
     bad = s.state_dict()
     bad["meta"]["run_id"] = "not-hex"
-    before = snapshot(t)
     with pytest.raises(snooze.StateError, match="run_id='not-hex' is not a run id"):
         t.load_state_dict(bad)
     assert snapshot(t) == before
@@ -269,7 +270,9 @@ def test_config_helpers_refuse_unknown_fields_and_take_numpy_numbers() -> None:
         snooze.SchedulerConfig.from_dict({"batch_size": 2, 3: 4})
     with pytest.raises(snooze.ConfigError, match="takes a mapping"):
         snooze.SchedulerConfig.from_dict([("batch_size", 2)])
-    got = snooze.SchedulerConfig(batch_size=np.int64(8), easy_threshold=np.float32(0.5), snooze_hard=np.bool_(True))
+    got = snooze.SchedulerConfig(
+        batch_size=np.int64(8), easy_threshold=np.float32(0.5), options=snooze.SnoozeOptions(hard=np.bool_(True))
+    )
     assert (got.batch_size, type(got.batch_size), type(got.easy_threshold), got.options.hard) == (8, int, float, True)
     assert snooze.SchedulerConfig.from_dict(got.to_dict()) == got
     for bad, match in [

@@ -14,15 +14,20 @@ import snooze
 from snooze.core.options import POLICIES
 from snooze.core.policies import Changes, Policy, register_policy
 
-BUILT_IN = [(p, {}) for p in ("grpo", "dynamic_sampling", "filter", "snooze", "predictive")] + [
-    ("snooze", {"skip": "history", "snooze_factor": 2}),
-    ("snooze", {"snooze_hard": True, "backoff": 2.0}),
-    ("snooze", {"mix": "quota", "weights": {"a": 2.0, "b": 1.0}}),
-    ("predictive", {"predict_margin": 1.0, "mix": "quota"}),
+BUILT_IN = [
+    pytest.param(p, {}, id=f"{p}-default") for p in ("grpo", "dynamic_sampling", "filter", "snooze", "predictive")
+]
+BUILT_IN += [
+    pytest.param("snooze", {"options": snooze.SnoozeOptions(skip="history", factor=2)}, id="snooze-skip-factor"),
+    pytest.param("snooze", {"options": snooze.SnoozeOptions(hard=True, backoff=2.0)}, id="snooze-hard-backoff"),
+    pytest.param("snooze", {"mix": "quota", "weights": {"a": 2.0, "b": 1.0}}, id="snooze-mix-weights"),
+    pytest.param(
+        "predictive", {"options": snooze.PredictiveOptions(margin=1.0), "mix": "quota"}, id="predictive-margin-mix"
+    ),
 ]
 
 
-@pytest.mark.parametrize(("policy", "extra"), BUILT_IN, ids=[f"{p}-{'-'.join(e) or 'default'}" for p, e in BUILT_IN])
+@pytest.mark.parametrize(("policy", "extra"), BUILT_IN)
 def test_every_built_in_policy_keeps_the_contract(policy: str, extra: dict[str, Any]) -> None:
     cfg = snooze.SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=policy, **extra)
     snooze.check_policy(POLICIES[policy], cfg)
@@ -82,8 +87,8 @@ def test_it_catches_a_skip_mask_of_the_wrong_type_and_state_that_does_not_resume
             return np.zeros(rows.shape[0], dtype=np.int64)
 
     class Forgetful(Policy):  # run-level state it saves but does not load
-        def __init__(self, config: Any) -> None:
-            super().__init__(config)
+        def __init__(self, options: Any, context: Any) -> None:
+            super().__init__(options, context)
             self.seen = 0
 
         def skip_mask(self, table: Any, stream: Any, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:

@@ -10,15 +10,13 @@ import snooze
     [
         ("batch_size", 0),
         ("group_size", 1),
-        ("policy", "dapo"),
-        ("snooze_factor", -1),
+        ("policy", "dapo2"),
         ("easy_threshold", 1.5),
         ("max_gen_rounds", 0),
         ("on_short", "crash"),
         ("mix", "random"),
         ("reward_range", (1.0, 0.0)),
         ("weights", {"a": -1.0}),
-        ("backoff", 0.5),
         ("epochs", 0),
     ],
 )
@@ -26,6 +24,15 @@ def test_bad_field_names_field_and_value(field, value):
     with pytest.raises(snooze.ConfigError) as err:
         snooze.SchedulerConfig(**{field: value})
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "field, value, why",
+    [("factor", -1, "must be an integer >= 0"), ("backoff", 0.5, r"must be a finite number >= 1\.0")],
+)
+def test_bad_option_names_option_and_value(field, value, why):
+    with pytest.raises(snooze.ConfigError, match=f"^{field}={value}: {why}"):
+        snooze.SchedulerConfig(policy="snooze", options={field: value})
 
 
 def test_thresholds_must_be_ordered():
@@ -59,9 +66,9 @@ def test_cancel_withdraws_pending_candidates():
 
 def test_the_constructor_reports_a_misspelt_field_as_from_dict_does():
     with pytest.raises(
-        snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) 'snoze_factor'; did you mean 'snooze_factor'\?"
+        snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) 'batch_sise'; did you mean 'batch_size'\?"
     ):
-        snooze.SchedulerConfig(snoze_factor=2)
+        snooze.SchedulerConfig(batch_sise=2)
     with pytest.raises(snooze.ConfigError, match="'bogus'; known fields: \\['advantage'"):  # nothing close: no guess
         snooze.SchedulerConfig(bogus=1)
     n = len(dataclasses.fields(snooze.SchedulerConfig))
@@ -70,3 +77,10 @@ def test_the_constructor_reports_a_misspelt_field_as_from_dict_does():
     with pytest.raises(snooze.ConfigError, match=r"\['batch_size'\] given both by position and by name"):
         snooze.SchedulerConfig(4, batch_size=3)
     assert snooze.SchedulerConfig(4) == snooze.SchedulerConfig(batch_size=4)  # positional fields still work
+
+
+def test_dapo_is_another_name_for_dynamic_sampling() -> None:
+    """The paper's name is accepted as a value of ``policy`` and stored as the policy's registered name."""
+    cfg = snooze.SchedulerConfig(policy="dapo")
+    assert cfg.policy == "dynamic_sampling" and cfg == snooze.SchedulerConfig(policy="dynamic_sampling")
+    assert snooze.SchedulerConfig.from_dict(cfg.to_dict()) == cfg

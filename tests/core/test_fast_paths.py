@@ -18,7 +18,7 @@ from snooze.core._memory import PromptMemory
 from snooze.core._mixing import interleave, interleave_order
 from snooze.core._pending import PendingSet
 from snooze.core.classify import FLAT, SIGNAL, TOO_EASY, TOO_HARD
-from snooze.core.policies import Report, make_policy
+from snooze.core.policies import Context, Report, make_policy
 
 
 def plain_classify(r: np.ndarray, lo: float, hi: float, easy: float, hard: float, tol: float) -> np.ndarray:
@@ -103,7 +103,9 @@ def _apply(memory: PromptMemory, cfg, ds, rows, outcomes, report=Report) -> dict
     """One report through the policy, as Scheduler.report does it; the counts it adds to the metrics."""
     rewards = np.zeros((rows.shape[0], 2))
     watched = memory.watch(memory.offsets[ds] + rows)
-    changes = make_policy(cfg).report(memory, report(ds, memory.offsets[ds] + rows, outcomes, rewards, (0.0, 1.0)))
+    context = Context(tuple(f"d{d}" for d in range(len(memory.sizes))), tuple(memory.sizes), 2, 0)
+    policy = make_policy(cfg.policy, cfg.options, context)
+    changes = policy.report(memory, report(ds, memory.offsets[ds] + rows, outcomes, rewards, (0.0, 1.0)))
     memory.settle(watched)
     if changes is None:
         return {"new": 0, "regressed": 0, "retired": 0}
@@ -111,10 +113,10 @@ def _apply(memory: PromptMemory, cfg, ds, rows, outcomes, report=Report) -> dict
 
 
 CONFIGS = [
-    snooze.SchedulerConfig(policy="snooze", snooze_factor=3),
-    snooze.SchedulerConfig(policy="snooze", snooze_factor=2, backoff=2.0, max_snooze=9),
-    snooze.SchedulerConfig(policy="snooze", snooze_factor=2, snooze_hard=True, hard_snooze_factor=1),
-    snooze.SchedulerConfig(policy="snooze", snooze_factor=0),
+    snooze.SchedulerConfig(policy="snooze", options=snooze.SnoozeOptions(factor=3)),
+    snooze.SchedulerConfig(policy="snooze", options=snooze.SnoozeOptions(factor=2, backoff=2.0, max=9)),
+    snooze.SchedulerConfig(policy="snooze", options=snooze.SnoozeOptions(factor=2, hard=True, hard_factor=1)),
+    snooze.SchedulerConfig(policy="snooze", options=snooze.SnoozeOptions(factor=0)),
 ]
 
 
@@ -142,7 +144,7 @@ def test_distinct_rows_fast_path_equals_the_general_update(cfg, seed):
 def test_one_pass_over_all_datasets_equals_one_table_at_a_time(policy, seed):
     rng = np.random.default_rng(seed)
     sizes = [7, 1, 12]
-    cfg = snooze.SchedulerConfig(policy=policy, snooze_factor=2)
+    cfg = snooze.SchedulerConfig(policy=policy, options={"factor": 2} if policy == "snooze" else None)
     memory = _randomise(_memory(sizes), rng)
     alone = [_memory([n]) for n in sizes]
     for d, single in enumerate(alone):
@@ -170,7 +172,7 @@ def test_one_pass_over_all_datasets_equals_one_table_at_a_time(policy, seed):
 
 def test_a_prompt_reported_twice_counts_once():
     m = _memory([4])
-    cfg = snooze.SchedulerConfig(policy="snooze", snooze_factor=3)
+    cfg = snooze.SchedulerConfig(policy="snooze", options=snooze.SnoozeOptions(factor=3))
     ds = np.zeros(3, dtype=np.int64)
     counts = _apply(m, cfg, ds, np.array([2, 2, 1]), np.array([TOO_EASY, TOO_EASY, SIGNAL], dtype=np.int8))
     t = m.tables[0]

@@ -62,7 +62,7 @@ KINDS = ["signal", "easy", "hard", "signal", "flat", "easy"]
 
 
 def _sched(**cfg: Any) -> snooze.Scheduler:
-    config = snooze.SchedulerConfig(**{"batch_size": 3, "group_size": 4, "snooze_factor": 2, **cfg})
+    config = snooze.SchedulerConfig(batch_size=3, group_size=4, options=snooze.SnoozeOptions(factor=2), **cfg)
     s = snooze.Scheduler({"a": records(KINDS, "a"), "b": records(KINDS[::-1], "b")}, config, seed=5)
     s.step(rewards_for)
     cands = s.propose()

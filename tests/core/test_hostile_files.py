@@ -214,21 +214,27 @@ def test_a_fifo_as_a_curriculum_file_is_a_config_error_not_a_hang(tmp_path: Path
 
 # -- item 10: integers too large for a float ----------------------------------------------------------------
 @pytest.mark.parametrize(
-    "field",
+    "field, owner",  # owner: None for a field of the config, else the policy (or skip rule) whose option it is
     [
-        "easy_threshold",
-        "hard_threshold",
-        "signal_tol",
-        "backoff",
-        "history_weight",
-        "predict_margin",
-        "predict_recheck",
-        "predict_backoff",
+        ("easy_threshold", None),
+        ("hard_threshold", None),
+        ("signal_tol", None),
+        ("backoff", "snooze"),
+        ("weight", "history"),
+        ("margin", "predictive"),
+        ("recheck", "predictive"),
+        ("backoff", "predictive"),
     ],
 )
-def test_an_integer_too_large_for_a_float_in_a_real_field_is_a_config_error(field: str) -> None:
+def test_an_integer_too_large_for_a_float_in_a_real_field_is_a_config_error(field: str, owner: str | None) -> None:
+    if owner is None:
+        kw: dict = {field: HUGE}
+    elif owner == "history":
+        kw = {"policy": "snooze", "options": {"skip": "history", "rule": {field: HUGE}}}
+    else:
+        kw = {"policy": owner, "options": {field: HUGE}}
     with pytest.raises(snooze.ConfigError, match=f"^{field}=<an integer of 1329 bits>: must be"):
-        snooze.SchedulerConfig(**{field: HUGE})
+        snooze.SchedulerConfig(**kw)
 
 
 @pytest.mark.parametrize("kw", [{"weights": {"a": HUGE}}, {"reward_range": (0, HUGE)}, {"reward_range": (-HUGE, 1)}])

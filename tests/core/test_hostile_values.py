@@ -33,7 +33,9 @@ def test_copies_of_a_prompt_reported_too_easy_at_once_never_wrap_its_counter(tmp
     """One prompt issued 4 times in a round, factor 2**30: 4 x 2**30 wrapped to 0 (awake again) and past
     it to negative counters (never drawn again, and the run's own checkpoint refused as corrupt). Now the
     counter holds at its most, 2**31 - 1, with a warning; save and load work."""
-    cfg = snooze.SchedulerConfig(batch_size=1, gen_batch_size=4, group_size=4, snooze_factor=2**30, max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=1, gen_batch_size=4, group_size=4, options=snooze.SnoozeOptions(factor=2**30), max_gen_rounds=1
+    )
     s = snooze.Scheduler({"d": _ids(1)}, cfg)
     cands = s.propose()
     assert len(cands) == 4  # the one prompt, four encounters (four epochs)
@@ -47,19 +49,22 @@ def test_copies_of_a_prompt_reported_too_easy_at_once_never_wrap_its_counter(tmp
     assert back.tables[0].counter.tolist() == [2**31 - 1]
 
 
-@pytest.mark.parametrize("field", ["snooze_factor", "hard_snooze_factor", "max_snooze"])
+@pytest.mark.parametrize("field", ["factor", "hard_factor", "max"])
 @pytest.mark.parametrize("value", [2**31, 2**40, 10**400])
 def test_a_period_beyond_the_counter_is_a_config_error(field: str, value: int) -> None:
     """They were accepted and failed at Scheduler(...) with OverflowError (np.int32(2**40); 10**400 in k/(k+1))."""
-    with pytest.raises(snooze.ConfigError, match=f"{field}=.*at most {MAX_PERIOD} encounters.*policy='filter'"):
-        snooze.SchedulerConfig(**{field: value})
-    snooze.SchedulerConfig(**{field: MAX_PERIOD})  # the largest is taken as it is
+    with pytest.raises(snooze.ConfigError, match=f"^{field}=.*at most {MAX_PERIOD} encounters.*policy='filter'"):
+        snooze.SchedulerConfig(policy="snooze", options={field: value})
+    snooze.SchedulerConfig(policy="snooze", options={field: MAX_PERIOD})  # the largest is taken as it is
 
 
 @pytest.mark.parametrize("skip", ["counter", "history"])
 def test_the_largest_period_builds_and_runs(skip: str) -> None:
     cfg = snooze.SchedulerConfig(
-        batch_size=2, group_size=4, snooze_factor=MAX_PERIOD, snooze_hard=True, skip=skip, max_gen_rounds=2
+        batch_size=2,
+        group_size=4,
+        options=snooze.SnoozeOptions(factor=MAX_PERIOD, hard=True, skip=skip),
+        max_gen_rounds=2,
     )
     s = snooze.Scheduler({"d": _ids(10)}, cfg)
     for _ in range(3):
@@ -67,18 +72,20 @@ def test_the_largest_period_builds_and_runs(skip: str) -> None:
 
 
 # -- item 8: floats whose products overflow -----------------------------------------------------------
-@pytest.mark.parametrize("fields", [{"predict_backoff": 1e308}, {"predict_backoff": 1e20}, {"predict_recheck": 1e306}])
+@pytest.mark.parametrize("fields", [{"backoff": 1e308}, {"backoff": 1e20}, {"recheck": 1e306}])
 def test_a_predictive_period_that_overflows_is_a_config_error(fields: dict) -> None:
-    """predict_backoff=1e308 built a config and failed at Scheduler(...) with OverflowError (backoff**16)."""
+    """backoff=1e308 built a config and failed at Scheduler(...) with OverflowError (backoff**16)."""
     with pytest.raises(
         snooze.ConfigError, match=f"^{next(iter(fields))}=.*longest re-look period.*must be a finite number"
     ):
-        snooze.SchedulerConfig(policy="predictive", **fields)  # the error leads with the keyword given
+        snooze.SchedulerConfig(policy="predictive", options=fields)  # the error leads with the option given
 
 
 def test_factor_zero_under_a_huge_backoff_snoozes_nothing() -> None:
     """0 x inf (backoff**k past the largest float) was NaN, cast to int64's minimum: counters wrapped."""
-    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=0, backoff=1e300, max_gen_rounds=1)
+    cfg = snooze.SchedulerConfig(
+        batch_size=2, group_size=4, options=snooze.SnoozeOptions(factor=0, backoff=1e300), max_gen_rounds=1
+    )
     s = snooze.Scheduler({"d": _ids(4)}, cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "invalid value encountered in cast" before the fix
@@ -87,13 +94,16 @@ def test_factor_zero_under_a_huge_backoff_snoozes_nothing() -> None:
     assert s.tables[0].counter.tolist() == [0, 0, 0, 0]
 
 
-def test_a_huge_backoff_caps_each_period_at_max_snooze() -> None:
+def test_a_huge_backoff_caps_each_period_at_max() -> None:
     cfg = snooze.SchedulerConfig(
-        batch_size=1, group_size=4, snooze_factor=3, backoff=1e300, max_snooze=MAX_PERIOD, max_gen_rounds=1
+        batch_size=1,
+        group_size=4,
+        options=snooze.SnoozeOptions(factor=3, backoff=1e300, max=MAX_PERIOD),
+        max_gen_rounds=1,
     )
     s = snooze.Scheduler({"d": _ids(1)}, cfg)
     s.step(_easy)
-    s.tables[0].counter[:] = 0  # wake it: its second too-easy outcome gets 3 x 1e300, capped at max_snooze
+    s.tables[0].counter[:] = 0  # wake it: its second too-easy outcome gets 3 x 1e300, capped at max
     s.tables[0].recount()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "overflow encountered in multiply" before the fix
@@ -131,7 +141,8 @@ def test_a_refused_finish_step_in_quota_mode_changes_nothing() -> None:
     s = snooze.Scheduler({"a": _ids(8, "a"), "b": _ids(8, "b")}, cfg)
     cands = s.propose()
     s.report(cands, np.array([[1.0, 0, 1, 0] if c.dataset == "a" else [1.0] * 4 for c in cands]))
-    assert (len(s.batch), len(s.surplus)) == (2, 1)
+    placed = s.step_record().counts()
+    assert (placed["trained"], placed["surplus"]) == (2, 1)
     before = state_hash(s)
     for _ in range(2):  # the retry is refused the same way
         with pytest.raises(snooze.BatchShortError, match="only 2 of batch_size=4"):

@@ -13,6 +13,11 @@ import snooze
 import snooze.core._draw as draw
 
 
+def _for_snooze(policy: str, options: snooze.SnoozeOptions) -> snooze.SnoozeOptions | None:
+    """``options`` under ``policy="snooze"``; another policy takes its defaults."""
+    return options if policy == "snooze" else None
+
+
 def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
     rng = np.random.default_rng(seed)
     D = int(rng.integers(1, 4))
@@ -25,10 +30,15 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
         gen_batch_size=int(rng.integers(1, 7)),
         group_size=4,
         policy=policy,
-        snooze_factor=int(rng.integers(1, 9)),
-        backoff=float(rng.choice([1.0, 2.0])),
-        max_snooze=64,
-        snooze_hard=bool(rng.random() < 0.3),
+        options=_for_snooze(  # drawn under any policy, so that the draws after it are the same
+            policy,
+            snooze.SnoozeOptions(
+                factor=int(rng.integers(1, 9)),
+                backoff=float(rng.choice([1.0, 2.0])),
+                max=64,
+                hard=bool(rng.random() < 0.3),
+            ),
+        ),
         mix=str(rng.choice(["stream", "quota"])),
         max_gen_rounds=int(rng.integers(1, 4)),
         epochs=None if rng.random() < 0.6 else int(rng.integers(2, 30)),
@@ -66,7 +76,9 @@ def test_a_leap_is_taken_and_its_counters_are_the_walk_s() -> None:
     """Factor 10**7 on one prompt: a step counts it down 10**7 encounters at once (it took 10**7 passes)."""
     s = snooze.Scheduler(
         {"d": [{"id": 0}]},
-        snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=10**7, max_gen_rounds=1, audit=0.0),
+        snooze.SchedulerConfig(
+            batch_size=1, group_size=4, options=snooze.SnoozeOptions(factor=10**7), max_gen_rounds=1, audit=0.0
+        ),
     )
     s.step(lambda c: np.ones((len(c), 4)))
     s.step(lambda c: np.ones((len(c), 4)))  # asleep: skipped 10**7 times, then rolled out again
@@ -78,7 +90,7 @@ def test_a_leap_is_taken_and_its_counters_are_the_walk_s() -> None:
 def test_a_failed_round_after_a_leap_is_undone() -> None:
     s = snooze.Scheduler(
         {"d": [{"id": i} for i in range(3)]},
-        snooze.SchedulerConfig(batch_size=3, group_size=4, snooze_factor=1000, audit=0.0),
+        snooze.SchedulerConfig(batch_size=3, group_size=4, options=snooze.SnoozeOptions(factor=1000), audit=0.0),
     )
     s.step(lambda c: np.ones((len(c), 4)))
     before = state_hash(s)
@@ -98,7 +110,11 @@ def test_skip_history_with_a_huge_factor_gives_up_a_round_instead_of_walking_for
     from snooze.core.policies.history import PATIENCE
 
     cfg = snooze.SchedulerConfig(
-        batch_size=4, group_size=4, skip="history", snooze_factor=10**7, history_weight=1.0, max_gen_rounds=3, audit=0.0
+        batch_size=4,
+        group_size=4,
+        options=snooze.SnoozeOptions(skip="history", factor=10**7, rule=snooze.HistoryOptions(weight=1.0)),
+        max_gen_rounds=3,
+        audit=0.0,
     )
     s = snooze.Scheduler({"d": [{"id": i} for i in range(8)]}, cfg)
     s.step(lambda c: np.ones((len(c), 4)))
@@ -117,7 +133,9 @@ def test_no_leap_under_the_audit_an_asleep_prompt_s_audited_encounter_is_rolled_
     first encounter whose hash is below the share, its counter down by the encounters met until then."""
     from snooze.core._audit import audit_uniform
 
-    cfg = snooze.SchedulerConfig(batch_size=1, group_size=4, snooze_factor=1000, max_gen_rounds=1, audit=0.2)
+    cfg = snooze.SchedulerConfig(
+        batch_size=1, group_size=4, options=snooze.SnoozeOptions(factor=1000), max_gen_rounds=1, audit=0.2
+    )
     s = snooze.Scheduler({"d": [{"id": 0}]}, cfg, seed=3)
     s.step(lambda c: np.ones((len(c), 4)))
     assert s.tables[0].counter.tolist() == [1000]

@@ -25,7 +25,8 @@ KINDS = st.sampled_from(["signal", "easy", "hard", "flat"])
     seed=st.integers(0, 2**16),
 )
 def test_issued_prompts_match_the_reference_semantics(kinds, policy, factor, round_size, rounds, seed):
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=round_size, group_size=4, policy=policy, snooze_factor=factor)
+    options = {"factor": factor} if policy == "snooze" else None
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=round_size, group_size=4, policy=policy, options=options)
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     issued: list[int] = []
     for _ in range(rounds):
@@ -42,7 +43,7 @@ def test_issued_prompts_match_the_reference_semantics(kinds, policy, factor, rou
 def test_snoozed_prompt_skips_exactly_its_next_k_encounters(k, n, seed):
     """An always-easy prompt is rolled out at encounters 0, k+1, 2(k+1), ... and skipped at all others."""
     kinds = ["easy"] + ["signal"] * (n - 1)
-    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=4, policy="snooze", snooze_factor=k)
+    cfg = snooze.SchedulerConfig(audit=0.0, batch_size=1, group_size=4, options=snooze.SnoozeOptions(factor=k))
     sched = snooze.Scheduler({"d": records(kinds)}, cfg, seed=seed)
     epochs = 3 * (k + 1)
     rolled = 0
@@ -164,7 +165,7 @@ def test_metrics_add_up(kinds_a, kinds_b, policy, mix, carry, on_short, batch_si
         on_short=on_short,
         max_gen_rounds=rounds,
         epochs=epochs,
-        snooze_factor=2,
+        options={"factor": 2} if policy == "snooze" else None,
     )
     sched = snooze.Scheduler({"a": records(kinds_a, "a"), "b": records(kinds_b, "b")}, cfg, seed=seed)
     totals = {"gen": 0, "train": 0}
@@ -197,7 +198,11 @@ def test_stream_mix_holds_weights_over_encounters_and_gives_skipped_draws_away(w
     mixed stream, so time saved on a mastered dataset goes to the others (docs/concepts.md, "Mixing datasets")."""
     data = {"easy": records(["easy"] * 20, "e"), "sig": records(["signal"] * 20, "s")}
     cfg = snooze.SchedulerConfig(
-        audit=0.0, batch_size=8, group_size=4, policy="snooze", snooze_factor=factor, weights={"easy": wa, "sig": wb}
+        audit=0.0,
+        batch_size=8,
+        group_size=4,
+        options=snooze.SnoozeOptions(factor=factor),
+        weights={"easy": wa, "sig": wb},
     )
     sched = snooze.Scheduler(data, cfg, seed=seed)
     issued = {"easy": 0, "sig": 0}

@@ -1,4 +1,5 @@
-"""Each policy declares its options; SchedulerConfig holds them; the flat names of earlier releases migrate once."""
+"""Each policy declares its options; SchedulerConfig holds them; the flat names of earlier pre-releases are refused,
+naming the options class that holds each."""
 
 from __future__ import annotations
 
@@ -13,19 +14,20 @@ from snooze import HistoryOptions, NoOptions, PredictiveOptions, SchedulerConfig
 from snooze.core.options import POLICIES
 
 ROOT = Path(__file__).resolve().parents[2]
-POLICY_FIELDS = {
-    "snooze_factor",
-    "hard_snooze_factor",
-    "snooze_hard",
-    "backoff",
-    "max_snooze",
-    "skip",
-    "history_weight",
-    "predict_margin",
-    "predict_hard_margin",
-    "predict_recheck",
-    "predict_backoff",
+FLAT_NAMES = {  # the flat name of a pre-release -> what holds that option now
+    "snooze_factor": "SnoozeOptions(factor=",
+    "hard_snooze_factor": "SnoozeOptions(hard_factor=",
+    "snooze_hard": "SnoozeOptions(hard=",
+    "backoff": "SnoozeOptions(backoff=",
+    "max_snooze": "SnoozeOptions(max=",
+    "skip": "SnoozeOptions(skip=",
+    "history_weight": "SnoozeOptions(skip='history', rule=HistoryOptions(weight=",
+    "predict_margin": "PredictiveOptions(margin=",
+    "predict_hard_margin": "PredictiveOptions(hard_margin=",
+    "predict_recheck": "PredictiveOptions(recheck=",
+    "predict_backoff": "PredictiveOptions(backoff=",
 }
+POLICY_FIELDS = set(FLAT_NAMES)
 
 
 def test_the_config_has_no_policy_specific_field() -> None:
@@ -40,22 +42,21 @@ def test_the_config_has_no_policy_specific_field() -> None:
     ]
 
 
-def test_options_given_as_an_object_a_mapping_or_flat_names_are_the_same_config() -> None:
+def test_options_given_as_an_object_or_a_mapping_are_the_same_config() -> None:
     want = SchedulerConfig(
         policy="snooze", options=SnoozeOptions(factor=3, skip="history", rule=HistoryOptions(weight=0.25))
     )
     assert SchedulerConfig(options=SnoozeOptions(factor=3, skip="history", rule=HistoryOptions(weight=0.25))) == want
     assert SchedulerConfig(policy="snooze", options={"factor": 3, "skip": "history", "rule": {"weight": 0.25}}) == want
-    assert SchedulerConfig(snooze_factor=3, skip="history", history_weight=0.25) == want
     assert SchedulerConfig.from_dict(want.to_dict()) == want
     assert SchedulerConfig(options=PredictiveOptions(margin=1.0)).policy == "predictive"
-    assert SchedulerConfig(policy="predictive", predict_margin=1.0).options == PredictiveOptions(margin=1.0)
+    assert SchedulerConfig(policy="predictive", options={"margin": 1.0}).options == PredictiveOptions(margin=1.0)
     assert SchedulerConfig(policy="grpo").options == NoOptions()
 
 
 def test_replace_changes_one_option_and_a_new_policy_starts_from_its_defaults() -> None:
-    cfg = SchedulerConfig(snooze_factor=2, snooze_hard=True)
-    assert cfg.replace(snooze_factor=4).options == SnoozeOptions(factor=4, hard=True)
+    cfg = SchedulerConfig(options=SnoozeOptions(factor=2, hard=True))
+    assert cfg.replace(options=cfg.options.replace(factor=4)).options == SnoozeOptions(factor=4, hard=True)
     assert cfg.replace(policy="predictive").options == PredictiveOptions()
     assert cfg.replace(batch_size=3).options == cfg.options
 
@@ -67,15 +68,13 @@ def test_wrong_options_are_config_errors_that_name_what_was_written() -> None:
         snooze.ConfigError, match="policies 'grpo', 'dynamic_sampling', 'filter' take NoOptions; give policy="
     ):
         SchedulerConfig(options=NoOptions())
-    with pytest.raises(snooze.ConfigError, match=r"^predict_margin=0.0: must be a finite number > 0"):
-        SchedulerConfig(policy="predictive", predict_margin=0.0)
+    with pytest.raises(snooze.ConfigError, match=r"^margin=0.0: must be a finite number > 0"):
+        SchedulerConfig(policy="predictive", options={"margin": 0.0})
     with pytest.raises(snooze.ConfigError, match=r"^margin=0.0: must be"):
         PredictiveOptions(margin=0.0)
-    with pytest.raises(
-        snooze.ConfigError, match=r"^history_weight=2.0: must be in \(0, 1\]"
-    ):  # another rule's: checked, then dropped
-        SchedulerConfig(history_weight=2.0)
-    with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field.*did you mean 'snooze_factor'"):
+    with pytest.raises(snooze.ConfigError, match=r"^weight=2.0: must be in \(0, 1\]"):  # the skip rule's own option
+        SchedulerConfig(policy="snooze", options={"skip": "history", "rule": {"weight": 2.0}})
+    with pytest.raises(snooze.ConfigError, match=r"'snooze_facto'.*SnoozeOptions\(factor="):  # a misspelt flat name
         SchedulerConfig(snooze_facto=2)
     with pytest.raises(snooze.ConfigError, match="unknown SnoozeOptions field"):
         SchedulerConfig(policy="snooze", options={"factr": 2})
@@ -83,7 +82,14 @@ def test_wrong_options_are_config_errors_that_name_what_was_written() -> None:
         SnoozeOptions(skip="history", rule=NoOptions())
 
 
-def test_an_old_flat_config_migrates_once_dropping_other_policies_options() -> None:
+@pytest.mark.parametrize("flat", sorted(FLAT_NAMES))
+def test_a_flat_name_of_a_pre_release_is_refused_naming_the_options_that_hold_it(flat: str) -> None:
+    with pytest.raises(snooze.ConfigError, match=rf"unknown SchedulerConfig field\(s\) {flat!r}") as err:
+        SchedulerConfig(**{flat: 1})
+    assert FLAT_NAMES[flat] in str(err.value)  # the options class and field that hold it now
+
+
+def test_a_saved_config_with_the_flat_names_of_a_pre_release_is_refused() -> None:
     old = {
         "batch_size": 4,
         "policy": "filter",
@@ -100,10 +106,11 @@ def test_an_old_flat_config_migrates_once_dropping_other_policies_options() -> N
         "predict_backoff": 2.0,
         "group_size": 4,
     }
-    cfg = SchedulerConfig.from_dict(old)
-    assert (cfg.policy, cfg.options, cfg.batch_size) == ("filter", NoOptions(), 4)
-    assert SchedulerConfig.from_dict({**old, "policy": "snooze"}).options == SnoozeOptions(factor=2)
-    assert SchedulerConfig.from_dict(cfg.to_dict()) == cfg  # written in the new form: migrated once
+    with pytest.raises(snooze.ConfigError, match=r"unknown SchedulerConfig field\(s\) .*'snooze_factor'") as err:
+        SchedulerConfig.from_dict(old)
+    assert "options=SnoozeOptions(" in str(err.value) or "options=PredictiveOptions(" in str(err.value)
+    cfg = SchedulerConfig(batch_size=4, policy="filter", group_size=4)
+    assert SchedulerConfig.from_dict(cfg.to_dict()) == cfg
     assert "snooze_factor" not in cfg.to_dict() and cfg.to_dict()["options"] == {}
 
 
@@ -112,8 +119,8 @@ def test_the_example_policy_with_a_knob_of_its_own_runs_from_one_file() -> None:
     try:
         got = runpy.run_path(str(ROOT / "examples" / "custom_policy.py"))["main"]()
         assert got == {"retired": 4, "generated": 12}  # 4 prompts, each retired at its 3rd too-easy group
-        assert SchedulerConfig(policy="patience", patience_times=1).options.times == 1
-        with pytest.raises(snooze.ConfigError, match=r"^patience_times=0: must be an integer in \[1, 255\]"):
-            SchedulerConfig(policy="patience", patience_times=0)
+        assert SchedulerConfig(policy="patience", options={"times": 1}).options.times == 1
+        with pytest.raises(snooze.ConfigError, match=r"^times=0: must be an integer in \[1, 255\]"):
+            SchedulerConfig(policy="patience", options={"times": 0})
     finally:
         POLICIES.unregister("patience")

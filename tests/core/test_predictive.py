@@ -27,9 +27,14 @@ def _rewards(p: float, seed: int, row: int, k: int) -> list[float]:
     return (rng.random(G) < p).astype(float).tolist()
 
 
-def _sched(n: int, seed: int, **kw) -> snooze.Scheduler:
+def _sched(n: int, seed: int, **options) -> snooze.Scheduler:
+    """``options``: the fields of :class:`snooze.PredictiveOptions` (its defaults for the rest)."""
     cfg = snooze.SchedulerConfig(
-        audit=0.0, batch_size=1000, group_size=G, policy="predictive", max_gen_rounds=1000, **kw
+        audit=0.0,
+        batch_size=1000,
+        group_size=G,
+        options=snooze.PredictiveOptions(**options),
+        max_gen_rounds=1000,
     )
     return snooze.Scheduler({"d": [{"id": i} for i in range(n)]}, cfg, seed=seed)
 
@@ -47,7 +52,7 @@ def _sched(n: int, seed: int, **kw) -> snooze.Scheduler:
 )
 def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, hard, rounds, steps, seed):
     n = len(rates)
-    kw = dict(predict_margin=margin, predict_recheck=recheck, predict_backoff=backoff, predict_hard_margin=hard)
+    kw = dict(margin=margin, recheck=recheck, backoff=backoff, hard_margin=hard)
     sched = _sched(n, seed, **kw)
     model = PredictiveModel(n, seed, margin, recheck, backoff, margin if hard is None else hard)
     times = [0] * n
@@ -93,7 +98,7 @@ def test_codes_by_hand() -> None:
 
 def test_unseen_prompts_are_never_skipped() -> None:
     """However low every code's rate: each prompt's first encounter is rolled out."""
-    sched = _sched(30, seed=1, predict_margin=50.0)
+    sched = _sched(30, seed=1, margin=50.0)
     seen: set[int] = set()
     for _ in range(12):
         cands = sched.propose(5)
@@ -111,7 +116,7 @@ def test_both_sides_are_skipped_and_come_back_within_their_period() -> None:
     meet it again. Periods are counted in the dataset's generated groups: 2 passes of 60 prompts, no backoff."""
     n, recheck = 60, 2.0
     rates = [1.0] * 20 + [0.0] * 20 + [0.5] * 20
-    sched = _sched(n, seed=4, predict_recheck=recheck, predict_backoff=1.0)
+    sched = _sched(n, seed=4, recheck=recheck, backoff=1.0)
     looks: dict[int, list[int]] = {i: [] for i in range(n)}  # the dataset's clock (groups reported) at each look
     for _ in range(80):
         for _ in range(2):
@@ -134,7 +139,7 @@ def test_both_sides_are_skipped_and_come_back_within_their_period() -> None:
 
 def test_backoff_grows_the_period_of_a_prompt_that_stays_solved() -> None:
     rates = [1.0] * 10 + [0.5] * 30
-    sched = _sched(40, seed=2, predict_recheck=0.5, predict_backoff=2.0)  # first period 20 groups (~3 steps)
+    sched = _sched(40, seed=2, recheck=0.5, backoff=2.0)  # first period 20 groups (~3 steps)
     looks: dict[int, list[int]] = {i: [] for i in range(40)}
     for step in range(120):
         cands = sched.propose(6)
@@ -149,7 +154,7 @@ def test_backoff_grows_the_period_of_a_prompt_that_stays_solved() -> None:
 
 def test_forgetting_is_counted_as_regressed() -> None:
     """A prompt solved, then failing half its rollouts: one regression at each relapse."""
-    sched = _sched(5, seed=1, predict_recheck=0.2)
+    sched = _sched(5, seed=1, recheck=0.2)
     k = {i: 0 for i in range(5)}
     relapses = regressed = 0
     for _ in range(60):
@@ -221,16 +226,16 @@ def test_a_corrupt_policy_state_is_refused_and_changes_nothing(change, message) 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("predict_margin", 0.0, "predict_margin=0.0: must be a finite number > 0"),
-        ("predict_margin", float("nan"), "predict_margin=nan"),
-        ("predict_recheck", 0, "predict_recheck=0: must be a finite number of passes > 0"),
-        ("predict_backoff", 0.5, "predict_backoff=0.5: must be a finite number >= 1.0"),
-        ("predict_hard_margin", -0.1, "predict_hard_margin=-0.1: must be a finite number >= 0"),
+        ("margin", 0.0, "margin=0.0: must be a finite number > 0"),
+        ("margin", float("nan"), "margin=nan"),
+        ("recheck", 0, "recheck=0: must be a finite number of passes > 0"),
+        ("backoff", 0.5, "backoff=0.5: must be a finite number >= 1.0"),
+        ("hard_margin", -0.1, "hard_margin=-0.1: must be a finite number >= 0"),
     ],
 )
 def test_bad_options_are_config_errors(field, value, message) -> None:
-    with pytest.raises(snooze.ConfigError, match=re.escape(message)):
-        snooze.SchedulerConfig(audit=0.0, policy="predictive", **{field: value})
+    with pytest.raises(snooze.ConfigError, match="^" + re.escape(message)):
+        snooze.SchedulerConfig(audit=0.0, policy="predictive", options={field: value})
 
 
 def test_a_pool_skipped_through_relaxes_instead_of_starving_the_step() -> None:
@@ -239,7 +244,7 @@ def test_a_pool_skipped_through_relaxes_instead_of_starving_the_step() -> None:
     from snooze.core.policies.predictive import RELAX_LIMIT
 
     n = 12
-    sched = _sched(n, seed=5, predict_margin=50.0, predict_recheck=1000)
+    sched = _sched(n, seed=5, margin=50.0, recheck=1000)
     cands = sched.propose(n)  # every prompt seen once, with signal: r = 1 and every code is below 50 x r
     sched.report(cands, np.array([[1.0, 0.0] * (G // 2)] * n))
     sched.finish_step()

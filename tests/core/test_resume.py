@@ -35,16 +35,19 @@ def rollout(cands):
 
 CONFIGS = {
     "snooze-quota": snooze.SchedulerConfig(
-        batch_size=4, group_size=4, policy="snooze", snooze_factor=2, mix="quota", weights={"a": 1, "b": 1}
+        batch_size=4, group_size=4, options=snooze.SnoozeOptions(factor=2), mix="quota", weights={"a": 1, "b": 1}
     ),
     "filter-stream-carry": snooze.SchedulerConfig(
         batch_size=3, gen_batch_size=5, group_size=4, policy="filter", carry_surplus=True
     ),
     "snooze-finite": snooze.SchedulerConfig(
-        batch_size=4, group_size=4, policy="snooze", snooze_factor=1, epochs=2, on_short="pad"
+        batch_size=4, group_size=4, options=snooze.SnoozeOptions(factor=1), epochs=2, on_short="pad"
     ),
     "snooze-history": snooze.SchedulerConfig(
-        batch_size=3, group_size=4, policy="snooze", snooze_factor=3, skip="history", weights={"a": 2, "b": 1}
+        batch_size=3,
+        group_size=4,
+        options=snooze.SnoozeOptions(factor=3, skip="history"),
+        weights={"a": 2, "b": 1},
     ),
 }
 
@@ -111,15 +114,16 @@ def test_resume_mid_step_keeps_pending_candidates(tmp_path):
 
 
 def test_a_resume_under_a_changed_config_is_announced_and_a_matching_one_is_not(tmp_path, caplog):
-    """The core accepts a change of what the state does not depend on (here snooze_factor and
-    max_gen_rounds), so a resumed run can tune them; it says which, once, as a warning."""
+    """The core accepts a change of what the state does not depend on (here the snooze factor
+    and max_gen_rounds), so a resumed run can tune them; it says which, once, as a warning."""
     cfg = CONFIGS["snooze-quota"]
     _, sched = run(cfg, 2)
     sched.save(tmp_path / "ckpt")
     with caplog.at_level("WARNING", logger="snooze.core.scheduler"):
         snooze.Scheduler.load(tmp_path / "ckpt", datasets())  # the saved config: nothing to say
         assert not caplog.records
-        changed = snooze.Scheduler.load(tmp_path / "ckpt", datasets(), cfg.replace(snooze_factor=5, max_gen_rounds=2))
+        now = cfg.replace(options=cfg.options.replace(factor=5), max_gen_rounds=2)
+        changed = snooze.Scheduler.load(tmp_path / "ckpt", datasets(), now)
     assert changed.config.options.factor == 5
     (record,) = caplog.records
     assert (

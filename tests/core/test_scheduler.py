@@ -13,9 +13,11 @@ from helpers_core import records, rewards_for
 import snooze
 
 
-def _sched(**cfg) -> snooze.Scheduler:
+def _sched(options: snooze.SnoozeOptions | None = None, **cfg) -> snooze.Scheduler:
+    """``policy="snooze"``, factor 2 unless ``options`` say otherwise."""
     kinds = ["signal", "easy", "hard", "signal", "easy", "flat", "signal", "easy", "signal"]
-    config = snooze.SchedulerConfig(**{"batch_size": 3, "group_size": 4, "snooze_factor": 2, **cfg})
+    options = snooze.SnoozeOptions(factor=2) if options is None else options
+    config = snooze.SchedulerConfig(batch_size=3, group_size=4, options=options, **cfg)
     return snooze.Scheduler({"a": records(kinds, "a"), "b": records(kinds[::-1], "b")}, config, seed=2)
 
 
@@ -37,18 +39,21 @@ def test_round_and_step_index_are_the_metrics_counts() -> None:
     s = _sched()
     s.propose()
     s.propose(2)
-    assert s.round == 2 and s.step_metrics.scalars["gen/rounds"] == 2
+    assert s.round == 2
     batch = s.finish_step()
     assert (s.round, s.step_index, batch.step) == (0, 1, 0)
     assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.step_metrics.totals["steps"]
 
 
-def test_the_old_names_of_the_step_metrics_and_the_padding_warn_and_still_work() -> None:
+def test_the_step_batch_is_asked_not_read_the_old_names_are_gone() -> None:
     s = _sched()
-    with pytest.warns(DeprecationWarning, match="step_metrics"):
-        assert s.counts is s.step_metrics
-    with pytest.warns(DeprecationWarning, match="padding"):
-        assert s.zero is s.padding
+    for old in ("batch", "surplus", "padding", "parts", "counts", "zero", "mix", "memory"):
+        assert not hasattr(s, old), old
+    cands = s.propose()
+    s.report(cands, rewards_for(cands))
+    record = s.step_record()
+    assert record.tickets("trained").tolist() == cands.ticket[s.in_batch(cands)].tolist()
+    assert s.room() == 3 - len(record.tickets("trained")) and s.wants_round() == (s.room() > 0)
 
 
 def test_a_seed_that_is_not_an_integer_at_least_0_is_refused() -> None:
@@ -100,7 +105,7 @@ def test_cancel_withdraws_candidates_and_counts_them() -> None:
 
 
 def test_the_state_is_the_components_states_in_format_1() -> None:
-    s = _sched(skip="history", mix="quota")
+    s = _sched(snooze.SnoozeOptions(factor=2, skip="history"), mix="quota")
     s.step(rewards_for)
     s.propose()
     state = s.state_dict()
@@ -114,11 +119,13 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
         "run_id",
         "drawn",
         "metrics",
+        "pending_audit",
+        "step_batch",
         "datasets",
     }
     columns = {f"ds{d}.{c}" for d in (0, 1) for c in ("counter", "flags", "streak", "history")}
-    buffers = {f"{b}.{c}" for b in ("batch", "surplus", "zero") for c in ("ds", "row", "ticket", "outcome", "rewards")}
-    assert set(state["arrays"]) == columns | buffers | {"pending", "pending_step"}
+    step = {f"step.{c}" for c in ("ds", "row", "ticket", "outcome", "rewards", "audit", "carried_in", "place", "slot")}
+    assert set(state["arrays"]) == columns | step | {"pending", "pending_step"}
     assert state["meta"]["datasets"][1] == {
         "name": "b",
         "size": 9,
@@ -140,14 +147,14 @@ def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> N
     cands = s.propose()
     s.report(cands, rewards_for(cands))  # mid-step: the batch holds groups
     good = s.state_dict()
-    assert len(good["arrays"]["batch.row"]) > 0
+    assert (good["arrays"]["step.slot"] >= 0).any()
     target = _sched()
     target.step(rewards_for)
     before = state_hash(target)
     for damage in (
         lambda st: st["meta"]["metrics"]["totals"].pop("rollouts"),  # the last component to load
         lambda st: st["meta"]["datasets"][1].update(cursor=99),  # a stream
-        lambda st: st["arrays"].update({"batch.row": st["arrays"]["batch.row"] + 50}),  # rows beyond the data
+        lambda st: st["arrays"].update({"step.row": st["arrays"]["step.row"] + 50}),  # rows beyond the data
     ):
         bad = copy.deepcopy(good)
         damage(bad)
@@ -158,10 +165,8 @@ def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> N
     assert state_hash(target) == state_hash(s)
 
 
-def test_the_old_name_of_the_run_id_warns_and_still_reads() -> None:
+def test_candidates_carry_the_run_id_under_one_name() -> None:
     s = _sched()
     cands = s.propose()
     assert cands.run_id == cands[0].run_id == s.run_id and len(s.run_id) == 16
-    for old, get in (("Candidates", lambda: cands.issuer), ("Candidate", lambda: cands[0].issuer)):
-        with pytest.warns(DeprecationWarning, match=f"{old}.issuer is renamed run_id"):
-            assert get() == s.run_id
+    assert not hasattr(cands, "issuer") and not hasattr(cands[0], "issuer")  # the old name is gone

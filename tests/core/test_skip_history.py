@@ -15,9 +15,9 @@ from snooze.core.policies.history import encounter_uniform
 G, K = 4, 3
 
 
-def _sched(pass_rates: list[float], **kw) -> snooze.Scheduler:
+def _sched(pass_rates: list[float]) -> snooze.Scheduler:
     cfg = snooze.SchedulerConfig(
-        audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history", **kw
+        audit=0.0, batch_size=1, group_size=G, options=snooze.SnoozeOptions(factor=K, skip="history")
     )
     return snooze.Scheduler({"d": [{"id": i, "p": p} for i, p in enumerate(pass_rates)]}, cfg, seed=3)
 
@@ -94,7 +94,7 @@ def test_a_half_solved_prompt_is_skipped_at_its_all_correct_chance():
 def test_regressions_are_counted_once_per_relapse():
     """A prompt whose groups alternate all-correct / half-correct regresses at every half-correct group."""
     cfg = snooze.SchedulerConfig(
-        audit=0.0, batch_size=1, group_size=G, policy="snooze", snooze_factor=K, skip="history"
+        audit=0.0, batch_size=1, group_size=G, options=snooze.SnoozeOptions(factor=K, skip="history")
     )
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(5)]}, cfg, seed=1)
     seen: dict[int, int] = {}
@@ -130,14 +130,15 @@ def test_history_is_kept_only_when_used(skip, tmp_path):
 def test_a_counter_state_loads_into_history_mode_as_unseen(tmp_path):
     counter = snooze.Scheduler(
         {"d": [{"id": i, "p": 1.0} for i in range(6)]},
-        snooze.SchedulerConfig(audit=0.0, batch_size=2, group_size=G, snooze_factor=K),
+        snooze.SchedulerConfig(audit=0.0, batch_size=2, group_size=G, options=snooze.SnoozeOptions(factor=K)),
         seed=3,
     )
     for _ in range(4):
         counter.step(lambda c: _rewards(c, 0))
     counter.save(tmp_path / "s")
+    history = counter.config.options.replace(skip="history", rule=None)  # rule=None: the history rule's defaults
     hist = snooze.Scheduler.load(
-        tmp_path / "s", {"d": [{"id": i, "p": 1.0} for i in range(6)]}, config=counter.config.replace(skip="history")
+        tmp_path / "s", {"d": [{"id": i, "p": 1.0} for i in range(6)]}, config=counter.config.replace(options=history)
     )
     assert (
         hist.tables[0].columns["history"].tolist() == [0] * 6

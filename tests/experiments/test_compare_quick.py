@@ -199,37 +199,41 @@ def test_arm_configs_and_strata() -> None:
     assert len(banned) == 2 * profile.pool_size
 
 
-def _cfg(arm: str, **settings: Any) -> SchedulerConfig:
-    return ARMS[arm].config(PROFILES["quick"], ["a", "b"], settings)
+def _cfg(
+    arm: str, snooze: dict[str, Any] | None = None, predictive: dict[str, Any] | None = None, **fields: Any
+) -> SchedulerConfig:
+    """The arm's config with the comparison's settings: SchedulerConfig ``fields`` and each policy's options."""
+    options = {"snooze": snooze or {}, "predictive": predictive or {}}
+    return ARMS[arm].config(PROFILES["quick"], ["a", "b"], {**fields, "options": options})
 
 
 def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     arms = MAIN_ARMS + FIG3_ARMS
     snoozing = {arm for arm in arms if ARMS[arm].policy == "snooze"}
     assert snoozing == {"snooze", "snooze-f1", "snooze-f2", "fig3-snooze", "fig3-snooze-quota"}
-    hard = {arm: getattr(_cfg(arm, snooze_hard=True).options, "hard", False) for arm in arms}
+    hard = {arm: getattr(_cfg(arm, snooze={"hard": True}).options, "hard", False) for arm in arms}
     assert hard == {arm: arm in snoozing for arm in arms}
     assert not any(getattr(_cfg(arm).options, "hard", False) for arm in arms)
-    backoff = {arm: _cfg(arm, backoff=2.0).options.backoff for arm in snoozing}
+    backoff = {arm: _cfg(arm, snooze={"backoff": 2.0}).options.backoff for arm in snoozing}
     assert backoff == {arm: 2.0 for arm in snoozing}
-    skip = {arm: _cfg(arm, skip="history").options.skip for arm in snoozing}
+    skip = {arm: _cfg(arm, snooze={"skip": "history"}).options.skip for arm in snoozing}
     assert skip == {arm: "history" for arm in snoozing}
     assert all(
-        _cfg(arm, skip="history").options == SchedulerConfig(policy=ARMS[arm].policy).options
+        _cfg(arm, snooze={"skip": "history"}).options == SchedulerConfig(policy=ARMS[arm].policy).options
         for arm in set(arms) - snoozing
     )
-    factors = {arm: _cfg(arm, snooze_factor=3).options.factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
-    assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --factor sets the snooze arm only
-    pred = _cfg("predictive", predict_margin=0.3, predict_recheck=4.0)
+    factors = {arm: _cfg(arm, snooze={"factor": 3}).options.factor for arm in ("snooze", "snooze-f1", "snooze-f2")}
+    assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --snooze-factor sets the snooze arm only
+    pred = _cfg("predictive", predictive={"margin": 0.3, "recheck": 4.0})
     assert pred.policy == "predictive" and (pred.options.margin, pred.options.recheck) == (0.3, 4.0)
-    assert _cfg("snooze", predict_margin=0.3).options == SchedulerConfig(policy="snooze").options
+    assert _cfg("snooze", predictive={"margin": 0.3}).options == SchedulerConfig(policy="snooze").options
     carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
     assert not any(_cfg(arm).carry_surplus for arm in arms)
 
 
 def test_an_arm_is_a_named_config_and_a_new_one_needs_no_code() -> None:
-    mine = Arm("snooze-history", "snooze", {"skip": "history", "history_weight": 0.25})
+    mine = Arm("snooze-history", "snooze", {"options": {"skip": "history", "rule": {"weight": 0.25}}})
     cfg = mine.config(PROFILES["quick"], [])
     assert (cfg.options.skip, cfg.options.rule.weight, cfg.batch_size) == (
         "history",

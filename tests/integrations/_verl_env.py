@@ -96,10 +96,18 @@ def compose(tmp: Path, *overrides: str, snooze: dict[str, Any] | None = None, da
         "trainer.v1.trainer_mode=snooze",
         "+trainer.v1.snooze.poll_interval=0.02",
     ]
-    opts = {"policy": "snooze", "snooze_factor": 5, **(snooze or {})}
-    base += [f"+trainer.v1.snooze.{k}={'null' if v is None else v}" for k, v in opts.items()]
+    opts = {"policy": "snooze", **(snooze or {})}
+    if opts["policy"] == "snooze":  # snoozing at factor 5 unless the test says otherwise
+        opts = {"options": {"factor": 5}, **opts}
+    flat = {f"{k}.{o}" if isinstance(v, dict) else k: w for k, v in opts.items() for o, w in _items(v)}
+    base += [f"+trainer.v1.snooze.{k}={'null' if v is None else v}" for k, v in flat.items()]
     with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
         return hydra_compose("ppo_trainer", overrides=base + list(overrides))
+
+
+def _items(value: Any) -> list[tuple[str, Any]]:
+    """A mapping's items (the policy's options: one override each), or ``[("", value)]``."""
+    return list(value.items()) if isinstance(value, dict) else [("", value)]
 
 
 class Rollout:

@@ -108,7 +108,7 @@ def test_the_dataloader_path_submits_only_the_schedulers_prompts_and_easy_ones_s
     submitted = [k for sub in rollout.submitted for k in sub]
     log = [json.loads(line) for line in (tmp_path / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()]
     assert submitted == [(r["dataset"], r["id"]) for r in log]  # every submitted prompt was issued and reported
-    for key in EASY:  # drawn once, found too easy, then asleep for snooze_factor=5 encounters
+    for key in EASY:  # drawn once, found too easy, then asleep for SnoozeOptions.factor=5 encounters
         assert submitted.count(key) == 1
     assert all(len(t) == B and not EASY & set(t) for t in trained)  # only signal groups are trained on
     sched = trainer.snooze.scheduler
@@ -374,7 +374,7 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
         256,
         8,
         "snooze",
-        5,
+        1,
         8,
     )
     assert trainer.snooze.options.reward_log == tmp_path / "run" / "ckpt" / "snooze_rewards.jsonl"

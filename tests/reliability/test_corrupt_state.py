@@ -210,7 +210,8 @@ def test_malformed_state_dicts_raise_state_error() -> None:
         {"meta": good["meta"], "arrays": {**good["arrays"], "ds0.counter": good["arrays"]["ds0.counter"] - 1}},
         {"meta": good["meta"], "arrays": {**good["arrays"], "pending": np.array([[1, 9, 0]])}},
         {"meta": good["meta"], "arrays": {**good["arrays"], "pending": np.array([[1, 0, 10**6]])}},
-        {"meta": {**good["meta"], "step": -3}, "arrays": good["arrays"]},
+        {"meta": {**good["meta"], "step_batch": {"rounds": -3}}, "arrays": good["arrays"]},
+        {"meta": good["meta"], "arrays": {**good["arrays"], "step.place": np.array([9], dtype=np.int8)}},
     ]
     for i, bad in enumerate(bad_states):
         fresh = snooze.Scheduler(D.datasets(), D.config(), seed=SEED)

@@ -165,7 +165,7 @@ def test_resume_at_every_action_of_a_short_run(tmp_path: Path) -> None:
 def test_predictive_resumes_exactly_at_every_action_of_a_short_run(tmp_path: Path) -> None:
     """The predictive policy's run-level state (clock, rates, relaxations) and its columns survive a
     save/load after every action, as the snooze counters do."""
-    cfg, steps = D.config(policy="predictive", predict_recheck=0.5, predict_margin=3.0), 24
+    cfg, steps = D.config(policy="predictive", options=snooze.PredictiveOptions(recheck=0.5, margin=3.0)), 24
     sched = snooze.Scheduler(D.datasets(), cfg, seed=SEED)
     D.drive(sched, steps, [])
     assert sched.metrics()["total/skipped"] > 0  # the policy skips in this run (after the first pass)

@@ -61,7 +61,12 @@ def test_migrate_same_data_keeps_memory_and_totals(what: str) -> None:
         assert _memory(new, name) == _memory(sched, name)
     assert new.step_index == sched.step_index and new.next_ticket == sched.next_ticket
     assert new.step_metrics.totals == sched.step_metrics.totals
-    assert not new.pending and len(new.batch) == 0 and new.round == 0
+    assert (
+        not new.pending
+        and len(new.step_record().ticket) == 0
+        and new.round == 0
+        and new.room() == new.config.batch_size
+    )
     for old_st, new_st in zip(sched.streams, new.streams):
         assert new_st.epoch == old_st.epoch
         assert new_st.cursor == (old_st.cursor if what != "seed" else 0)

@@ -57,7 +57,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             batch_size=batch_size,
             group_size=G,
             policy=policy,
-            snooze_factor=factor,
+            options=snooze.SnoozeOptions(factor=factor) if policy == "snooze" else None,
             mix=mix,
             carry_surplus=carry,
             epochs=epochs,
@@ -119,7 +119,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert batch.signal.all()
         self._check_step_metrics(m)
         self.model.new_step()
-        self.step_tickets = {int(t) for t in self.sched.batch.ticket}  # carried into the next step
+        self.step_tickets = {int(t) for t in self.sched.step_record().tickets("trained")}  # carried into the next step
 
     def _check_step_metrics(self, m: dict[str, float]) -> None:
         s = self.model.step

@@ -56,12 +56,8 @@ class PredictiveMachine(RuleBasedStateMachine):
                 audit=0.0,
                 batch_size=100,
                 group_size=G,
-                policy="predictive",
+                options=snooze.PredictiveOptions(margin=margin, hard_margin=hard, recheck=recheck, backoff=backoff),
                 max_gen_rounds=100,
-                predict_margin=margin,
-                predict_hard_margin=hard,
-                predict_recheck=recheck,
-                predict_backoff=backoff,
             )
         )
         self.sched = snooze.Scheduler(self._data(), self.cfg, seed=seed)

@@ -45,7 +45,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 
 def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any], tmp_path: Path) -> None:
-    sc = snooze.SchedulerConfig(batch_size=4, group_size=4, policy="snooze", snooze_factor=2)
+    sc = snooze.SchedulerConfig(batch_size=4, group_size=4, options=snooze.SnoozeOptions(factor=2))
     cfg = TrainConfig(steps=6, eval_every=3, checkpoint_every=1, grpo=GRPOConfig(lr=1e-3))
     args = (setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict)
     train(tmp_path / "a", *args)
@@ -96,19 +96,19 @@ def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path
 
 def test_config_differences_name_each_field_and_take_new_fields_at_their_default() -> None:
     defaults = {
-        "scheduler": {"policy": "snooze", "predict_margin": 0.5},
+        "scheduler": {"policy": "snooze", "audit": 0.05},
         "train": {"steps": 10, "checkpoint_every": 50},
     }
     saved = {
         "scheduler": {"policy": "snooze"},
         "train": {"steps": 10, "checkpoint_every": 5},
-    }  # older snooze: no predict_margin
-    now = {"scheduler": {"policy": "snooze", "predict_margin": 0.5}, "train": {"steps": 10, "checkpoint_every": 50}}
+    }  # older snooze: no audit
+    now = {"scheduler": {"policy": "snooze", "audit": 0.05}, "train": {"steps": 10, "checkpoint_every": 50}}
     assert config_differences(saved, now, defaults) == []
-    now["scheduler"]["predict_margin"] = 0.25  # a new field away from its default does change the run
+    now["scheduler"]["audit"] = 0.25  # a new field away from its default does change the run
     now["train"]["steps"] = 12
     assert config_differences(saved, now, defaults) == [
-        "scheduler.predict_margin: saved 0.5, now 0.25",
+        "scheduler.audit: saved 0.05, now 0.25",
         "train.steps: saved 10, now 12",
     ]
     assert config_differences({"model": {"gone": 1}}, {"model": {}}, {}) == ["model.gone: saved 1, now (none)"]

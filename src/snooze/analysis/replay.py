@@ -49,7 +49,8 @@ from snooze.core._checks import as_int
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
-from snooze.core.policies import Policy, make_policy
+from snooze.core.policies import Context, Policy, make_policy
+from snooze.core.policies.snooze import SnoozeOptions
 from snooze.logs import RewardLog
 
 __all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
@@ -80,7 +81,7 @@ class ReplayPolicy:
             return self.config
         if self.factor is None:
             return SchedulerConfig(policy="filter")
-        return SchedulerConfig(policy="snooze", snooze_factor=self.factor, snooze_hard=self.snooze_hard)
+        return SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=self.factor, hard=self.snooze_hard))
 
 
 def policy_names(factors: list[int], snooze_hard: bool = False) -> list[ReplayPolicy]:
@@ -97,8 +98,8 @@ def policy_names(factors: list[int], snooze_hard: bool = False) -> list[ReplayPo
 def _replayable(pol: ReplayPolicy, group_size: int) -> Policy:
     """The core's policy for ``pol``, or a :class:`ConfigError` saying why it cannot be replayed (module docstring)."""
     cfg = pol.scheduler_config().replace(group_size=group_size)
-    policy = make_policy(cfg)
-    policy.bind(["log"], [1])
+    assert cfg.options is not None  # (a checked config holds its policy's options)
+    policy = make_policy(cfg.policy, cfg.options, Context(("log",), (1,), group_size, 0))
     if policy.skip_mask is not None or policy.state_dict():
         raise ConfigError(
             f"replay policy {pol.name!r} ({cfg.policy}): a policy with a skip mask or run-level state does "

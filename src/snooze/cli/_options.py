@@ -5,8 +5,9 @@ its type, its default, its choices and its help.
 default from the field, its choices from :func:`snooze.core.options.field_choices` (a ``Literal``, or
 the policy/skip registries), its help from the field's docstring (the first paragraph, markup
 removed). Nothing about a field is written in the CLI. A policy's options come from its registered
-options class (:func:`add_policy_options`): ``--snooze-factor`` is ``SnoozeOptions.factor``, named by
-its flat name. A command that overrides another source of
+options class (:func:`add_policy_options`): ``--snooze-factor`` is ``SnoozeOptions.factor``, the flag of
+option ``<field>`` of the registered ``<name>`` being ``--<name>-<field>`` (the options of a skip rule
+held in ``SnoozeOptions.rule``: ``--history-weight``). A command that overrides another source of
 defaults (``snooze compare``'s profile) adds the fields with ``unset="the profile's"``: an option not
 given is ``None`` and leaves the profile's value alone.
 
@@ -14,11 +15,12 @@ given is ``None`` and leaves the profile's value alone.
 >>> from snooze.core.config import SchedulerConfig
 >>> p = argparse.ArgumentParser()
 >>> add_options(p, SchedulerConfig, ["max_gen_rounds"])
->>> names = add_policy_options(p, "snooze")
->>> values(p.parse_args(["--snooze-factor", "3"]), ["max_gen_rounds", *names])["snooze_factor"]
-3
->>> SchedulerConfig(**values(p.parse_args(["--skip", "history"]), names)).options.skip
-'history'
+>>> _ = add_policy_options(p, "snooze", unset="unchanged")  # an option not given is None: left out
+>>> args = p.parse_args(["--snooze-factor", "3", "--snooze-skip", "history", "--history-weight", "0.25"])
+>>> policy_options(args, "snooze")
+{'factor': 3, 'skip': 'history', 'rule': {'weight': 0.25}}
+>>> SchedulerConfig(policy="snooze", options=policy_options(args, "snooze")).options.rule.weight
+0.25
 """
 
 from __future__ import annotations
@@ -39,11 +41,14 @@ from typing import Any, TypeVar
 
 from snooze.core._checks import INT64_MAX, INT64_MIN
 from snooze.core.errors import ConfigError
-from snooze.core.options import POLICIES, field_choices, options_class
+from snooze.core.options import POLICIES, Options, field_choices, options_class
 
 __all__ = [
     "add_options",
     "add_policy_options",
+    "policy_option_keys",
+    "policy_options",
+    "checked_policy_options",
     "values",
     "build",
     "override",
@@ -57,7 +62,7 @@ T = TypeVar("T")
 
 
 def flag(name: str) -> str:
-    """The option of field ``name``: ``snooze_factor`` -> ``--snooze-factor``."""
+    """The option of field ``name``: ``max_gen_rounds`` -> ``--max-gen-rounds``."""
     return "--" + name.replace("_", "-")
 
 
@@ -190,21 +195,63 @@ def add_options(
         parser.add_argument(*flags, *(aliases or {}).get(name, ()), **kw)
 
 
+def policy_option_keys(policy: str) -> list[tuple[str, type[Options], str, tuple[str, ...]]]:
+    """``(key, options class, field, path)`` of every option of the registered ``policy``: its own, keyed
+    ``<policy>_<field>``, and those of the plug-ins a field holds (:attr:`Options.nested`: ``SnoozeOptions.rule``
+    holds a skip rule's), keyed ``<plug-in>_<field>``; ``path``: where the value goes in the options mapping."""
+    cls = options_class(POLICIES, policy)
+    out: list[tuple[str, type[Options], str, tuple[str, ...]]] = []
+    for f in dataclasses.fields(cls):
+        registry = cls.nested.get(f.name)
+        if registry is None:
+            out.append((f"{policy}_{f.name}", cls, f.name, (f.name,)))
+            continue
+        for name in registry:
+            inner = options_class(registry, name)
+            out += [(f"{name}_{g.name}", inner, g.name, (f.name, g.name)) for g in dataclasses.fields(inner)]
+    return out
+
+
 def add_policy_options(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    policy: str,
-    unset: str | None = None,
-    aliases: Mapping[str, Sequence[str]] | None = None,
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, policy: str, unset: str | None = None
 ) -> list[str]:
-    """One option per option of the registered ``policy``'s options class (and the classes it holds:
-    ``snooze``'s skip rules), flagged by its flat name (``--snooze-factor``, ``--history-weight``);
-    their values, by flat name, are ``SchedulerConfig`` keywords. Returns the flat names."""
-    names = []
-    for key, cls, field in options_class(POLICIES, policy).flat_fields(policy):
+    """One option per option of the registered ``policy`` (:func:`policy_option_keys`: ``--snooze-factor``,
+    ``--history-weight``); :func:`policy_options` reads them back. Returns the keys."""
+    keys = []
+    for key, cls, field, _ in policy_option_keys(policy):
         flags, kw = _argument(cls, field, unset, key)
-        parser.add_argument(*flags, *(aliases or {}).get(key, ()), **kw)
-        names.append(key)
-    return names
+        parser.add_argument(*flags, **kw)
+        keys.append(key)
+    return keys
+
+
+def policy_options(args: argparse.Namespace, policy: str) -> dict[str, Any]:
+    """The options of ``policy`` given on the command line, as the mapping ``SchedulerConfig.options`` takes
+    (``{"factor": 3, "rule": {"weight": 0.25}}``); those not given are left out."""
+    out: dict[str, Any] = {}
+    for key, _, _, path in policy_option_keys(policy):
+        value = getattr(args, key, None)
+        if value is not None:
+            *outer, last = path
+            node = out
+            for name in outer:
+                node = node.setdefault(name, {})
+            node[last] = value
+    return out
+
+
+def checked_policy_options(args: argparse.Namespace, policy: str) -> dict[str, Any]:
+    """:func:`policy_options`, checked by the policy's options class now; a :class:`ConfigError` names the
+    command-line option a bad value came from."""
+    given = policy_options(args, policy)
+    try:
+        options_class(POLICIES, policy).from_dict(given)
+    except ConfigError as exc:
+        text = str(exc)
+        keys = [k for k, _, f, _ in policy_option_keys(policy) if text.startswith(f"{f}=") and k in vars(args)]
+        given_keys = [k for k in keys if getattr(args, k) is not None]
+        raise ConfigError(f"{text} (option {flag(given_keys[0])})" if given_keys else text) from None
+    return given
 
 
 def values(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:

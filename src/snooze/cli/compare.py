@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         cls = options_class(POLICIES, policy)
         if dataclasses.fields(cls):
             group = parser.add_argument_group(f"the {policy} arms ({cls.__name__})")
-            add_policy_options(group, policy, unset=_UNSET, aliases={"snooze_factor": ["--factor"]})
+            add_policy_options(group, policy, unset=_UNSET)
     add_options(parser, TrainConfig, TRAIN_OPTIONS)
     parser.add_argument(
         "--jobs",
@@ -125,22 +125,20 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from snooze.cli._options import build, override, values
+    from snooze.cli._options import build, checked_policy_options, override, values
     from snooze.core._json import read_json
     from snooze.core.config import SchedulerConfig
     from snooze.core.errors import StateError
-    from snooze.core.options import POLICIES, options_class
+    from snooze.core.options import POLICIES
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
     from snooze.trainer.config import TrainConfig
 
     _check(args)
-    settings = values(args, ARM_OPTIONS)
-    for policy in POLICIES:  # each policy's options, checked now (by its options class), before anything is trained
-        given = values(args, [key for key, _, _ in options_class(POLICIES, policy).flat_fields(policy)])
-        build(SchedulerConfig, given, policy=policy)
-        settings.update(given)
-    build(SchedulerConfig, values(args, ARM_OPTIONS))
+    settings: dict[str, Any] = values(args, ARM_OPTIONS)
+    build(SchedulerConfig, settings)
+    # each policy's options, checked now (by its options class), before anything is trained
+    settings["options"] = {policy: checked_policy_options(args, policy) for policy in POLICIES}
     train_options = values(args, TRAIN_OPTIONS)
     build(TrainConfig, train_options)
     profile = override(PROFILES[args.profile], values(args, PROFILE_OPTIONS))

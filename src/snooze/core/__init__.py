@@ -4,7 +4,7 @@ The step loop in numbers (docs/concepts.md, "The step loop"):
 
 >>> import snooze
 >>> sched = snooze.Scheduler({"math": [{"id": f"q{i}"} for i in range(6)]},
-...                          snooze.SchedulerConfig(batch_size=2, group_size=4, snooze_factor=2))
+...                          snooze.SchedulerConfig(batch_size=2, group_size=4, options=snooze.SnoozeOptions(factor=2)))
 >>> cands = sched.propose()
 >>> [c.id for c in cands]
 ['q0', 'q1']
@@ -34,7 +34,7 @@ from snooze.core.policies.predictive import PredictiveOptions
 from snooze.core.policies.snooze import SnoozeOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
-from snooze.core.types import Batch, Candidate, Candidates, RolloutFn
+from snooze.core.types import PLACES, Batch, Candidate, Candidates, RolloutFn, StepRecord
 
 __all__ = [
     "Scheduler",
@@ -47,6 +47,8 @@ __all__ = [
     "Candidate",
     "Candidates",
     "Batch",
+    "StepRecord",
+    "PLACES",
     "RolloutFn",
     "Source",
     "as_source",

@@ -163,8 +163,8 @@ class Diagnosis:
             log.warning(
                 "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group "
                 "%.0f%% of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups "
-                "so far. "
-                "Lower snooze_factor (or predict_margin), or use policy='dynamic_sampling' to skip nothing",
+                "so far. Lower SnoozeOptions.factor (or PredictiveOptions.margin), or use policy='dynamic_sampling' "
+                "to skip nothing",
                 t["audit_groups"],
                 audit_share,
                 100 * audited,

@@ -2,10 +2,10 @@
 generation round that raises (docs/concepts.md, "The step loop").
 
 Each component keeps its own state and offers ``snapshot()`` / ``restore(snap)`` of it: the streams
-their position, the mix its encounter counts, the pending set and the buffers their columns (replaced,
-never written in place, so keeping them is O(1)), the metrics their counts, the policy its run-level
-state, and the prompt memory a journal of the rows written since its snapshot (undo costs the rows a
-round touched, never a copy of the memory; its cached counts come back with them).
+their position, the mix its encounter counts, the pending set and the step batch their columns
+(replaced, never written in place, so keeping them is O(1)), the metrics their counts, the policy its
+run-level state, and the prompt memory a journal of the rows written since its snapshot (undo costs the
+rows a round touched, never a copy of the memory; its cached counts come back with them).
 """
 
 from __future__ import annotations
@@ -14,20 +14,23 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from snooze.core._buffer import GroupBuffer
+import numpy as np
+
+from snooze.core._draw import drawable
+from snooze.core._json import plain_problem
 from snooze.core._memory import PromptMemory
 from snooze.core._metrics import StepMetrics
 from snooze.core._mixing import Mix
 from snooze.core._pending import PendingSet
-from snooze.core._state import BUFFERS, Parts
+from snooze.core._state import Parts
+from snooze.core._step_batch import StepBatch
 from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
-from snooze.core.policies import Policy, make_policy
+from snooze.core.errors import PolicyConformanceError
+from snooze.core.policies import Context, Policy, make_policy
 from snooze.core.source import Source
 
 __all__ = ["Components"]
-
-_BUFFERS = dict(zip(BUFFERS, ("batch", "surplus", "padding")))  # the state's key -> the component
 
 
 class Components:
@@ -36,39 +39,44 @@ class Components:
     streams: list[DatasetStream]  # per dataset: the order its prompts come up in
     policy: Policy  # what a group's outcome does to its prompt (config.policy)
     memory: PromptMemory  # the per-prompt columns
-    mix: Mix  # dataset weights, encounters drawn, batch quotas
+    mix: Mix  # dataset weights, encounters drawn
     pending: PendingSet  # candidates out for rollout, and the ticket counter
-    batch: GroupBuffer  # groups accepted into this step's batch
-    surplus: GroupBuffer  # acceptable groups that found no room
-    padding: GroupBuffer  # zero-signal groups left out, kept as padding material when on_short='pad'
-    step_metrics: StepMetrics  # the step's counts and the totals (steps and rounds among them)
+    step: StepBatch  # the batch being built: its groups and where each went, rounds, quotas, the close
+    step_metrics: StepMetrics  # the step's counts and the totals (finished steps among them)
 
     def __init__(
         self, sources: Sequence[Source], config: SchedulerConfig, seed: int, run_id: str | None = None
     ) -> None:
-        names, sizes, G = [s.name for s in sources], [len(s) for s in sources], config.group_size
-        self.policy = make_policy(config)
-        self.policy.bind(names, sizes)
+        names, sizes = tuple(s.name for s in sources), tuple(len(s) for s in sources)
+        assert config.options is not None  # (a checked config always holds its policy's options)
+        self.policy = make_policy(config.policy, config.options, Context(names, sizes, config.group_size, seed))
         self.streams = [DatasetStream(s.name, len(s), seed, config.epochs, config.shuffle) for s in sources]
         self.memory = PromptMemory(sizes, self.policy.columns)
         self.mix = Mix(names, config.weights)
         self.pending = PendingSet(sizes, run_id)
-        self.batch, self.surplus, self.padding = GroupBuffer(G), GroupBuffer(G), GroupBuffer(G)
+        self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
         self.step_metrics = StepMetrics(names)
+        self.finite = config.epochs is not None
+
+    def active(self) -> np.ndarray:
+        """``[D]``: the dataset is in the mix and can still give a prompt."""
+        return drawable(self.memory.tables, self.streams, self.mix.weights)
+
+    def supply(self, arriving: np.ndarray | None = None) -> np.ndarray:
+        """``[D]``: groups of the dataset can still reach the batch: it can draw, or (finite epochs: a stream is
+        used up only then) candidates of it are out, or groups of it are ``arriving``. A dataset keeps its
+        quota while so, even when its stream is used up: the round that exhausts it is trained on."""
+        active = self.active()
+        if self.finite:
+            active[self.pending.ds] = True
+            if arriving is not None:
+                active[arriving] = True
+            active &= self.mix.weights > 0
+        return active
 
     def _undoable(self) -> list[Any]:
         """Every component with ``snapshot()`` / ``restore(snap)``; the memory last, so it is restored first."""
-        return [
-            *self.streams,
-            self.mix,
-            self.pending,
-            self.batch,
-            self.surplus,
-            self.padding,
-            self.step_metrics,
-            self.policy,
-            self.memory,
-        ]
+        return [*self.streams, self.mix, self.pending, self.step, self.step_metrics, self.policy, self.memory]
 
     @contextmanager
     def round(self) -> Iterator[None]:
@@ -85,23 +93,26 @@ class Components:
         finally:
             self.memory.release()
 
-    def new_step(self) -> GroupBuffer:
-        """Empty the step's buffers for the next step; returns the surplus that was in them."""
-        surplus, G = self.surplus, self.batch.group_size
-        self.batch, self.surplus, self.padding = GroupBuffer(G), GroupBuffer(G), GroupBuffer(G)
-        return surplus
-
     # -- state ------------------------------------------------------------------------------------
     def state_parts(self) -> Parts:
-        """Every component's ``state_dict()``."""
+        """Every component's ``state_dict()``; a policy state the saved format cannot hold is a
+        :class:`PolicyConformanceError` naming the policy and the value."""
+        policy = self.policy.state_dict()
+        problem = plain_problem(policy, "state_dict()")
+        if problem:
+            raise PolicyConformanceError(
+                f"policy {self.policy.name!r}: its {problem}; a policy's state may hold only dicts with string "
+                "keys, lists, strings, booleans, integers, finite floats and None (docs/concepts.md, "
+                '"Writing a policy"), so that it can be saved'
+            )
         return Parts(
             streams=[s.state_dict() for s in self.streams],
             memory=self.memory.state_dict(),
             mix=self.mix.state_dict(),
             pending=self.pending.state_dict(),
-            buffers={key: getattr(self, name).state_dict() for key, name in _BUFFERS.items()},
+            step=self.step.state_dict(),
             metrics=self.step_metrics.state_dict(),
-            policy=self.policy.state_dict(),
+            policy=policy,
         )
 
     def load_parts(self, parts: Parts, config: SchedulerConfig) -> None:
@@ -116,5 +127,4 @@ class Components:
         for component, part in loads:
             component.load_state_dict(part)
         self.pending.load_state_dict(parts.pending, now=self.step_metrics.steps)  # no candidate drawn in the future
-        for key, name in _BUFFERS.items():
-            getattr(self, name).load_state_dict(parts.buffers[key], self.memory.sizes, name, config.reward_bounds)
+        self.step.load_state_dict(parts.step, self.memory.sizes, config.reward_bounds)

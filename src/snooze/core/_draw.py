@@ -7,7 +7,8 @@ times the total. The walk takes encounters in that order until it has met ``need
 a prompt is *skipped* when its snooze counter is above 0 (the counter goes down by one) or the
 policy's skip mask says so, and *passed over* (blocked) when it is retired or excluded. A share
 ``config.audit`` of the encounters the policy skips (asleep, masked or retired; never excluded ones) is
-*audited*: met as if awake, and flagged (:mod:`._audit`), while its counter goes down as for any skip.
+*audited*: met as if awake, and flagged (:mod:`._audit`), while its counter goes down as for any skip
+(``audit``: the share, ``SchedulerConfig.audit``).
 Everything met on the way is spent; the rest of the stream is untouched. ``mix="stream"`` walks every dataset by weight;
 ``mix="quota"`` walks one dataset at a time, for the candidates its open quota is allotted.
 
@@ -46,9 +47,8 @@ class Walk:
     __slots__ = ("parts", "encounters", "skipped", "blocked", "auditable")
 
     def __init__(self, datasets: int) -> None:
-        self.parts: list[
-            tuple[np.ndarray | int, np.ndarray, np.ndarray]
-        ] = []  # per pass: (owners or dataset, rows, audit)
+        # per pass: (owners or dataset, rows, audit)
+        self.parts: list[tuple[np.ndarray | int, np.ndarray, np.ndarray]] = []
         self.encounters, self.skipped, self.blocked = [0] * datasets, [0] * datasets, [0] * datasets
         self.auditable = 0
 
@@ -98,8 +98,9 @@ def _encounters_for(table: PromptTable, k: int) -> int:
     return max(int(k * 1.1 * n / awake) + 16, _MIN_CHUNK)
 
 
-def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> _Peek:
-    """The next (up to) ``m`` encounters of the current epoch; changes nothing."""
+def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, share: float) -> _Peek:
+    """The next (up to) ``m`` encounters of the current epoch, ``share`` of the skipped ones audited; changes
+    nothing."""
     rows = stream.peek(m)  # [m] rows, distinct within an epoch
     counter = table.counter[rows]
     awake = counter == 0
@@ -108,7 +109,6 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int) -> 
     masked = None if policy.skip_mask is None else policy.skip_mask(table, stream, rows, awake)
     if masked is not None:
         awake = awake & ~masked
-    share = policy.config.audit
     if not share:
         return _Peek(rows, awake, counter, masked, None, None)
     auditable = ~awake & ((table.flags[rows] & EXCLUDED) == 0) if table.n_blocked else ~awake
@@ -142,11 +142,12 @@ def walk(
     drawn: np.ndarray,
     need: int,
     only: int | None = None,
+    audit: float = 0.0,
 ) -> Walk:
     """Walk the mixed stream of the datasets with a weight above 0 (``only``: of that one dataset)
     until ``need`` awake prompts are met, fewer when the data runs out. ``drawn``: each dataset's
     encounters so far in the mixed stream (where its stride schedule starts)."""
-    walker = _Walker(tables, streams, policy, weights, drawn)
+    walker = _Walker(tables, streams, policy, weights, drawn, audit)
     among = range(len(tables)) if only is None else (only,)
     while need > 0:
         active = walker.active(among)
@@ -171,8 +172,10 @@ class _Walker:
         policy: Policy,
         weights: np.ndarray,
         drawn: np.ndarray,
+        audit: float,
     ) -> None:
         self.tables, self.streams, self.policy, self.weights, self.drawn = tables, streams, policy, weights, drawn
+        self.audit = audit
         self.w = weights.tolist()
         self.out = Walk(len(tables))
         masked = policy.skip_mask is not None and policy.patience is not None
@@ -189,7 +192,7 @@ class _Walker:
     def leap(self, active: list[int]) -> bool:
         """Nothing awake: count down by arithmetic, not pass by pass (not under the audit: a skipped
         encounter may be audited). Whether it spent anything."""
-        if self.policy.config.audit or not all(asleep_all(self.tables[d]) for d in active):
+        if self.audit or not all(asleep_all(self.tables[d]) for d in active):
             return False
         leapt = leap(self.tables, self.streams, self.weights, self.drawn + np.array(self.out.encounters), active)
         for d, used, skipped, blocked, down, _by in leapt:
@@ -199,7 +202,7 @@ class _Walker:
 
     def one(self, d: int, need: int) -> int | None:
         """One pass over one dataset (the mixed stream is its own stream): awake prompts met, ``None`` if none left."""
-        peek = _peek(self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need))
+        peek = _peek(self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need), self.audit)
         cut, met = _cut(peek.awake, need)
         if cut == 0:
             return None
@@ -212,7 +215,7 @@ class _Walker:
         """One pass over several datasets, in mixed-stream order: awake prompts met, ``None`` if none left."""
         t, s = self.tables, self.streams
         peeks, owners, awake, rows, audit = _mixed_pass(
-            t, s, self.policy, self.weights, active, self.drawn + self.out.encounters, need
+            t, s, self.policy, self.weights, active, self.drawn + self.out.encounters, need, self.audit
         )
         cut, met = _cut(awake, need)
         if cut == 0:
@@ -311,6 +314,7 @@ def _mixed_pass(
     active: list[int],
     drawn: np.ndarray,
     need: int,
+    share: float,
 ) -> tuple[dict[int, _Peek], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One pass over several datasets: peek each, then order the encounters by stride scheduling.
     Returns ``(peeks, owners, awake, rows, audit)`` of at most ``m`` encounters in mixed-stream order.
@@ -324,7 +328,7 @@ def _mixed_pass(
     # encounters to examine at once: sized from the share awake, so one pass usually does
     m = max(int(sum(p[d] * _encounters_for(tables[d], need) for d in active)), 64)
     want = np.where(on, np.ceil(m * p).astype(np.int64) + 1, 0)
-    peeks = {d: _peek(tables[d], streams[d], policy, int(want[d])) for d in active}
+    peeks = {d: _peek(tables[d], streams[d], policy, int(want[d]), share) for d in active}
     counts = np.zeros(D, dtype=np.int64)
     for d, pk in peeks.items():
         counts[d] = pk.rows.shape[0]  # short where an epoch ends

@@ -13,6 +13,7 @@ can be walked, compared and written again without running out of stack.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 from snooze.core._files import read_regular
 from snooze.core.errors import SnoozeError
 
-__all__ = ["parse_json", "read_json", "MAX_DEPTH"]
+__all__ = ["parse_json", "read_json", "plain_problem", "MAX_DEPTH"]
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted (snooze's own files nest a few levels deep)."""
@@ -80,3 +81,25 @@ def _depth(value: Any) -> int:
             if level <= MAX_DEPTH:  # deeper than the limit is known to be too deep
                 todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
     return deepest
+
+
+def plain_problem(value: Any, where: str) -> str | None:
+    """Where ``value`` holds something the saved format does not give back as it was, ``None`` when nothing:
+    only dicts with string keys, lists, strings, booleans, integers, finite floats and ``None`` are plain (a
+    numpy number or array, a tuple, NaN are not)."""
+    todo = [(value, where)]
+    while todo:
+        item, at = todo.pop()
+        kind = type(item)
+        if kind is dict:
+            bad = next((k for k in item if type(k) is not str), None)
+            if bad is not None:
+                return f"{at} has the key {bad!r} ({type(bad).__name__}; keys must be strings)"
+            todo += [(v, f"{at}[{k!r}]") for k, v in item.items()]
+        elif kind is list:
+            todo += [(v, f"{at}[{i}]") for i, v in enumerate(item)]
+        elif kind is float and not math.isfinite(item):
+            return f"{at} is {item!r}, not a finite number"
+        elif kind not in (str, int, float, bool, type(None)):
+            return f"{at} is a {kind.__module__}.{kind.__qualname__}"
+    return None

@@ -1,11 +1,12 @@
 """Per-step and cumulative metrics under the names docs/metrics.md lists (docs/concepts.md, "Metrics").
 
-Every generated or carried-in group ends a step in exactly one place, so per dataset and in total::
+Every generated or carried-in group ends a step in exactly one place (the step's
+:class:`~snooze.core.types.StepRecord`), so per dataset and in total::
 
     gen_groups + carried_in == batch_groups + dropped + discarded + carried_out
 
-:class:`StepMetrics` counts while the step runs; at its end the scheduler hands over a
-:class:`StepEnd` (the batch and a few levels of its state) and gets the flat metrics dict back.
+:class:`StepMetrics` counts draws and reports while the step runs; at its end the scheduler hands over a
+:class:`StepEnd` (the step's record and a few levels of its state) and gets the flat metrics dict back.
 """
 
 from __future__ import annotations
@@ -18,12 +19,21 @@ import numpy as np
 from snooze.core._audit import Diagnosis
 from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL
+from snooze.core.types import PLACES, StepRecord
 
 __all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
 
-_DS_KEYS = ("gen_groups", "signal", "dropped", "skipped", "discarded", "carried_out", "carried_in")
+_DS_KEYS = ("gen_groups", "signal", "skipped")
+_FROM_RECORD = {  # per-dataset count -> the places of the step's record it counts
+    "dropped": ("dropped", "too_stale"),
+    "discarded": ("discarded",),
+    "carried_out": ("carried",),
+    "batch": ("trained", "padded"),
+    "padded": ("padded",),
+}
+_RECORD_COUNTS = np.array([[p in places for places in _FROM_RECORD.values()] for p in PLACES], dtype=np.int64)
+"""``[places, keys]``: 1 where a place counts towards a key of :data:`_FROM_RECORD`."""
 _SCALARS = (
-    "gen/rounds",
     "gen/cancelled",
     "snooze/skipped",
     "snooze/new",
@@ -43,9 +53,8 @@ TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dr
 class StepEnd(NamedTuple):
     """What the metrics of a finished step need from the scheduler."""
 
-    batch_ds: np.ndarray  # [B] dataset of each group in the batch
-    batch_signal: np.ndarray  # [B] whether each group carries signal
-    padded: int  # zero-signal groups added by on_short="pad"
+    record: StepRecord  # where every group of the step went
+    rounds: int  # generation rounds of the step
     starved: np.ndarray  # [D] quota mode: the dataset could not fill its quota
     group_size: int
     asleep: Sequence[int]  # [D] prompts with a snooze counter above 0, per dataset
@@ -59,31 +68,24 @@ class StepEnd(NamedTuple):
 class StepMetrics:
     """Counters for the step in progress, plus running totals. Its whole state is JSON-safe.
 
-    It is the one place that counts generation rounds and finished steps: the scheduler's ``round``
-    and ``step_index`` are :attr:`rounds` and :attr:`steps`."""
+    It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
         self.diagnosis = Diagnosis()  # the audit's counts and the exhaustion window (snooze.core._audit)
-        self.start_step(np.empty(0, dtype=np.int32))
-
-    @property
-    def rounds(self) -> int:
-        """Generation rounds of the step in progress."""
-        return self.scalars["gen/rounds"]
+        self.start_step()
 
     @property
     def steps(self) -> int:
         """Steps finished."""
         return self.totals["steps"]
 
-    def start_step(self, carried_in: np.ndarray) -> None:
+    def start_step(self) -> None:
         D = len(self.names)
         self.scalars: dict[str, int] = {k: 0 for k in _SCALARS}
         self.outcomes = np.zeros(len(OUTCOME_NAMES), dtype=np.int64)
         self.ds = {k: np.zeros(D, dtype=np.int64) for k in _DS_KEYS}
-        self.ds["carried_in"] += np.bincount(carried_in, minlength=D)
 
     def snapshot(self) -> tuple[Any, ...]:
         """A copy of every count, for :meth:`restore` (a withdrawn round; cheaper than ``state_dict``)."""
@@ -142,27 +144,27 @@ class StepMetrics:
         self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
         self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
 
-    def add_dropped(self, ds: np.ndarray) -> None:
-        self.ds["dropped"] += self._bincount(ds)
-
-    def add_discarded(self, ds: np.ndarray) -> None:
-        self.ds["discarded"] += self._bincount(ds)
-
-    def close_surplus(self, ds: np.ndarray, carried: bool) -> None:
-        self.ds["carried_out" if carried else "discarded"] += self._bincount(ds)
-
     def finish(self, end: StepEnd) -> dict[str, Any]:
-        """The finished step's flat metrics dict; advances the totals (``steps`` among them)."""
-        if end.padded:  # padding came out of the dropped pile
-            self.ds["dropped"] -= self._bincount(end.batch_ds[~end.batch_signal])
+        """The finished step's flat metrics dict; advances the totals (``steps`` among them) and starts the
+        next step's counts."""
+        placed = self._placed(end.record)
         gen = int(self.ds["gen_groups"].sum())
-        train = int(end.batch_signal.sum())
+        train = int(np.count_nonzero(end.record.where("trained", "padded") & (end.record.outcome == SIGNAL)))
         out: dict[str, Any] = {"step": self.steps}
-        self._generation(out, gen, train, end)
-        self._advance_totals(gen, train, end.group_size)
+        self._generation(out, gen, train, placed, end)
+        self._advance_totals(gen, train, placed, end)
         self.diagnosis.finish(out, end.bound, gen, train, end.audit)
-        self._per_dataset(out, end)
+        self._per_dataset(out, placed, end)
+        self.start_step()
         return out | self.cumulative()
+
+    def _placed(self, record: StepRecord) -> dict[str, np.ndarray]:
+        """``[D]`` counts of the record: each of :data:`_FROM_RECORD`, ``batch``, ``padded``, ``carried_in``."""
+        D, P = len(self.names), len(PLACES)
+        by = np.bincount(record.ds * P + record.place, minlength=D * P).reshape(D, P) @ _RECORD_COUNTS  # [D, keys]
+        out = dict(zip(_FROM_RECORD, by.T))
+        out["carried_in"] = self._bincount(record.ds[record.carried_in])
+        return out
 
     def cumulative(self) -> dict[str, Any]:
         """The running totals as metrics (``total/*``, the audit's among them), as :meth:`finish` gives them."""
@@ -172,24 +174,26 @@ class StepMetrics:
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
         return out
 
-    def _generation(self, out: dict[str, Any], gen: int, train: int, end: StepEnd) -> None:
-        size = int(end.batch_ds.shape[0])
+    def _generation(
+        self, out: dict[str, Any], gen: int, train: int, placed: dict[str, np.ndarray], end: StepEnd
+    ) -> None:
+        size = int(placed["batch"].sum())
         s = self.scalars
         out |= {
             "gen/groups": gen,
             "gen/rollouts": gen * end.group_size,
-            "gen/rounds": s["gen/rounds"],
+            "gen/rounds": end.rounds,
             "gen/cancelled": s["gen/cancelled"],
             "train/groups": train,
             "train/size": size,
-            "train/padded": int(end.padded),
+            "train/padded": int(placed["padded"].sum()),
             "efficiency": train / gen if gen else 0.0,
         }
         for code, name in enumerate(OUTCOME_NAMES):
             out[f"groups/{name}"] = int(self.outcomes[code])
-        out["groups/dropped"] = int(self.ds["dropped"].sum())
+        out["groups/dropped"] = int(placed["dropped"].sum())
         for key in ("discarded", "carried_in", "carried_out"):
-            out[f"surplus/{key}"] = int(self.ds[key].sum())
+            out[f"surplus/{key}"] = int(placed[key].sum())
         out["snooze/skipped"] = s["snooze/skipped"]
         out["snooze/asleep"] = int(sum(end.asleep))
         out["snooze/new"] = s["snooze/new"]
@@ -204,21 +208,21 @@ class StepMetrics:
         out["async/in_flight_at_draw"] = s["async/out_at_draw"] / s["async/drawn"] if s["async/drawn"] else 0.0
         out["async/redrawn"] = s["async/redrawn"]
 
-    def _advance_totals(self, gen: int, train: int, group_size: int) -> None:
+    def _advance_totals(self, gen: int, train: int, placed: dict[str, np.ndarray], end: StepEnd) -> None:
         t, s = self.totals, self.scalars
         t["gen_groups"] += gen
-        t["rollouts"] += gen * group_size
+        t["rollouts"] += gen * end.group_size
         t["train_groups"] += train
-        t["rounds"] += s["gen/rounds"]
+        t["rounds"] += end.rounds
         t["skipped"] += s["snooze/skipped"] + s["filter/skipped"]
-        t["dropped"] += int(self.ds["dropped"].sum())
-        t["discarded"] += int(self.ds["discarded"].sum())
+        t["dropped"] += int(placed["dropped"].sum())
+        t["discarded"] += int(placed["discarded"].sum())
         t["steps"] += 1
 
-    def _per_dataset(self, out: dict[str, Any], end: StepEnd) -> None:
-        size = int(end.batch_ds.shape[0])
-        groups = self._bincount(end.batch_ds).tolist()
-        ds = {k: v.tolist() for k, v in self.ds.items()}
+    def _per_dataset(self, out: dict[str, Any], placed: dict[str, np.ndarray], end: StepEnd) -> None:
+        groups = placed["batch"].tolist()
+        size = sum(groups)
+        ds = {k: v.tolist() for k, v in (self.ds | placed).items()}
         for d, name in enumerate(self.names):
             g = ds["gen_groups"][d]
             p = f"dataset/{name}/"
@@ -245,8 +249,8 @@ class StepMetrics:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset)."""
         totals = {k: state_int(state["totals"][k], f"metrics totals[{k!r}]") for k in TOTAL_KEYS}
-        scalars = {k: state_int(state["scalars"].get(k, 0), f"metrics scalars[{k!r}]") for k in _SCALARS}
+        scalars = {k: state_int(state["scalars"][k], f"metrics scalars[{k!r}]") for k in _SCALARS}
         outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))
         ds = {k: state_ints(state["ds"][k], f"metrics ds[{k!r}]", (len(self.names),)) for k in _DS_KEYS}
-        self.diagnosis.load_state_dict(state.get("diagnosis", {}))  # absent in states saved before the audit
+        self.diagnosis.load_state_dict(state["diagnosis"])
         self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

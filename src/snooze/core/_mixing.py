@@ -116,9 +116,7 @@ def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     >>> largest_remainder(5, np.array([1.0, 1.0])).tolist()
     [3, 2]
     """
-    w = [
-        float(x) for x in np.asarray(weights, dtype=np.float64).tolist()
-    ]  # a handful of datasets: plain Python is faster
+    w = [float(x) for x in np.asarray(weights, dtype=np.float64).tolist()]  # a handful: plain Python is faster
     total_w = sum(w)
     if total <= 0 or total_w <= 0:
         return np.zeros(len(w), dtype=np.int64)

@@ -175,12 +175,9 @@ class PendingSet:
         }
 
     def load_state_dict(self, state: Mapping[str, Any], now: int | None = None) -> None:
-        """``now``: the steps the saved run had finished (no candidate was drawn later; ``None``: not checked).
-        ``run_id`` ``None`` (a state written before run ids, 0.1.0) keeps this set's own; ``audit`` absent (a
-        state written before the audit): no candidate is an audit; ``step`` absent (a state written before
-        delayed feedback): every candidate was drawn at ``now`` (0 when ``now`` is ``None``)."""
-        run_id = state.get("run_id")
-        if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+        """``now``: the steps the saved run had finished (no candidate was drawn later; ``None``: not checked)."""
+        run_id = state["run_id"]
+        if not isinstance(run_id, str) or not _RUN_ID.match(run_id):
             raise StateError(f"run_id={run_id!r} is not a run id (16 hex digits); the state is corrupt")
         next_ticket = state_int(state["next_ticket"], "next_ticket", 0, INT64_MAX)  # tickets are int64
         arr = state_ints(state["pending"], "pending", (None, 3))
@@ -189,20 +186,17 @@ class PendingSet:
             arr[:, 0].min() < 0 or arr[:, 0].max() >= next_ticket or np.unique(arr[:, 0]).shape[0] != arr.shape[0]
         ):
             raise StateError("array pending holds tickets that were never issued, or twice; the state is corrupt")
-        audit = state_ints(state.get("audit", []), "pending audit tickets", (None,))
+        audit = state_ints(state["audit"], "pending audit tickets", (None,))
         if not np.isin(audit, arr[:, 0]).all():
             raise StateError("the pending audit tickets are not all pending; the state is corrupt")
-        step = state.get("step")
-        if step is None:
-            step = np.full(arr.shape[0], now or 0, dtype=np.int64)
-        step = state_ints(step, "pending step", (arr.shape[0],), 0, now)  # drawn at a step >= 0, never a future one
+        step = state_ints(state["step"], "pending step", (arr.shape[0],), 0, now)  # at a step >= 0, never a future one
         order = np.argsort(arr[:, 0], kind="stable")
         if (np.diff(step[order]) < 0).any():
             raise StateError(
                 "array pending step goes down along the tickets (a later ticket drawn at an earlier step); "
                 "the state is corrupt"
             )
-        self.run_id = run_id if run_id is not None else self.run_id
+        self.run_id = run_id
         self.next_ticket = next_ticket
         self.ticket, self.ds, self.row = arr[order, 0].copy(), arr[order, 1].copy(), arr[order, 2].copy()
         self.audit, self.step = np.isin(self.ticket, audit), step[order].copy()

@@ -8,19 +8,19 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.datasets[d]                 {"name", "size", "fingerprint"} + the stream's {"epoch", "cursor"}
     meta.weights, .drawn             the mix
     meta.next_ticket, arrays.pending the pending set; arrays.pending_step the step each was drawn at
-                                     (absent in states written before delayed feedback: drawn at the saved step)
-    meta.run_id                      the run's id, which every candidate carries (absent in states of 0.1.0)
-    meta.metrics                     the step's counters and the cumulative totals (steps and rounds among them)
-    meta.policy                      the policy's own state, only when it keeps any (none built in)
-    meta.pending_audit               tickets of pending candidates that audit a skipped encounter (absent: none)
+    meta.pending_audit               tickets of pending candidates that audit a skipped encounter
+    meta.run_id                      the run's id, which every candidate carries
+    meta.metrics                     the step's counters and the cumulative totals (finished steps among them)
+    meta.step_batch, arrays.step.*   the step being built: its rounds, and its groups (one row each: prompt,
+                                     ticket, outcome, rewards, audit, carried_in, place, slot in the batch)
+    meta.policy                      the policy's own state, only when it keeps any (predictive's)
     arrays.ds<d>.<column>            the prompt memory (counter, flags, streak; history under skip="history")
-    arrays.<buffer>.<column>         the step's batch, surplus and zero-signal groups
 
 Loading checks the format, the version and that the state belongs to this data and configuration;
 ``migrate=True`` carries prompt memory over by id instead (:func:`_migrate`). Errors of any kind in a
-malformed state become :class:`~snooze.StateError` naming the file. States of earlier releases also hold
-``meta.step`` and ``meta.round`` (copies of the metrics' counts: checked against them when present) and
-``meta.last_metrics`` (the last finished step's metrics: a report, not state; not read).
+malformed state become :class:`~snooze.StateError` naming the file. A state of a pre-release of snooze
+(no ``meta.step_batch``) is refused with a :class:`~snooze.StateError` that says so: this release reads the
+states it writes, nothing older.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._buffer import GroupBuffer
+from snooze.core._groups import Groups
 from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
 from snooze.core._stateful import state_int
@@ -41,12 +41,11 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.errors import StateError, StateMismatchError
 from snooze.core.source import Source, as_source
 
-__all__ = ["Parts", "pack", "unpack", "reading", "STATE_FORMAT", "STATE_VERSION", "BUFFERS"]
+__all__ = ["Parts", "pack", "unpack", "envelope", "reading", "STATE_FORMAT", "STATE_VERSION"]
 
 log = logging.getLogger(__name__)
 STATE_FORMAT = "snooze.scheduler"
 STATE_VERSION = 1
-BUFFERS = ("batch", "surplus", "zero")
 
 
 @dataclass
@@ -57,7 +56,7 @@ class Parts:
     memory: dict[str, Any]
     mix: dict[str, Any]
     pending: dict[str, Any]
-    buffers: dict[str, dict[str, Any]]
+    step: dict[str, Any]
     metrics: dict[str, Any]
     policy: dict[str, Any] = field(default_factory=dict)
 
@@ -74,6 +73,8 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         "run_id": parts.pending["run_id"],
         "drawn": parts.mix["drawn"],
         "metrics": parts.metrics,
+        "pending_audit": parts.pending["audit"],
+        "step_batch": {"rounds": parts.step["rounds"]},
         "datasets": [
             {"name": src.name, "size": len(src), "fingerprint": src.fingerprint, **st}
             for src, st in zip(sources, parts.streams)
@@ -81,13 +82,10 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
     }
     if parts.policy:
         meta["policy"] = parts.policy
-    if parts.pending.get("audit"):  # tickets of pending audit candidates (absent: none, as in older states)
-        meta["pending_audit"] = parts.pending["audit"]
     arrays: dict[str, np.ndarray] = {"pending": parts.pending["pending"], "pending_step": parts.pending["step"]}
     for d, columns in enumerate(parts.memory["datasets"]):
         arrays.update({f"ds{d}.{name}": a for name, a in columns.items()})
-    for name, buf in parts.buffers.items():
-        arrays.update({f"{name}.{col}": a for col, a in buf.items()})
+    arrays.update({f"step.{col}": a for col, a in parts.step["groups"].items()})
     return {"meta": meta, "arrays": arrays}
 
 
@@ -123,19 +121,7 @@ def unpack(
     weights raises :class:`StateMismatchError` unless ``migrate``, and so does one saved under another
     policy when either policy keeps run-level state (``fresh_policy``: this config's policy's state at
     the start of a run; what a migration starts it with)."""
-    meta, arrays = state["meta"], state["arrays"]
-    if not isinstance(meta, Mapping) or not isinstance(arrays, Mapping):
-        raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
-    if meta.get("format") != STATE_FORMAT:
-        raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
-    if meta.get("version") != STATE_VERSION:
-        raise StateError(
-            f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
-            f"{STATE_VERSION}); load it with the snooze release that wrote it"
-        )
-    if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
-        raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
-    _check_header(meta)
+    meta, arrays = envelope(state)
     problems = _mismatches(meta, seed, config, sources) + _policy_mismatch(meta, config, fresh_policy or {})
     if problems and not migrate:
         raise StateMismatchError(
@@ -159,28 +145,36 @@ def unpack(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": arrays["pending"],
-            "step": arrays.get("pending_step"),
-            "run_id": meta.get("run_id"),
-            "audit": meta.get("pending_audit", []),
+            "step": arrays["pending_step"],
+            "run_id": meta["run_id"],
+            "audit": meta["pending_audit"],
         },
-        buffers={name: _prefixed(arrays, name) for name in BUFFERS},
+        step={"rounds": meta["step_batch"]["rounds"], "groups": _prefixed(arrays, "step")},
         metrics=dict(meta["metrics"]),
         policy=dict(meta.get("policy", {})),
     )
 
 
-def _check_header(meta: Mapping[str, Any]) -> None:
-    """``step`` and ``round``, in states of earlier releases, copy counts kept in ``metrics``: they must agree."""
-    if "step" not in meta and "round" not in meta:
-        return
-    step = state_int(meta["step"], "step")
-    rounds = state_int(meta["round"], "round")
-    if step != meta["metrics"]["totals"]["steps"] or rounds != meta["metrics"]["scalars"].get("gen/rounds", 0):
+def envelope(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """``(meta, arrays)`` of a state of this format and version, or a :class:`StateError` saying what it is."""
+    meta, arrays = state["meta"], state["arrays"]
+    if not isinstance(meta, Mapping) or not isinstance(arrays, Mapping):
+        raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
+    if meta.get("format") != STATE_FORMAT:
+        raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
+    if meta.get("version") != STATE_VERSION:
         raise StateError(
-            f"step={step} and round={rounds} disagree with the metrics' counts "
-            f"({meta['metrics']['totals']['steps']} steps, {meta['metrics']['scalars'].get('gen/rounds', 0)} rounds); "
-            "the state is corrupt"
+            f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
+            f"{STATE_VERSION}); load it with the snooze release that wrote it"
         )
+    if "step_batch" not in meta:
+        raise StateError(
+            "this state was written by a pre-release of snooze, whose layout this release does not read (it reads "
+            "the states it writes); finish that run with the release that wrote it, or start the run afresh"
+        )
+    if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
+        raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
+    return meta, arrays
 
 
 def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sources: Sequence[Source]) -> list[str]:
@@ -269,7 +263,7 @@ def _migrate(
         drawn[d] = state_int(int(meta["drawn"][i]), f"drawn[{i}]")
     metrics = StepMetrics(names)  # a fresh step; the totals carry on
     metrics.totals = {k: int(meta["metrics"]["totals"][k]) for k in metrics.totals}
-    metrics.diagnosis.load_state_dict(meta["metrics"].get("diagnosis", {}))  # the audit's totals carry on too
+    metrics.diagnosis.load_state_dict(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
     metrics.diagnosis.start_step()
     log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
     return Parts(
@@ -279,9 +273,11 @@ def _migrate(
         pending={
             "next_ticket": meta["next_ticket"],
             "pending": np.empty((0, 3), dtype=np.int64),
-            "run_id": meta.get("run_id"),
+            "step": np.empty(0, dtype=np.int64),
+            "run_id": meta["run_id"],
+            "audit": [],
         },
-        buffers={name: GroupBuffer(config.group_size).state_dict() for name in BUFFERS},
+        step={"rounds": 0, "groups": Groups(config.group_size).state_dict()},
         metrics=metrics.state_dict(),
     )
 

@@ -10,24 +10,15 @@ layout they are saved in is :mod:`snooze.core._state`'s business, not theirs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from snooze.core._checks import is_int
 from snooze.core.errors import StateError
 
-__all__ = ["Stateful", "state_int", "state_ints", "state_reals", "state_array", "check_rows"]
-
-
-@runtime_checkable
-class Stateful(Protocol):
-    """Anything whose state is saved: the scheduler, its components, a curriculum, a policy."""
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+__all__ = ["state_int", "state_ints", "state_reals", "state_array", "check_rows"]
 
 
 def state_int(value: Any, what: str, low: int = 0, high: int | None = None) -> int:

@@ -108,12 +108,10 @@ def _encode(state: dict[str, Any]) -> tuple[bytes, int]:
 
 
 def _step_of(meta: Mapping[str, Any]) -> int:
-    """The finished steps the state holds, which name its file (``step`` in states of earlier releases)."""
+    """The finished steps the state holds, which name its file (0 for a state that holds no such count)."""
     metrics = meta.get("metrics")
     totals = metrics.get("totals") if isinstance(metrics, Mapping) else None
-    if isinstance(totals, Mapping) and "steps" in totals:
-        return int(totals["steps"])
-    return int(meta.get("step", 0))
+    return int(totals["steps"]) if isinstance(totals, Mapping) and "steps" in totals else 0
 
 
 def _commit(root: Path, data: bytes, step: int) -> Path:
@@ -159,9 +157,7 @@ def read_record(
     sentence) is appended to them. Used by the scheduler's checkpoints and the reference trainer's."""
     tail = f". {fix}" if fix else ""
     try:
-        raw = read_regular(
-            latest, max_bytes + 1
-        )  # a commit record is a few hundred bytes; never read a huge file whole
+        raw = read_regular(latest, max_bytes + 1)  # a commit record is a few hundred bytes; never read a huge file
     except OSError as exc:
         raise StateError(
             f"{latest}: not a readable commit record ({exc.strerror or exc}); the checkpoint is corrupt{tail}"
@@ -204,18 +200,14 @@ def read_committed(file: Path, record: dict[str, Any], what: str, fix: str) -> b
     return data
 
 
-_INNER = (
-    "scheduler",
-    "snooze",
-)  # the scheduler's folder in a reference-trainer step folder; in a TRL or verl checkpoint
+_INNER = ("scheduler", "snooze")  # the scheduler's folder in a reference-trainer step folder; in a TRL/verl one
 
 
 def _committed_dir(record: Path) -> str | None:
     """The folder a training checkpoint's commit record names (the reference trainer's ``{"dir": ...}``)."""
     try:
-        name = parse_json(read_regular(record, _MAX_RECORD), str(record), StateError).get(
-            "dir"
-        )  # bounded, as every read of a record
+        # bounded, as every read of a record
+        name = parse_json(read_regular(record, _MAX_RECORD), str(record), StateError).get("dir")
     except (OSError, StateError, AttributeError):
         return None
     return name if isinstance(name, str) and name and Path(name).name == name else None
@@ -239,9 +231,7 @@ def _read_record(root: Path) -> dict[str, Any]:
     latest = root / "LATEST"
     if not root.is_dir():
         raise StateError(f"{root}: no checkpoint directory here (nothing was saved, or the path is wrong)")
-    if not (
-        latest.exists() or latest.is_symlink()
-    ):  # (anything else there is refused by read_record, saying what it is)
+    if not (latest.exists() or latest.is_symlink()):  # (anything else there read_record refuses, saying what)
         raise StateError(
             f"{latest}: missing, so {root} holds no committed checkpoint (a save that died before its commit "
             "leaves only temporary files, which are never loaded)"
@@ -267,9 +257,8 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
     Returns ``{"meta", "arrays", "path"}``; ``path`` (the state file) lets later checks name the file too.
     """
     root = Path(path)
-    for _ in range(
-        _RETRIES
-    ):  # a save between reading LATEST and opening its file may prune that file: read LATEST again
+    # a save between reading LATEST and opening its file may prune that file: read LATEST again
+    for _ in range(_RETRIES):
         record = _read_record(root)
         file = root / record["file"]
         if file.exists() or _read_record(root)["file"] == record["file"]:

@@ -13,6 +13,7 @@ whether a group carries signal does not depend on the range.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -23,14 +24,13 @@ from snooze.core._checks import as_int, as_real, check_band, check_reward_range,
 from snooze.core.errors import ConfigError
 from snooze.core.options import (
     POLICIES,
+    SKIP_RULES,
     Choices,
     Options,
-    all_flat_names,
     check_known,
     field_choices,
     options_class,
     policy_of,
-    take_flat,
 )
 
 __all__ = [
@@ -38,7 +38,6 @@ __all__ = [
     "Choices",
     "field_choices",
     "config_changes",
-    "migrate",
     "PolicyName",
     "OnShort",
     "OutOfRange",
@@ -69,17 +68,17 @@ class SchedulerConfig:
 
     policy: PolicyName = "dynamic_sampling"
     """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
-    refill, DAPO), ``filter`` (drop; retire too-easy prompts for good), ``snooze`` (drop; skip
-    too-easy prompts for their next ``snooze_factor`` encounters), ``predictive`` (drop; skip an
-    encounter when the prompt's predicted chance of a signal group is below the stream's signal rate).
+    refill, DAPO; ``dapo`` is another name for it), ``filter`` (drop; retire too-easy prompts for good),
+    ``snooze`` (drop; skip too-easy prompts for their next ``SnoozeOptions.factor`` encounters),
+    ``predictive`` (drop; skip an encounter when the prompt's predicted chance of a signal group is below
+    the stream's signal rate).
     The default skips nothing: every skipping policy saves generation at a cost in held-out accuracy
     that depends on the regime (docs/results.md); opt in, and watch ``snooze/audit/*``."""
 
     options: Options | None = None
     """The policy's own options, an instance of its options class (``SnoozeOptions``, ``PredictiveOptions``,
-    ...; a mapping of option name to value is taken too), ``None``: the policy's defaults. The flat names of
-    earlier releases (``snooze_factor=5``, ``predict_margin=1.0``) are taken as keywords and moved here
-    (docs/concepts.md, "Policy options")."""
+    ...; a mapping of option name to value is taken too), ``None``: the policy's defaults (docs/concepts.md,
+    "Policy options")."""
 
     easy_threshold: float = 0.99
     """A no-signal group whose mean is at least this fraction of the reward range is too easy."""
@@ -98,7 +97,7 @@ class SchedulerConfig:
     by ``predictive`` or ``skip="history"``) that are rolled out anyway, to measure what skipping gives up
     (``snooze/audit/*``, docs/concepts.md "The audit"). Chosen per encounter by a hash of (seed, dataset,
     prompt, epoch), so it needs no state; audit groups never change the policy's memory, and only those
-    with signal may be trained on. In [0, 1); 0 turns it off (what a state saved before the field loads with)."""
+    with signal may be trained on. In [0, 1); 0 turns it off."""
 
     max_gen_rounds: int = 8
     """Generation rounds per step before giving up on filling the batch. Never generate forever."""
@@ -148,9 +147,9 @@ class SchedulerConfig:
     step they are reported in."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        """Fields by name (or, in their order, by position); the flat option names of earlier releases
-        (``snooze_factor=5``) are moved into ``options`` (:func:`migrate`). An unknown keyword is a
-        :class:`ConfigError` naming the nearest field, as ``from_dict`` and ``replace`` report it."""
+        """Fields by name (or, in their order, by position). An unknown keyword is a :class:`ConfigError`
+        naming the nearest field, and for a policy's option (``snooze_factor=5``) the options class that
+        holds it, as ``from_dict`` and ``replace`` report it."""
         names = [f.name for f in dataclasses.fields(self)]
         if len(args) > len(names):
             raise ConfigError(
@@ -159,7 +158,10 @@ class SchedulerConfig:
         twice = sorted(set(names[: len(args)]) & set(kwargs))
         if twice:
             raise ConfigError(f"SchedulerConfig: field(s) {twice} given both by position and by name")
-        given = migrate({**dict(zip(names, args)), **kwargs})
+        given = {**dict(zip(names, args)), **kwargs}
+        _check_keywords(given)
+        if isinstance(given.get("options"), Options) and "policy" not in given:
+            given["policy"] = policy_of(given["options"])
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, given.get(f.name, f.default))
         self._check()
@@ -168,6 +170,8 @@ class SchedulerConfig:
         for name, minimum in _INTS.items():
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum))
+        if self.policy == "dapo":  # DAPO's dynamic sampling, by the name of the paper that made it
+            _set(self, "policy", "dynamic_sampling")
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
         for name in ("carry_surplus", "shuffle"):
@@ -208,17 +212,14 @@ class SchedulerConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SchedulerConfig:
-        """Inverse of :meth:`to_dict`, and the one-time migration of a saved config of an earlier release
-        (flat option names, every policy's among them: the options of policies other than the saved one
-        had no effect and are dropped, :func:`migrate`); unknown keys are an error that names them."""
+        """Inverse of :meth:`to_dict`; unknown keys are an error that names them (a field it lacks takes its
+        default)."""
         if not isinstance(data, Mapping):
             raise ConfigError(
                 f"SchedulerConfig.from_dict takes a mapping of field name to value, got {type(data).__name__}"
             )
-        kwargs = {
-            **_LEGACY,
-            **migrate(data),
-        }  # a field a saved config lacks takes the value that keeps its run as it was
+        _check_keywords(data)  # before cls(**data): a key that is not a string must be a ConfigError too
+        kwargs = dict(data)
         for key in ("reward_range", "reward_band"):
             if isinstance(kwargs.get(key), list):  # JSON has no tuples
                 kwargs[key] = tuple(kwargs[key])
@@ -226,8 +227,7 @@ class SchedulerConfig:
 
     def replace(self, **changes: Any) -> SchedulerConfig:
         """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`.
-        A flat option name changes that option of the current options; a new ``policy`` without
-        ``options`` starts from that policy's defaults."""
+        A new ``policy`` without ``options`` starts from that policy's defaults."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         new_policy = changes.get("policy", self.policy)
         if not (isinstance(new_policy, str) and new_policy == self.policy) and "options" not in changes:
@@ -237,17 +237,17 @@ class SchedulerConfig:
 
 def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
     """``"options.factor: saved 5, now 2"`` for each field (and option) of ``now`` that differs from
-    ``saved`` (a state's ``meta.config``, migrated first when an earlier release wrote it; a field it
-    lacks counts as its default).
+    ``saved`` (a state's ``meta.config``; a field it lacks counts as its default).
 
-    >>> config_changes(SchedulerConfig(snooze_factor=5).to_dict(), SchedulerConfig(snooze_factor=2))
+    >>> snooze = SchedulerConfig(policy="snooze")
+    >>> config_changes(snooze.to_dict(), snooze.replace(options={"factor": 2}))
     ['options.factor: saved 5, now 2']
     """
     try:
         saved = SchedulerConfig.from_dict(saved).to_dict()
     except ConfigError:  # a damaged saved config: compared as it is (each damaged field counts as changed)
         pass
-    default = _flat_items({**SchedulerConfig(policy=now.policy).to_dict(), **_LEGACY})
+    default = _flat_items(SchedulerConfig(policy=now.policy).to_dict())
     current, before = _flat_items(now.to_dict()), _flat_items(saved)
     return [
         f"{k}: saved {before.get(k, default.get(k))!r}, now {v!r}"
@@ -276,10 +276,6 @@ def _differs(saved: Any, now: Any) -> bool:
 
 _AUDIT_ALLOWED = "a finite number in [0, 1) (0.05: one in twenty skipped encounters is rolled out; 0: no audit)"
 
-_LEGACY: dict[str, Any] = {"audit": 0.0}
-"""Fields added after states were first saved, with the value a config saved without them means: the
-behaviour before the field existed (``audit=0``), so a saved run continues exactly."""
-
 _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1, "max_staleness": 0}
 """Integer fields and their minimum."""
 _OPTIONAL = ("gen_batch_size", "epochs", "max_staleness")
@@ -287,68 +283,41 @@ _OPTIONAL = ("gen_batch_size", "epochs", "max_staleness")
 
 
 def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
-    object.__setattr__(
-        cfg, name, value
-    )  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+    # frozen: the checked value (a numpy number as a Python one) replaces the given one
+    object.__setattr__(cfg, name, value)
 
 
-def migrate(given: Mapping[str, Any]) -> dict[str, Any]:
-    """``SchedulerConfig`` keywords with the flat option names moved into ``options``, the options built
-    (an error names the flat name it came from); a key that is neither a field nor a flat name is a
-    :class:`ConfigError` naming the nearest name.
-
-    Each registered policy's options have flat names (:func:`snooze.core.options.flat_names`:
-    ``snooze_factor`` -> ``SnoozeOptions.factor``, ``history_weight`` -> ``HistoryOptions.weight`` under
-    ``skip="history"``, ``predict_margin`` -> ``PredictiveOptions.margin``, ...). Those of the
-    config's policy set its options (over ``options`` where both are given). With no ``policy`` given,
-    they choose it (``SchedulerConfig(snooze_factor=5)`` is ``policy="snooze"``; the default policy
-    takes no options, so they would otherwise be lost). Given a policy, those of another policy
-    are checked (a bad value is an error still) and dropped: they never had an effect, and a saved
-    config of an earlier release holds every policy's (the one-time migration of old states)."""
-    out = dict(given)
-    if isinstance(out.get("options"), Options) and "policy" not in out:
-        out["policy"] = policy_of(out["options"])
-    policy = out.get("policy", _DEFAULT_POLICY)
-    names = all_flat_names()
-    flat = {k: out.pop(k) for k in list(out) if isinstance(k, str) and k not in _FIELDS and k in names}
-    check_known(SchedulerConfig, out, names)
-    if not flat:
-        return out
-    _check_choice_value("policy", policy, tuple(POLICIES))
-    options, rest = take_flat(policy, out.get("options"), flat)
-    if rest and "policy" not in out:  # no policy written: flat options name the policy they belong to
-        owners = {
-            name for name in POLICIES if set(rest) <= {k for k, _, _ in options_class(POLICIES, name).flat_fields(name)}
-        }
-        if len(owners) != 1:
-            raise ConfigError(
-                f"{', '.join(sorted(rest))}: options of another policy than the default {policy!r}, and no "
-                f"policy was given: add policy=... (one of {', '.join(sorted(POLICIES))})"
-            )
-        policy = out["policy"] = owners.pop()
-        options, rest = take_flat(policy, out.get("options"), flat)
-    if len(rest) < len(flat):
-        try:
-            options = _policy_options(policy, options)
-        except ConfigError as exc:  # name the flat keyword the caller wrote (``predict_margin=0``, not ``margin=0``)
-            text = str(exc)
-            used = {f: k for k, f in _fields_of(policy).items() if k in flat and k not in rest}
-            bad = next((f for f in used if text.startswith(f"{f}=")), None)
-            raise ConfigError(used[bad] + text[len(bad) :] if bad else text) from None
-        out["options"] = options
-    for key, value in rest.items():  # another policy's: checked as its options would check it, then dropped
-        cls, field = names[key]
-        try:
-            cls.from_dict({field: value})
-        except ConfigError as exc:
-            text = str(exc)
-            raise ConfigError(key + text[len(field) :] if text.startswith(f"{field}=") else text) from None
-    return out
+def _check_keywords(given: Mapping[str, Any]) -> None:
+    """An unknown keyword is a :class:`ConfigError` naming the nearest field; one that names a policy's
+    option (``snooze_factor``, ``predict_margin``, ``history_weight``) says which options class holds it."""
+    unknown = [k for k in given if k not in _FIELDS]
+    hints = [f"{k!r} is {hint}" for k in unknown if isinstance(k, str) for hint in [_option_hint(k)] if hint]
+    check_known(SchedulerConfig, given, hint=hints[0] + "; " if hints else "")
 
 
-def _fields_of(policy: str) -> dict[str, str]:
-    """Flat name -> field of every option of the policy's options (the names an error may start with)."""
-    return {key: field for key, _, field in options_class(POLICIES, policy).flat_fields(policy)}
+def _option_hint(key: str) -> str | None:
+    """``"snooze_factor"`` -> ``"options=SnoozeOptions(factor=...) with policy='snooze'"``: the option of a
+    registered policy or skip rule that ``key`` names (``<name>_<field>`` or ``<field>_<name>`` in any word
+    order, or a close spelling), ``None`` when it names none."""
+    spelled: dict[str, tuple[str, str, type[Options], str]] = {}
+    for registry, kind in ((POLICIES, "policy"), (SKIP_RULES, "skip")):
+        for name in registry:
+            cls = options_class(registry, name)
+            for f in dataclasses.fields(cls):
+                for form in (f"{name}_{f.name}", f"{f.name}_{name}", f.name):
+                    spelled.setdefault(form, (kind, name, cls, f.name))
+    same_words = [form for form in spelled if sorted(form.split("_")) == sorted(key.split("_"))]
+    close = same_words or difflib.get_close_matches(key, spelled, n=1, cutoff=0.75)
+    near = spelled[close[0]] if close else None
+    if near is None:
+        return None
+    kind, name, cls, field = near
+    if kind == "skip":
+        return (
+            f"option {field!r} of skip rule {name!r}: policy='snooze', "
+            f"options=SnoozeOptions(skip={name!r}, rule={cls.__name__}({field}=...))"
+        )
+    return f"option {field!r} of policy {name!r}: policy={name!r}, options={cls.__name__}({field}=...)"
 
 
 def _policy_options(policy: str, options: Any) -> Options:
@@ -376,4 +345,3 @@ def _check_choice_value(name: str, value: Any, allowed: tuple[Any, ...]) -> None
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SchedulerConfig))
-_DEFAULT_POLICY = next(f.default for f in dataclasses.fields(SchedulerConfig) if f.name == "policy")

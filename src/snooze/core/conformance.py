@@ -10,7 +10,8 @@ deterministic rewards and checks, step by step,
   ``Changes(new=...)`` desyncs ``snooze/asleep``, and is caught here);
 - **rejected calls**: a report with a NaN reward, or a round whose rollout raises, leaves the state as
   it was;
-- **state round-trip**: ``state_dict`` loaded into a fresh scheduler gives the same ``state_dict``;
+- **state round-trip**: ``state_dict``, saved to a checkpoint and loaded into a fresh scheduler, gives the
+  same ``state_dict`` (a policy state that is not plain JSON fails here, not at a run's first save);
 - **exact resume**: a run saved half-way and resumed proposes, trains on and counts exactly what the
   uninterrupted run does.
 
@@ -20,14 +21,16 @@ The first rule broken is a :class:`~snooze.PolicyConformanceError` naming it and
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from snooze.core._memory import BLOCKED, RETIRED
+from snooze.core.checkpoint import load_state, save_state
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import ConfigError, PolicyConformanceError, RewardError
+from snooze.core.errors import ConfigError, PolicyConformanceError, RewardError, StateError
 from snooze.core.options import POLICIES
 from snooze.core.scheduler import Scheduler
 
@@ -50,19 +53,11 @@ def _rewards(cands: Any, group_size: int) -> np.ndarray:
     return out
 
 
-def _flat(state: Mapping[str, Any]) -> dict[str, Any]:
-    arrays = {k: (v.dtype.str, v.shape, v.tobytes()) for k, v in state["arrays"].items()}
-    return {"meta": state["meta"], "arrays": arrays}
-
-
 def _same_state(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    fa, fb = _flat(a), _flat(b)
-    bad = [f"meta.{k}" for k in sorted(set(fa["meta"]) | set(fb["meta"])) if fa["meta"].get(k) != fb["meta"].get(k)]
-    return bad + [
-        f"array {k}"
-        for k in sorted(set(fa["arrays"]) | set(fb["arrays"]))
-        if fa["arrays"].get(k) != fb["arrays"].get(k)
-    ]
+    """The parts (``meta.<key>``, ``array <name>``) where states ``a`` and ``b`` differ."""
+    arrays = [{k: (v.dtype.str, v.shape, v.tobytes()) for k, v in s["arrays"].items()} for s in (a, b)]
+    parts = [("meta.", a["meta"], b["meta"]), ("array ", *arrays)]
+    return [f"{p}{k}" for p, x, y in parts for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
 
 
 def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
@@ -71,11 +66,7 @@ def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
 
 def _check_counts(sched: Scheduler, where: str) -> None:
     for d, t in enumerate(sched.tables):
-        held = (
-            int(np.count_nonzero(t.counter)),
-            int(np.count_nonzero(t.flags & RETIRED)),
-            int(np.count_nonzero(t.flags & BLOCKED)),
-        )
+        held = tuple(int(np.count_nonzero(x)) for x in (t.counter, t.flags & RETIRED, t.flags & BLOCKED))
         cached = (t.n_asleep, t.n_retired, t.n_blocked)
         if held != cached:
             raise _fail(
@@ -176,17 +167,12 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
     half = Scheduler(_datasets(), cfg, seed=seed)
     for _ in range(steps // 2):
         half.step(rollout)
-    state = half.state_dict()
-    again = Scheduler(_datasets(), cfg, seed=seed)
-    again.load_state_dict(state)
+    state, where = half.state_dict(), f"at step {steps // 2}"
+    again = _reloaded(state, cfg, seed, where)
     changed = _same_state(state, again.state_dict())
     if changed:
-        raise _fail(
-            "state round-trip",
-            f"at step {steps // 2}",
-            f"state_dict -> load_state_dict -> state_dict changed {changed[:5]}",
-        )
-    _check_rejected(_loaded(state, cfg, seed), f"at step {steps // 2}")
+        raise _fail("state round-trip", where, f"save -> load -> state_dict changed {changed[:5]}")
+    _check_rejected(_reloaded(state, cfg, seed, where), where)
     for k in range(steps // 2, steps):
         batch = again.step(rollout)
         got = ([(c.dataset, c.id) for c in batch.candidates], batch.metrics)
@@ -204,7 +190,13 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
         _check_counts(again, f"after step {k + 1} (resumed)")
 
 
-def _loaded(state: Mapping[str, Any], cfg: SchedulerConfig, seed: int) -> Scheduler:
+def _reloaded(state: dict[str, Any], cfg: SchedulerConfig, seed: int, where: str) -> Scheduler:
+    """A scheduler that loads ``state`` as a resumed run does: written to a checkpoint, read back, loaded."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            saved = load_state(save_state(tmp, state).parent)
+        except StateError as exc:
+            raise _fail("state round-trip", where, f"the state does not survive a save and a load: {exc}") from None
     sched = Scheduler(_datasets(), cfg, seed=seed)
-    sched.load_state_dict(state)
+    sched.load_state_dict(saved)
     return sched

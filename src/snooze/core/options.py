@@ -2,16 +2,14 @@
 
 A policy's knobs are a frozen dataclass of its own, subclassing :class:`Options`, named by the
 policy's ``Options`` attribute; :class:`~snooze.SchedulerConfig` holds an instance of it as
-``options`` and keeps only the fields of batch construction::
+``options`` and keeps only the fields of batch construction. That is the one spelling of an option::
 
     SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=5))
     SchedulerConfig(options=PredictiveOptions(margin=1.0))      # policy read from the options' class
     SchedulerConfig(policy="snooze", options={"factor": 5})     # a mapping: the policy's class built from it
 
-Each option also has a *flat name* (``SnoozeOptions.factor`` is ``snooze_factor``): the keyword the
-config took before the options had classes of their own. ``SchedulerConfig(snooze_factor=5)``, a
-saved config of an earlier release and the command line (``--snooze-factor``) go through it; a flat
-name is the options class's ``flat`` entry, or ``<registered name>_<field>``.
+An options field may hold the options of another registry's plug-in (``SnoozeOptions.rule`` holds its
+skip rule's): the class says so in :attr:`Options.nested`, and the CLI makes flags of those too.
 
 This module imports nothing from :mod:`snooze.core.policies` (the policies import it): the config
 reads the registries here, filled when the policies are imported (:mod:`snooze.core` does so).
@@ -23,7 +21,7 @@ import dataclasses
 import difflib
 import functools
 import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
@@ -38,9 +36,6 @@ __all__ = [
     "POLICIES",
     "SKIP_RULES",
     "options_class",
-    "flat_names",
-    "all_flat_names",
-    "take_flat",
     "policy_of",
     "check_known",
 ]
@@ -51,9 +46,8 @@ class Options:
     """Base of every options class: frozen, validated in ``check`` (values replaced by the checked
     ones through :meth:`_set`), JSON-safe through :meth:`to_dict` / :meth:`from_dict`."""
 
-    flat: ClassVar[Mapping[str, str | None]] = {}
-    """Field -> its flat name, where it is not ``<registered name>_<field>`` (the names of earlier
-    releases); ``None``: the field has none (an options object nested in this one)."""
+    nested: ClassVar[Mapping[str, Registry[Any]]] = {}
+    """Field -> the registry whose plug-in's options it holds (``SnoozeOptions.rule``: ``SKIP_RULES``)."""
 
     def __post_init__(self) -> None:
         self.check()
@@ -62,9 +56,8 @@ class Options:
         """Validate (and normalise) the fields; raise :class:`ConfigError` naming the field. Nothing by default."""
 
     def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(
-            self, name, value
-        )  # frozen: the checked value (a numpy number as a Python one) replaces the given one
+        # frozen: the checked value (a numpy number as a Python one) replaces the given one
+        object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form: each field by name (a nested options object as its own dict)."""
@@ -77,22 +70,6 @@ class Options:
             raise ConfigError(f"{cls.__name__} takes a mapping of option name to value, got {type(data).__name__}")
         check_known(cls, data)
         return cls(**data)
-
-    @classmethod
-    def flat_fields(cls, name: str) -> list[tuple[str, type[Options], str]]:
-        """``(flat name, options class, field)`` of every option reachable from these options of the
-        registered ``name`` (the CLI makes one flag of each). Its own; extended by a class that nests another's."""
-        return [(key, cls, field) for key, field in flat_names(cls, name).items()]
-
-    @classmethod
-    def take_flat(cls, name: str, base: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
-        """``base`` (options of the registered ``name``, as a dict) with the flat names of ``flat`` that are
-        this class's applied, and taken out of ``flat``. An options class holding another's (``snooze``
-        holds its skip rule's) extends it."""
-        for key, field in flat_names(cls, name).items():
-            if key in flat:
-                base[field] = flat.pop(key)
-        return base
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some options changed (validated again)."""
@@ -111,14 +88,14 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def check_known(cls: type, data: Mapping[Any, Any], also: Iterable[str] = ()) -> None:
-    """An unknown key of dataclass ``cls`` is a :class:`ConfigError` naming it, with the nearest field
-    (or name of ``also``: the flat option names, for ``SchedulerConfig``)."""
+def check_known(cls: type, data: Mapping[Any, Any], hint: str = "") -> None:
+    """An unknown key of dataclass ``cls`` is a :class:`ConfigError` naming it, with the nearest field (or
+    ``hint``, a sentence ending in "; ", when the caller knows better)."""
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - known, key=repr)
     if unknown:
-        near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known | set(also), n=1)]
-        hint = f"did you mean {', '.join(map(repr, near))}? " if near else ""
+        near = [m for k in unknown if isinstance(k, str) for m in difflib.get_close_matches(k, known, n=1)]
+        hint = hint or (f"did you mean {', '.join(map(repr, near))}? " if near else "")
         raise ConfigError(
             f"unknown {cls.__name__} field(s) {', '.join(map(repr, unknown))}; {hint}known fields: {sorted(known)}"
         )
@@ -218,38 +195,6 @@ def _choices_of(tp: Any) -> tuple[Any, ...] | None:
 def options_class(registry: Registry[Any], name: str) -> type[Options]:
     """The options class of the policy (or skip rule) ``name``."""
     return getattr(registry[name], "Options", NoOptions)  # type: ignore[no-any-return]
-
-
-def flat_names(cls: type[Options], name: str) -> dict[str, str]:
-    """Flat name -> field of options class ``cls`` of the registered ``name`` (``{"snooze_factor": "factor", ...}``)."""
-    out = {}
-    for f in dataclasses.fields(cls):
-        key = cls.flat.get(f.name, f"{name}_{f.name}")
-        if key is not None:
-            out[key] = f.name
-    return out
-
-
-def all_flat_names() -> dict[str, tuple[type[Options], str]]:
-    """Every registered flat name -> ``(the options class it belongs to, its field)``, policies' then skip rules'."""
-    out: dict[str, tuple[type[Options], str]] = {}
-    for registry in (POLICIES, SKIP_RULES):
-        for name in registry:
-            cls = options_class(registry, name)
-            for key, field in flat_names(cls, name).items():
-                out.setdefault(key, (cls, field))
-    return out
-
-
-def take_flat(policy: str, options: Any, flat: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """``(options with the flat names of policy's options applied, the flat names left)``. ``options``:
-    ``None``, a mapping or an instance (as ``SchedulerConfig.options`` takes them); returned as a dict
-    when a flat name applied, unchanged otherwise."""
-    cls = options_class(POLICIES, policy)
-    rest = dict(flat)
-    base = options.to_dict() if isinstance(options, Options) else dict(options) if isinstance(options, Mapping) else {}
-    taken = cls.take_flat(policy, base, rest)
-    return (taken if len(rest) < len(flat) else options), rest
 
 
 def policy_of(options: Options) -> str:

@@ -4,18 +4,18 @@ The loop, from the caller's side::
 
     cands = sched.propose()            # snoozed and retired prompts are skipped as they are drawn
     sched.report(cands, rewards)       # [len(cands), G]; signal groups join the step's batch
-    ...repeat until sched.batch_full or max_gen_rounds...
-    batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics
+    ...repeat while sched.wants_round()...
+    batch = sched.finish_step()        # short-batch handling, surplus, advantages, metrics; batch.record
 
 or ``batch = sched.step(rollout_fn)``, which is exactly that loop (an example in numbers:
-:mod:`snooze.core`; the loop itself is ``_step_loop``). The scheduler composes its components
-(``_components``: streams, prompt memory, policy, mix, pending set, buffers, metrics), each owning its state.
+:mod:`snooze.core`). The scheduler composes its components (``_components``: streams, prompt memory,
+policy, mix, pending set, the step batch, metrics), each owning its state; the step batch
+(``_step_batch``) owns everything about the batch being built, and the scheduler asks it.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,31 +23,37 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._buffer import GroupBuffer
 from snooze.core._checks import is_int
 from snooze.core._components import Components
-from snooze.core._draw import Walk, drawable, walk, walk_quota
-from snooze.core._memory import PromptTable
-from snooze.core._metrics import StepMetrics
-from snooze.core._mixing import batch_fits
+from snooze.core._draw import Walk, walk, walk_quota
+from snooze.core._groups import Groups
+from snooze.core._metrics import StepEnd
 from snooze.core._stage import last_wins, named_ids, rows_of
-from snooze.core._state import pack, reading, unpack
-from snooze.core._step_loop import finish_step, run_step
+from snooze.core._state import envelope, pack, reading, unpack
+from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import ConfigError, DataError, StateMismatchError
+from snooze.core.errors import ConfigError, DataError
 from snooze.core.policies import Report
 from snooze.core.source import Source, as_source
-from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, issued_of
+from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
 
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
 
 
-def _part(name: str, doc: str) -> property:
-    """A component of :attr:`Scheduler.parts`, read as an attribute of the scheduler."""
-    return property(lambda self: getattr(self.parts, name), doc=doc)
+def _view(path: str, doc: str) -> property:
+    """A read-only attribute of the scheduler: the part of its components at ``path`` (``"mix.weights"``)."""
+    names = path.split(".")
+
+    def get(self: Scheduler) -> Any:
+        obj: Any = self._parts
+        for name in names:
+            obj = getattr(obj, name)
+        return obj
+
+    return property(get, doc=doc)
 
 
 class Scheduler:
@@ -69,77 +75,52 @@ class Scheduler:
         self.seed = int(seed)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
-        self.parts = Components(self.sources, self.config, self.seed)
+        self._parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
 
-    streams = _part("streams", "per dataset: the order its prompts come up in (``_stream``)")
-    policy = _part("policy", "what a group's outcome does to its prompt (``config.policy``)")
-    memory = _part("memory", "the per-prompt columns (``_memory``)")
-    mix = _part("mix", "dataset weights, encounters drawn, batch quotas (``_mixing``)")
-    pending = _part("pending", "candidates out for rollout, and the ticket counter (``_pending``)")
-    batch = _part("batch", "groups accepted into this step's batch")
-    surplus = _part("surplus", "acceptable groups that found no room")
-    padding = _part("padding", "zero-signal groups left out, kept as padding material when on_short='pad'")
-    step_metrics = _part("step_metrics", "the step's counts and the totals, steps and rounds among them (``_metrics``)")
-
-    # -- one count each, kept by its component ---------------------------------------------------
-    @property
-    def tables(self) -> list[PromptTable]:
-        """Dataset ``d``'s prompt memory is ``tables[d]`` (views into :attr:`memory`)."""
-        return self.memory.tables
-
-    @property
-    def weights(self) -> np.ndarray:
-        return self.mix.weights
-
-    @property
-    def drawn(self) -> np.ndarray:
-        """Encounters (stream mix) or issued candidates (quota mix) per dataset since the mix last changed."""
-        return self.mix.drawn
-
-    @property
-    def step_index(self) -> int:
-        """Steps finished (the index of the step in progress)."""
-        return self.step_metrics.steps
-
-    @property
-    def round(self) -> int:
-        """Generation rounds of the step in progress."""
-        return self.step_metrics.rounds
-
-    @property
-    def counts(self) -> StepMetrics:
-        """Deprecated: :attr:`step_metrics`."""
-        warnings.warn("Scheduler.counts is renamed step_metrics", DeprecationWarning, stacklevel=2)
-        return self.step_metrics
-
-    @property
-    def zero(self) -> GroupBuffer:
-        """Deprecated: :attr:`padding`."""
-        warnings.warn("Scheduler.zero is renamed padding", DeprecationWarning, stacklevel=2)
-        return self.padding
-
-    @property
-    def run_id(self) -> str:
-        """This run's id: random, made when the run starts, kept through save/load. Every candidate
-        carries it (``Candidate.run_id``), and a report of candidates of another run is refused."""
-        return self.pending.run_id
-
-    @property
-    def next_ticket(self) -> int:
-        return self.pending.next_ticket
+    # -- what it is made of, for inspection (read it; change it only through the methods below) -----
+    streams = _view("streams", "per dataset: the order its prompts come up in (``DatasetStream``)")
+    policy = _view("policy", "what a group's outcome does to its prompt, built from ``config.options``")
+    tables = _view("memory.tables", "dataset ``d``'s prompt memory is ``tables[d]`` (``PromptTable``)")
+    pending = _view("pending", "candidates issued and not reported yet (``PendingSet``)")
+    step_metrics = _view("step_metrics", "the step's counts and the cumulative totals (``StepMetrics``)")
+    weights = _view("mix.weights", "``[D]`` the mix weights in force")
+    drawn = _view("mix.drawn", "``[D]`` encounters (stream mix) or issued candidates (quota mix) since the mix changed")
+    step_index = _view("step_metrics.steps", "steps finished (the index of the step in progress)")
+    round = _view("step.rounds", "generation rounds of the step in progress")
+    next_ticket = _view("pending.next_ticket", "the ticket the next candidate gets")
+    run_id = _view(
+        "pending.run_id",
+        "this run's id: random, made when the run starts, kept through save/load; every candidate carries it "
+        "(``Candidate.run_id``), and a report of candidates of another run is refused",
+    )
+    batch_full = _view("step.full", "the batch of the step in progress holds ``batch_size`` groups")
 
     @property
     def exhausted(self) -> bool:
         """True when no dataset can issue another candidate (finite epochs used up, or all retired)."""
-        return not self._active().any()
+        return not self._parts.active().any()
 
-    @property
-    def batch_full(self) -> bool:
-        return len(self.batch) >= self.config.batch_size
+    # -- the step's questions ---------------------------------------------------------------------
+    def wants_round(self) -> bool:
+        """Whether the step asks for another generation round: the batch is not full, fewer than
+        ``max_gen_rounds`` rounds were drawn, and some dataset can still issue a prompt. The loop of every
+        trainer (``step()``, the TRL and verl adapters) is ``while sched.wants_round(): ...``."""
+        return self._parts.step.wants_round() and not self.exhausted
 
-    def _active(self) -> np.ndarray:
-        return drawable(self.tables, self.streams, self.weights)
+    def room(self) -> int:
+        """Batch slots still open in the step in progress."""
+        return self._parts.step.room()
+
+    def in_batch(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """``[N]`` whether each candidate's reported group is in the batch being built (carried-in ones too)."""
+        issued = issued_of(candidates, self.run_id, self.names)
+        return self._parts.step.in_batch(issued.ticket)
+
+    def step_record(self) -> StepRecord:
+        """Where each group of the step in progress went so far (:class:`StepRecord`); a finished step's
+        record is :attr:`Batch.record`."""
+        return self._parts.step.record(self.step_index)
 
     # -- configuration hooks (curricula) -------------------------------------------------------
     def set_weights(self, weights: Mapping[str, float] | None) -> None:
@@ -147,7 +128,7 @@ class Scheduler:
 
         The stream mix starts over from the change: encounters follow the new weights at once, and a
         dataset whose weight was low does not get every draw until its past share catches up."""
-        self.mix.set_weights(weights)
+        self._parts.mix.set_weights(weights)
 
     def set_excluded(self, dataset: str, ids: Sequence[Any], excluded: bool = True) -> int:
         """Exclude prompts from drawing (or let them back in). Returns how many changed.
@@ -173,7 +154,7 @@ class Scheduler:
         Everything is checked before anything changes: a bad weight, an unknown dataset or id is a
         :class:`ConfigError` / :class:`DataError` and the scheduler is left as it was. An id in both
         ``include`` and ``exclude`` ends excluded."""
-        parsed = self.mix.parse(weights)
+        parsed = self._parts.mix.parse(weights)
         plan = [
             (*rows_of(self.sources, "set_stage", name, ids), False) for name, ids in named_ids("include", include or {})
         ]
@@ -182,12 +163,13 @@ class Scheduler:
 
     def _change_draw(self, weights: np.ndarray | None, plan: Sequence[tuple[int, np.ndarray, bool]]) -> int:
         """Apply checked changes: new mix weights (``None``: kept), then each ``(dataset, rows, excluded)``."""
-        was_active = self._active()
+        parts = self._parts
+        was_active = parts.active()
         if weights is not None:
-            self.mix.set_weights_array(weights)
-        changed = sum(self.memory.set_excluded(d, rows, excluded) for d, rows, excluded in plan)
-        if not np.array_equal(was_active, self._active()):
-            self.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
+            parts.mix.set_weights_array(weights)
+        changed = sum(parts.memory.set_excluded(d, rows, excluded) for d, rows, excluded in plan)
+        if not np.array_equal(was_active, parts.active()):
+            parts.mix.restart()  # a dataset left or rejoined the mix: the stream mix starts over (see set_weights)
         return changed
 
     # -- drawing --------------------------------------------------------------------------------
@@ -203,37 +185,36 @@ class Scheduler:
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
-        self.pending.check_room(int(n))
-        self.step_metrics.add("gen/rounds", 1)
+        parts = self._parts
+        parts.pending.check_room(int(n))
+        parts.step.open_round()
         if self.config.mix == "stream":
             w = self._walk(int(n))
-            self.mix.drawn += w.encounters
+            parts.mix.drawn += w.encounters
             owners, rows, audit = w.owners(), w.rows().astype(np.int64, copy=False), w.audit()
         else:
             owners, rows, audit, counts = walk_quota(
-                int(n), self.weights, self._active, self._open_slots, self._walk_one
+                int(n), self.weights, parts.active, lambda now: parts.step.open_slots() * now, self._walk_one
             )
-            self.mix.drawn += counts  # quota mix: issued candidates, not encounters
-        self.step_metrics.record_draw(len(rows), *self.pending.out_at_draw(owners, rows))
-        tickets = self.pending.issue(owners, rows, audit, self.step_index)
+            parts.mix.drawn += counts  # quota mix: issued candidates, not encounters
+        parts.step_metrics.record_draw(len(rows), *parts.pending.out_at_draw(owners, rows))
+        tickets = parts.pending.issue(owners, rows, audit, self.step_index)
         return Candidates(self.sources, owners, rows, tickets, self.run_id)
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
-        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only)
-        self.step_metrics.add_skips(w.skipped, w.blocked)
-        self.step_metrics.diagnosis.add_skips(w.auditable)
+        parts = self._parts
+        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only, self.config.audit)
+        parts.step_metrics.add_skips(w.skipped, w.blocked)
+        parts.step_metrics.diagnosis.add_skips(w.auditable)
         return w
 
     def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
         w = self._walk(need, d)  # restricted to dataset d
         return w.rows(), w.audit()
 
-    def _open_slots(self, active: np.ndarray) -> np.ndarray:
-        return np.maximum(self._quotas() - self._filled(), 0) * active
-
     def pending_candidates(self) -> Candidates:
         """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
-        p = self.pending
+        p = self._parts.pending
         return Candidates(self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy(), self.run_id)
 
     def cancel(self, candidates: Sequence[Candidate]) -> int:
@@ -243,8 +224,8 @@ class Scheduler:
         ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
         """
         issued = issued_of(candidates, self.run_id, self.names)
-        self.pending.pop(self.pending.locate(issued, candidates))
-        self.step_metrics.add("gen/cancelled", len(issued.ticket))
+        self._parts.pending.pop(self._parts.pending.locate(issued, candidates))
+        self._parts.step_metrics.add("gen/cancelled", len(issued.ticket))
         return len(issued.ticket)
 
     # -- reporting ------------------------------------------------------------------------------
@@ -254,82 +235,92 @@ class Scheduler:
         Checks everything before changing anything: a bad report raises and records nothing.
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
-        cfg = self.config
+        cfg, parts = self.config, self._parts
         issued = issued_of(candidates, self.run_id, self.names)
         tickets, ds, rows = issued
-        index = self.pending.locate(issued, candidates)
+        index = parts.pending.locate(issued, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
         outcomes = classify(
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
-        at = self.memory.offsets[ds] + rows
-        audit, age = self.pending.audit[index], self.pending.ages(index, self.step_index)  # age None: all 0
-        mine = ~audit  # audit groups never reach the policy: it evolves as if they had been skipped
-        report = (
-            Report(ds, at, outcomes, arr, cfg.reward_range)
-            if not audit.any()
-            else Report(ds[mine], at[mine], outcomes[mine], arr[mine], cfg.reward_range)
-        )
-        watched = self.memory.watch(report.group_rows)
-        changes = self.policy.report(self.memory, report)
-        self.memory.settle(watched)  # the cached counts, from the columns the policy wrote
-        self.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
-        if changes is not None:
-            self.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
-        self.step_metrics.record_generated(ds, outcomes)
-        self.step_metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
-        stale = None if age is None else self.step_metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
-        self._accept(GroupBuffer.of(ds, rows, tickets, outcomes, arr), audit, stale)
+        audit, age = parts.pending.audit[index], parts.pending.ages(index, self.step_index)  # age None: all 0
+        self._feed_policy(ds, parts.memory.offsets[ds] + rows, outcomes, arr, audit)
+        parts.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
+        metrics = parts.step_metrics
+        metrics.record_generated(ds, outcomes)
+        metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
+        groups = Groups.reported(ds, rows, tickets, outcomes, arr)
+        groups.audit = audit
+        parts.step.place(groups, stale)
         return outcomes
 
-    def _accept(self, groups: GroupBuffer, audit: np.ndarray, stale: np.ndarray | None) -> None:
-        """Move acceptable groups into the batch while there is room; the rest to surplus or zero. An
-        audit group is acceptable only with signal, a too stale one (``stale``; ``None``: none) never; neither
-        is padding material."""
-        acceptable = np.ones(len(groups), dtype=bool) if self.policy.trains_on_zero_signal else groups.outcome == SIGNAL
-        acceptable &= ~audit | (groups.outcome == SIGNAL)
-        if stale is not None:
-            acceptable &= ~stale
-            audit = audit | stale  # (for the padding below)
-        if self.config.on_short == "pad":  # zero-signal groups are kept only as padding material
-            self.padding.extend(groups, ~acceptable & ~audit)
-        self.step_metrics.add_dropped(groups.ds[~acceptable])
-        fits = self._fits(groups.ds, acceptable)
-        self.batch.extend(groups, fits)
-        self.surplus.extend(groups, acceptable & ~fits)
-
-    def _fits(self, ds: np.ndarray, acceptable: np.ndarray) -> np.ndarray:
-        open_slots = np.maximum(self._quotas(ds) - self._filled(), 0) if self.config.mix == "quota" else None
-        return batch_fits(ds, acceptable, self.config.batch_size - len(self.batch), open_slots)
-
-    def _quotas(self, arriving: np.ndarray | None = None) -> np.ndarray:
-        """Batch quotas. A dataset keeps its share while groups of it can still arrive (candidates out, or
-        ``arriving``, the groups being placed) even when its stream is used up: the round that exhausts a
-        dataset is trained on, not discarded."""
-        active = self._active()
-        if self.config.epochs is not None:  # (a stream is used up only under finite epochs)
-            active[self.pending.ds] = True
-            if arriving is not None:
-                active[arriving] = True
-            active &= self.weights > 0
-        return self.mix.quotas(active, self._filled(), self.config.batch_size)
-
-    def _filled(self) -> np.ndarray:
-        return np.bincount(self.batch.ds, minlength=len(self.sources)).astype(np.int64)
+    def _feed_policy(
+        self, ds: np.ndarray, at: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, audit: np.ndarray
+    ) -> None:
+        """The policy learns from the report's groups; audit groups never reach it (it evolves as if they had
+        been skipped). The memory's cached counts are derived from what the policy wrote."""
+        parts, mine = self._parts, ~audit
+        whole = not audit.any()
+        report = Report(
+            ds if whole else ds[mine],
+            at if whole else at[mine],
+            outcomes if whole else outcomes[mine],
+            rewards if whole else rewards[mine],
+            self.config.reward_range,
+        )
+        watched = parts.memory.watch(report.group_rows)
+        changes = parts.policy.report(parts.memory, report)
+        parts.memory.settle(watched)
+        if changes is not None:
+            parts.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
 
     # -- closing a step -------------------------------------------------------------------------
     def step(self, rollout_fn: RolloutFn) -> Batch:
-        """One training step: propose, roll out, report until the batch is full or ``max_gen_rounds``.
+        """One training step: propose, roll out, report while :meth:`wants_round`, then :meth:`finish_step`.
 
         A round completes or is withdrawn: when ``rollout_fn`` raises (anything, ``KeyboardInterrupt``
         too) or its rewards are refused, the scheduler is put back as it was before that round (no
         candidate pending, no round counted, no encounter spent) and the error is raised again; the
         rounds before it stay done, and calling ``step`` again continues the step."""
-        return run_step(self, rollout_fn)
+        if not callable(rollout_fn):
+            raise ConfigError(
+                f"step(rollout_fn): rollout_fn must be a function of the candidates that returns their "
+                f"rewards [len(candidates), group_size], got {type(rollout_fn).__name__}"
+            )
+        while self.wants_round():
+            with self._parts.round():
+                candidates = self.propose()
+                if not candidates:  # a skip mask gave up on every dataset for this round
+                    break
+                self.report(candidates, rollout_fn(candidates))
+        return self.finish_step()
 
     def finish_step(self) -> Batch:
-        """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics."""
-        return finish_step(self)
+        """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics; the
+        batch's :attr:`~Batch.record` says where every group of the step went."""
+        parts, cfg = self._parts, self.config
+        closed = parts.step.close(self.step_index, self.exhausted)
+        b = closed.batch
+        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id)
+        adv = scaled_advantages(b.rewards, cfg.advantage, 1e-6)
+        batch = Batch(self.step_index, cands, b.rewards, adv, b.outcome == SIGNAL, closed.record)
+        end = StepEnd(
+            closed.record,
+            parts.step.rounds,
+            closed.starved,
+            cfg.group_size,
+            [t.asleep() for t in self.tables],
+            sum(t.retired() for t in self.tables),
+            [s.epoch for s in self.streams],
+            closed.bound,
+            cfg.audit,
+            len(parts.pending),
+        )
+        batch.metrics = self.last_metrics = parts.step_metrics.finish(end)
+        parts.step.next_step()
+        parts.policy.end_step(self.step_index)
+        return batch
 
     def metrics(self) -> dict[str, Any]:
         """The last finished step's metrics and the cumulative totals (docs/metrics.md), as a flat dict; after
@@ -340,7 +331,7 @@ class Scheduler:
     def state_dict(self) -> dict[str, Any]:
         """Versioned state (format 1): JSON-safe ``meta`` and numpy ``arrays``, composed of every
         component's own ``state_dict()``. No pickle anywhere."""
-        return pack(self.seed, self.config, self.sources, self.parts.state_parts())
+        return pack(self.seed, self.config, self.sources, self._parts.state_parts())
 
     def load_state_dict(
         self, state: Mapping[str, Any], migrate: bool = False, previous_datasets: Mapping[str, Any] | None = None
@@ -355,14 +346,8 @@ class Scheduler:
                 state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
             )
             fresh.load_parts(parts, self.config)
-            if len(fresh.batch) > self.config.batch_size:
-                raise StateMismatchError(
-                    f"the state was saved mid-step with {len(fresh.batch)} groups in its batch, more than batch_size="
-                    f"{self.config.batch_size}; load it with batch_size >= {len(fresh.batch)} (the saved config's is "
-                    f"{state['meta']['config'].get('batch_size')}), finish that step, then change the batch size"
-                )
             changes = config_changes(state["meta"]["config"], self.config)
-        self.parts = fresh
+        self._parts = fresh
         self.last_metrics = fresh.step_metrics.cumulative()
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
@@ -389,6 +374,7 @@ class Scheduler:
 
         state = load_state(path)
         with reading(state):  # a state without a usable config or seed is a StateError naming its file
+            envelope(state)  # a state of another format or a pre-release says so before its config is read
             cfg = config if config is not None else SchedulerConfig.from_dict(state["meta"]["config"])
             seed = int(state["meta"]["seed"]) if seed is None else seed
         sched = cls(datasets, cfg, seed=seed)

@@ -257,9 +257,7 @@ def _check_ids(name: str, ids: Sequence[Any] | np.ndarray) -> np.ndarray:
         nul = next((i for i, v in enumerate(values) if "\x00" in v), None)
         if nul is not None:
             raise DataError(f"dataset {name!r}: id {values[nul]!r} (row {nul}) holds a NUL character; ids must not")
-        if (
-            lone_surrogate("".join(values)) is not None
-        ):  # one encode of all ids; the row is looked for only when one is bad
+        if lone_surrogate("".join(values)) is not None:  # one encode of all ids; the row is sought only if one is bad
             row = next(i for i, v in enumerate(values) if lone_surrogate(v) is not None)
             bad = lone_surrogate(values[row])
             raise DataError(

@@ -1,8 +1,8 @@
-"""What the scheduler hands out and hands back: `Candidate`, `Candidates`, `Batch`, and the `RolloutFn` it calls."""
+"""What the scheduler hands out and hands back: `Candidate`, `Candidates`, `Batch` with its `StepRecord`, and the
+`RolloutFn` it calls."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, overload
@@ -10,10 +10,10 @@ from typing import Any, NamedTuple, Protocol, overload
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core.errors import ReportError
+from snooze.core.errors import ConfigError, ReportError
 from snooze.core.source import Source
 
-__all__ = ["Candidate", "Candidates", "Batch", "RolloutFn", "Issued", "issued_of"]
+__all__ = ["Candidate", "Candidates", "Batch", "StepRecord", "PLACES", "RolloutFn", "Issued", "issued_of"]
 
 
 class Candidate:
@@ -32,11 +32,6 @@ class Candidate:
         self._source = source
 
     @property
-    def issuer(self) -> str:
-        """Deprecated: :attr:`run_id`."""
-        return _renamed("Candidate", self.run_id)
-
-    @property
     def id(self) -> Any:
         return self._source.id_of(self.row)
 
@@ -53,12 +48,8 @@ class Candidate:
         return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket})"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Candidate) and (other.ticket, other.dataset, other.row, other.run_id) == (
-            self.ticket,
-            self.dataset,
-            self.row,
-            self.run_id,
-        )
+        mine = (self.ticket, self.dataset, self.row, self.run_id)
+        return isinstance(other, Candidate) and (other.ticket, other.dataset, other.row, other.run_id) == mine
 
     def __hash__(self) -> int:
         return hash(self.ticket)
@@ -78,11 +69,6 @@ class Candidates(Sequence[Candidate]):
         self._sources = sources
         self.ds, self.row, self.ticket = ds, row, ticket
         self.run_id = run_id
-
-    @property
-    def issuer(self) -> str:
-        """Deprecated: :attr:`run_id`."""
-        return _renamed("Candidates", self.run_id)
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -159,11 +145,6 @@ def _from_list(candidates: Sequence[Any], run_id: str, names: Sequence[str]) -> 
         ) from None
 
 
-def _renamed(cls: str, run_id: str) -> str:
-    warnings.warn(f"{cls}.issuer is renamed run_id", DeprecationWarning, stacklevel=3)
-    return run_id
-
-
 def _foreign(theirs: str, mine: str) -> ReportError:
     return ReportError(
         f"candidates issued by another scheduler (run {theirs or '?'}) were reported to this one (run {mine}); report "
@@ -172,16 +153,62 @@ def _foreign(theirs: str, mine: str) -> ReportError:
     )
 
 
+PLACES: tuple[str, ...] = ("trained", "padded", "surplus", "padding", "carried", "discarded", "dropped", "too_stale")
+"""Where a group of a step went (:class:`StepRecord`). ``trained``: in the batch; ``padded``: a zero-signal
+group that filled a short batch (``on_short="pad"``); ``carried``: a surplus group kept for the next step
+(``carry_surplus``); ``discarded``: a surplus group that found no room (or a carried one that found none in
+the next step); ``dropped``: a zero-signal group left out; ``too_stale``: reported more than ``max_staleness``
+steps after its draw. While a step is being built, ``surplus`` (acceptable, no room yet) and ``padding`` (kept
+as padding material) are not final: the step's close decides them."""
+
+
+class StepRecord(NamedTuple):
+    """Where every group of one step went: one entry per group reported in the step or carried into it.
+
+    ``ticket``, ``ds`` (dataset index), ``outcome`` (:data:`~snooze.SIGNAL`, ...), ``place`` (an index into
+    :data:`PLACES`), ``audit`` (the group audits a skipped encounter) and ``carried_in`` (it came from the
+    step before), ``[K]`` each, in the order the groups arrived. :attr:`Batch.record` holds a finished
+    step's; :meth:`Scheduler.step_record` the record so far of the step being built."""
+
+    step: int
+    ticket: np.ndarray
+    ds: np.ndarray
+    outcome: np.ndarray
+    place: np.ndarray
+    audit: np.ndarray
+    carried_in: np.ndarray
+
+    def where(self, *places: str) -> np.ndarray:
+        """``[K]`` bool: the groups that went to one of ``places`` (names of :data:`PLACES`)."""
+        unknown = [p for p in places if p not in PLACES]
+        if unknown:
+            raise ConfigError(f"unknown place(s) {unknown}: choose from {', '.join(PLACES)}")
+        wanted = np.zeros(len(PLACES), dtype=bool)
+        wanted[[PLACES.index(p) for p in places]] = True
+        return wanted[self.place]
+
+    def tickets(self, *places: str) -> np.ndarray:
+        """The tickets of the groups that went to one of ``places``, in arrival order."""
+        return self.ticket[self.where(*places)]
+
+    def counts(self) -> dict[str, int]:
+        """How many groups went to each place (every name of :data:`PLACES`)."""
+        n = np.bincount(self.place, minlength=len(PLACES))
+        return {name: int(n[i]) for i, name in enumerate(PLACES)}
+
+
 @dataclass
 class Batch:
     """One training step's groups. Shapes: ``rewards`` and ``advantages`` ``[B, G]``; ``signal`` ``[B]``
-    (False for zero-signal groups, which enter only under ``grpo`` or as padding)."""
+    (False for zero-signal groups, which enter only under ``grpo`` or as padding). ``record``: where every
+    group the step generated (or carried in) went, the trained ones among them."""
 
     step: int
     candidates: Sequence[Candidate]
     rewards: np.ndarray
     advantages: np.ndarray
     signal: np.ndarray
+    record: StepRecord
     metrics: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:

@@ -59,9 +59,10 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Arm:
     """One arm of the comparison: a named scheduler config over the task mix (or, ``fig3``, over the
-    figure-3 strata at equal weight). ``settings``: ``SchedulerConfig`` keywords of the arm, flat option
-    names included (``{"snooze_factor": 1}``); they win over the comparison's own (``run_compare``'s
-    ``settings``). ``cost``: start order with several jobs (higher first: the ones that generate most)."""
+    figure-3 strata at equal weight). ``settings``: ``SchedulerConfig`` keywords of the arm, its policy's
+    options as a mapping among them (``{"options": {"factor": 1}}``); they win over the comparison's own
+    (``run_compare``'s ``settings``). ``cost``: start order with several jobs (higher first: the ones that
+    generate most)."""
 
     name: str
     policy: str
@@ -73,18 +74,23 @@ class Arm:
         self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None
     ) -> SchedulerConfig:
         """The arm's ``SchedulerConfig`` under ``profile``: the profile's sizes, the comparison's
-        ``settings`` (each arm takes those of its policy and of every policy: another policy's options are
-        dropped), then the arm's own; figure-3 arms weigh the ``strata`` equally. The audit is off
-        (``audit=0.0``) unless ``settings`` turn it on: an arm measures its policy alone, and the audit's
-        own cost is measured apart (``benchmarks/audit_truth.py``)."""
-        base = {
+        ``settings`` (``SchedulerConfig`` fields for every arm; under ``"options"``, each policy's options by
+        policy name: an arm takes its own policy's), then the arm's own; figure-3 arms weigh the ``strata``
+        equally. The audit is off (``audit=0.0``) unless ``settings`` turn it on: an arm measures its policy
+        alone, and the audit's own cost is measured apart (``benchmarks/audit_truth.py``)."""
+        base: dict[str, Any] = {
             "batch_size": profile.batch_size,
             "group_size": profile.group_size,
             "max_gen_rounds": profile.max_gen_rounds,
+            "audit": 0.0,
         }
         if self.fig3:
             base["weights"] = {s: 1.0 for s in strata}
-        return SchedulerConfig(**base, policy=self.policy, **{"audit": 0.0, **dict(settings or {}), **self.settings})
+        shared = dict(settings or {})
+        by_policy = shared.pop("options", None) or {}
+        own = dict(self.settings)
+        options = {**by_policy.get(self.policy, {}), **own.pop("options", {})}
+        return SchedulerConfig(**{**base, **shared, **own}, policy=self.policy, options=options)
 
 
 ARMS: dict[str, Arm] = {
@@ -94,8 +100,8 @@ ARMS: dict[str, Arm] = {
         Arm("dynamic_sampling", "dynamic_sampling", cost=7),
         Arm("filter", "filter", cost=3),
         Arm("snooze", "snooze", cost=4),
-        Arm("snooze-f1", "snooze", {"snooze_factor": 1}, cost=6),
-        Arm("snooze-f2", "snooze", {"snooze_factor": 2}, cost=5),
+        Arm("snooze-f1", "snooze", {"options": {"factor": 1}}, cost=6),
+        Arm("snooze-f2", "snooze", {"options": {"factor": 2}}, cost=5),
         Arm("predictive", "predictive", cost=2),
         Arm("fig3-filter", "filter", fig3=True, cost=1),
         Arm("fig3-snooze", "snooze", fig3=True, cost=8),
@@ -105,8 +111,10 @@ ARMS: dict[str, Arm] = {
 """Every arm ``snooze compare`` knows, in the order of its table."""
 MAIN_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if not a.fig3)
 FIG3_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.fig3)
-FACTOR_ARMS: dict[str, int] = {n: a.settings["snooze_factor"] for n, a in ARMS.items() if "snooze_factor" in a.settings}
-"""Snooze arms at a fixed factor (the ``snooze`` arm takes ``--factor``, 5 by default)."""
+FACTOR_ARMS: dict[str, int] = {
+    n: a.settings["options"]["factor"] for n, a in ARMS.items() if "factor" in a.settings.get("options", {})
+}
+"""Snooze arms at a fixed factor (the ``snooze`` arm takes ``--snooze-factor``, 5 by default)."""
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in ARMS if a not in FACTOR_ARMS)
 """The arms run when ``--arms`` is not given: all but the factor sweep, so the default profile keeps its
 15-minute budget on 2 cores (``--arms all`` adds snooze at factors 1 and 2: about 5 minutes more)."""
@@ -240,8 +248,9 @@ def run_compare(
     Returns the summary.
 
     ``arms``: names in :data:`ARMS` or :class:`Arm` objects of your own. ``settings``: ``SchedulerConfig``
-    keywords for every arm, flat option names included (``{"snooze_factor": 3, "predict_margin": 0.3,
-    "carry_surplus": True}``: each arm takes its policy's; an arm's own settings win).
+    keywords for every arm, each policy's options by policy name under ``"options"`` (``{"carry_surplus": True,
+    "options": {"snooze": {"factor": 3}, "predictive": {"margin": 0.3}}}``: each arm takes its policy's; an
+    arm's own settings win).
     ``curriculum``: a curriculum file for the main arms (each run loads its own copy).
     ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).

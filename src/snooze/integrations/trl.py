@@ -232,10 +232,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     # -- the step loop --------------------------------------------------------------------------
     def _scheduled_generation(self) -> dict[str, Any]:
-        sched, cfg = self.scheduler, self.scheduler.config
+        sched = self.scheduler
         last: dict[str, Any] | None = None
         self._step_crc, self._pad_groups = 0, 0
-        while not sched.batch_full and sched.round < cfg.max_gen_rounds:
+        while sched.wants_round():
             cands = sched.propose()
             self._agree(
                 f"step {sched.step_index}, round {sched.round}", dist.ROUND_FIELDS, dist.round_digest(sched, cands)
@@ -334,7 +334,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 batch.step,
                 missing,
             )
-        carried = set(self.scheduler.batch.ticket.tolist())  # surplus carried into the next step
+        carried = set(self.scheduler.step_record().tickets("trained").tolist())  # surplus carried into the next step
         self._rows = {t: v for t, v in self._rows.items() if t in carried}
         self._spread = {t: v for t, v in self._spread.items() if t in carried}
         return parts, counts

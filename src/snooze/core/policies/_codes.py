@@ -45,9 +45,7 @@ _MAX_CLOCK = 2**31 - 2  # the ``looked`` column holds clock + 1 in an int32
 # the backoff exponent's cap: periods beyond 2**16 recheck periods are "never" in any run
 # (PredictiveOptions.check refuses a longest period that overflows)
 _MAX_DOUBLINGS = 16
-_DECAY_SIZE = (
-    1 << 14
-)  # decay factors tabulated for up to this many groups in one report (more: the old weight is dropped)
+_DECAY_SIZE = 1 << 14  # decay factors tabulated for up to this many groups in one report (more: old weight dropped)
 
 
 def _decay_table(halflife: float) -> np.ndarray:

@@ -29,29 +29,33 @@ its knobs as a frozen options dataclass (:class:`~snooze.core.options.Options`),
             memory.columns["seen"][report.group_rows] = 1
             return None
 
-    SchedulerConfig(policy="my_policy", options=MyOptions(every=3))   # or my_policy_every=3
+    SchedulerConfig(policy="my_policy", options=MyOptions(every=3))
 
 The runnable version is ``examples/custom_policy.py`` (a test executes it).
 
-A new policy is one module holding such a class, imported once so that it registers (the built-in
-ones are imported by :mod:`snooze.core.policies`).
+The flags a policy may set in ``memory.columns["flags"]`` (``RETIRED``, ``EASY_SNOOZED``; ``EXCLUDED`` is a
+curriculum's, ``BLOCKED`` either) and the checked-number helpers an options class validates with
+(``as_int``, ``as_real``: a :class:`~snooze.ConfigError` naming the option) are part of this API.
+
+A plug-in gets what it owns: it is built from its own options (``self.options``) and a small
+:class:`Context` (the run's dataset names and sizes, the group size, the seed; ``self.context``),
+never from the whole ``SchedulerConfig``. A new policy is one module holding such a class, imported
+once so that it registers (the built-in ones are imported by :mod:`snooze.core.policies`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from snooze.core._memory import Column, PromptMemory, PromptTable
+from snooze.core._checks import as_int, as_real
+from snooze.core._memory import BLOCKED, EASY_SNOOZED, EXCLUDED, RETIRED, Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import TOO_EASY, TOO_HARD, group_means
 from snooze.core.errors import StateError
 from snooze.core.options import POLICIES, SKIP_RULES, NoOptions, Options, Registry
-
-if TYPE_CHECKING:
-    from snooze.core.config import SchedulerConfig
 
 __all__ = [
     "Policy",
@@ -59,7 +63,14 @@ __all__ = [
     "Report",
     "Prompts",
     "Changes",
+    "Context",
     "Column",
+    "RETIRED",
+    "EASY_SNOOZED",
+    "EXCLUDED",
+    "BLOCKED",
+    "as_int",
+    "as_real",
     "Options",
     "NoOptions",
     "Registry",
@@ -155,8 +166,17 @@ class Changes(NamedTuple):
     blocked: np.ndarray | None = None  # newly passed over by every draw (retired, and not already excluded)
 
 
+class Context(NamedTuple):
+    """What a plug-in is built with beside its own options: the run, not its configuration."""
+
+    names: tuple[str, ...]  # the datasets, in the order ``Report.group_ds`` indexes them
+    sizes: tuple[int, ...]  # prompts per dataset
+    group_size: int  # rollouts per prompt (G)
+    seed: int  # the scheduler's seed
+
+
 class _Plugin:
-    """What policies and skip rules share: a name, a config, columns, an optional mask, a report hook."""
+    """What policies and skip rules share: a name, options, columns, an optional mask, a report hook."""
 
     name: ClassVar[str] = ""
     Options: ClassVar[type[Options]] = NoOptions
@@ -173,10 +193,10 @@ class _Plugin:
     forever; ``None`` promises that it lets every prompt through with a positive probability at each
     encounter (``skip="history"``), so the walk goes on until it meets one."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        self.config = config
-        self.options: Any = config.options
+    def __init__(self, options: Options, context: Context) -> None:
+        self.options: Any = options
         """This plug-in's options (an instance of its ``Options``)."""
+        self.context = context
 
     def state_dict(self) -> dict[str, Any]:
         """Run-level state beyond the per-prompt columns (none for the built-in ones)."""
@@ -206,11 +226,6 @@ class Policy(_Plugin):
         """Update the prompt memory for a report's groups; what changed (``None``: nothing)."""
         return None
 
-    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
-        """The scheduler's datasets and their prompt counts, in the order ``Report.group_ds`` indexes them
-        (called once, before any draw; a policy that keeps run-level state per dataset sizes it here).
-        Nothing by default."""
-
     def relax(self, d: int) -> bool:
         """A draw met nothing but prompts of dataset ``d`` skipped by the mask (or blocked) for
         ``patience`` epochs in a row. ``True``: the policy now skips less, and the draw goes on; ``False``
@@ -236,15 +251,17 @@ class SkipRule(_Plugin):
     def report(self, memory: PromptMemory, report: Report) -> None:
         """Update the rule's own columns from a report (before the policy's update)."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
-        self.options = config.options.rule  # a skip rule's options live in its policy's (SnoozeOptions.rule)
+    def __init__(self, options: Options, context: Context, snooze: Any) -> None:
+        """``options``: the rule's own (``SnoozeOptions.rule``); ``snooze``: the ``SnoozeOptions`` it serves
+        (its periods: ``factor``, ``backoff``, ``max``)."""
+        super().__init__(options, context)
+        self.snooze = snooze
 
 
 register_policy = POLICIES.register
 register_skip_rule = SKIP_RULES.register
 
 
-def make_policy(config: SchedulerConfig) -> Policy:
-    """The policy ``config.policy`` names, built for ``config``."""
-    return POLICIES[config.policy](config)
+def make_policy(name: str, options: Options, context: Context) -> Policy:
+    """The registered policy ``name``, built from its options and the run's context."""
+    return POLICIES[name](options, context)  # type: ignore[no-any-return]

@@ -4,14 +4,12 @@ the prompt's snooze counter; with ``backoff`` the k-th consecutive one adds
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
-from snooze.core.policies.base import SkipRule, register_skip_rule
-
-if TYPE_CHECKING:
-    from snooze.core.config import SchedulerConfig
+from snooze.core.options import Options
+from snooze.core.policies.base import Context, SkipRule, register_skip_rule
 
 __all__ = ["CounterRule"]
 
@@ -20,9 +18,8 @@ __all__ = ["CounterRule"]
 class CounterRule(SkipRule):
     """Skipping is the snooze counter alone: nothing to keep, nothing to mask."""
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
-        self.snooze = snooze = config.options  # SnoozeOptions: factor, backoff, max
+    def __init__(self, options: Options, context: Context, snooze: Any) -> None:
+        super().__init__(options, context, snooze)
         self.marks_easy = snooze.factor > 0  # factor 0 is DAPO: nothing sleeps, nothing regresses
         self._fixed = np.int32(snooze.factor) if snooze.backoff == 1.0 else None
 

@@ -12,7 +12,7 @@ run skips exactly what the uninterrupted one does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +21,7 @@ from snooze.core._memory import Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.errors import ConfigError
 from snooze.core.options import Options
-from snooze.core.policies.base import Report, SkipRule, register_skip_rule
-
-if TYPE_CHECKING:
-    from snooze.core.config import SchedulerConfig
+from snooze.core.policies.base import Context, Report, SkipRule, register_skip_rule
 
 __all__ = ["HistoryRule", "HistoryOptions", "encounter_uniform", "PATIENCE"]
 
@@ -69,11 +66,11 @@ class HistoryRule(SkipRule):
     patience = PATIENCE  # a walk gives up on a dataset after this many passes of skips in a row (k = 10**7 would
     # otherwise walk on for ever)
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
-        k = config.options.factor
+    def __init__(self, options: Options, context: Context, snooze: Any) -> None:
+        super().__init__(options, context, snooze)
+        k = snooze.factor
         p = np.concatenate([[0.0], np.arange(_LEVELS + 1) / _LEVELS])  # byte 0: no group seen yet
-        self.skip_lut = np.minimum(p**config.group_size, k / (k + 1))  # [256] skip probability per byte
+        self.skip_lut = np.minimum(p**context.group_size, k / (k + 1))  # [256] skip probability per byte
         self.skip_lut[0] = 0.0
 
     def skip_mask(self, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:

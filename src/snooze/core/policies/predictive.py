@@ -46,9 +46,9 @@ progress, saved as ``meta.policy``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -74,11 +74,8 @@ from snooze.core.policies._codes import (
     decay,
     next_code,
 )
-from snooze.core.policies.base import Changes, Policy, Report, register_policy
+from snooze.core.policies.base import Changes, Context, Policy, Report, register_policy
 from snooze.core.policies.history import encounter_uniform
-
-if TYPE_CHECKING:
-    from snooze.core.config import SchedulerConfig
 
 __all__ = [
     "Predictive",
@@ -96,14 +93,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PredictiveOptions(Options):
-    """The options of ``policy="predictive"`` (flat names of earlier releases: ``predict_<field>``)."""
-
-    flat = {
-        "margin": "predict_margin",
-        "hard_margin": "predict_hard_margin",
-        "recheck": "predict_recheck",
-        "backoff": "predict_backoff",
-    }
+    """The options of ``policy="predictive"``."""
 
     margin: float = 0.5
     """Skip an encounter when the prompt's predicted chance of a signal group is below this times the
@@ -175,20 +165,17 @@ class Predictive(Policy):
     Options = PredictiveOptions
     columns = (Column("code", np.uint8, maximum=N_CODES - 1), Column("looked", np.int32, minimum=0))
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
+    def __init__(self, options: Options, context: Context) -> None:
+        super().__init__(options, context)
         opts = self.options
         self.margin = float(opts.margin)
         hard = opts.margin if opts.hard_margin is None else opts.hard_margin
-        self.by_code = np.where(
-            (np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin
-        )  # [N_CODES] margin of each code
+        # [N_CODES] margin of each code
+        self.by_code = np.where((np.arange(N_CODES) - 1) // RUN_CAP == 3, float(hard), self.margin)
         self.by_code[0] = 0.0  # an unseen prompt is never skipped
         self.recheck = float(opts.recheck)
         self.growth = np.array([opts.backoff**d for d in range(_MAX_DOUBLINGS + 1)])  # [17] period factor per doubling
-        self.bind([], [])
-
-    def bind(self, names: Sequence[str], sizes: Sequence[int]) -> None:
+        names, sizes = context.names, context.sizes
         self.names = list(names)
         self.index = {name: d for d, name in enumerate(self.names)}
         D = len(self.names)
@@ -227,9 +214,8 @@ class Predictive(Policy):
         return scale[:, None] * self.by_code[None, :]
 
     def _update_low(self) -> None:
-        self.low = (
-            self.predicted() < self.margins() * self.stream_rate()[:, None]
-        )  # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
+        # [D, N_CODES] bool: a prompt with this code is skipped unless due for a re-look
+        self.low = self.predicted() < self.margins() * self.stream_rate()[:, None]
 
     def periods(self, streak: np.ndarray) -> np.ndarray:
         """The re-look period in passes before its random factor, from the too-easy streak ``[K]``."""
@@ -246,9 +232,7 @@ class Predictive(Policy):
             return skip
         r = rows[maybe].astype(np.int64)
         looked = table.columns["looked"][r].astype(np.int64)
-        salted = r.astype(np.uint64) | (
-            looked.astype(np.uint64) << np.uint64(32)
-        )  # a fresh random period at every group
+        salted = r.astype(np.uint64) | (looked.astype(np.uint64) << np.uint64(32))  # a fresh random period each group
         passes = self.periods(table.streak[r]) * (0.5 + encounter_uniform(stream.seed, stream.key, 0, salted))
         skip[maybe] = self.clock - (looked - 1) < passes * self.pass_size  # age below the period: not due yet
         return skip

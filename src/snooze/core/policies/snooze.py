@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import numpy as np
 
@@ -20,10 +20,7 @@ from snooze.core._checks import as_int, as_real, shown
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory
 from snooze.core.errors import ConfigError
 from snooze.core.options import Choices, Options, options_class
-from snooze.core.policies.base import SKIP_RULES, Changes, Policy, Report, SkipMask, register_policy
-
-if TYPE_CHECKING:
-    from snooze.core.config import SchedulerConfig
+from snooze.core.policies.base import SKIP_RULES, Changes, Context, Policy, Report, SkipMask, register_policy
 
 __all__ = ["Snooze", "SnoozeOptions", "MAX_PERIOD"]
 
@@ -40,17 +37,9 @@ SkipName = Annotated[str, Choices(lambda: tuple(SKIP_RULES))]
 
 @dataclass(frozen=True)
 class SnoozeOptions(Options):
-    """The options of ``policy="snooze"`` (flat names of earlier releases in brackets in the docs)."""
+    """The options of ``policy="snooze"``."""
 
-    flat = {
-        "factor": "snooze_factor",
-        "hard": "snooze_hard",
-        "hard_factor": "hard_snooze_factor",
-        "backoff": "backoff",
-        "max": "max_snooze",
-        "skip": "skip",
-        "rule": None,
-    }
+    nested = {"rule": SKIP_RULES}
 
     factor: int = 5
     """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
@@ -107,27 +96,11 @@ class SnoozeOptions(Options):
             raise ConfigError(f"rule={rule!r}: skip rule {self.skip!r} takes {cls.__name__}, not {type(rule).__name__}")
         self._set("rule", rule)
 
-    @classmethod
-    def flat_fields(cls, name: str) -> list[tuple[str, type[Options], str]]:
-        """Its own, then every skip rule's (``history_weight``)."""
-        out = super().flat_fields(name)
-        for rule in SKIP_RULES:
-            out += options_class(SKIP_RULES, rule).flat_fields(rule)
-        return out
-
-    @classmethod
-    def take_flat(cls, name: str, base: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
-        """Its own flat names, then its skip rule's (``history_weight`` under ``skip="history"``)."""
-        base = super().take_flat(name, base, flat)
-        skip = base.get("skip", "counter")
-        if isinstance(skip, str) and skip in SKIP_RULES:
-            rule = base.get("rule")
-            rule_base = rule.to_dict() if isinstance(rule, Options) else dict(rule or {})
-            before = len(flat)
-            rule_base = options_class(SKIP_RULES, skip).take_flat(skip, rule_base, flat)
-            if len(flat) < before:
-                base["rule"] = rule_base
-        return base
+    def replace(self, **changes: Any) -> Options:
+        """A copy with some options changed; a new ``skip`` without a ``rule`` starts from that rule's defaults."""
+        if "skip" in changes and "rule" not in changes:
+            changes["rule"] = None
+        return super().replace(**changes)
 
 
 @register_policy("snooze")
@@ -136,10 +109,10 @@ class Snooze(Policy):
 
     Options = SnoozeOptions
 
-    def __init__(self, config: SchedulerConfig) -> None:
-        super().__init__(config)
+    def __init__(self, options: Options, context: Context) -> None:
+        super().__init__(options, context)
         opts = self.options
-        self.rule = SKIP_RULES[opts.skip](config)
+        self.rule = SKIP_RULES[opts.skip](opts.rule, context, opts)
         hard = opts.factor if opts.hard_factor is None else opts.hard_factor
         self.hard_period = np.int32(hard if opts.hard else 0)
 

@@ -75,7 +75,7 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
                 gone += len(uids)
         if stale:
             metrics[STALE_METRIC] = metrics.get(STALE_METRIC, 0) + len(stale)
-        room = run.config.batch_size - len(run.scheduler.batch)
+        room = run.scheduler.room()
         if room <= 0:
             return gone
         order = self.prompt_global_steps[TRAIN]
@@ -83,11 +83,11 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
         finished = sorted(finished, key=lambda u: order.get(u, 0))[:room]  # oldest first, as verl selects
         if finished:
             keys, rewards = self._read_groups(finished)
-            tickets = [run.open[u].ticket for u in finished]
+            reported = [run.open[u] for u in finished]
             run.report(finished, keys, rewards)
             # what did not enter the batch never trains: no signal, too stale (max_staleness), or over a quota
-            taken = set(run.scheduler.batch.ticket.tolist())
-            cleared = {u for u, t in zip(finished, tickets) if t not in taken}
+            taken = run.scheduler.in_batch(reported)
+            cleared = {u for u, inside in zip(finished, taken) if not inside}
             self._clear_groups(TRAIN, cleared)
             gone += len(cleared)
         return gone

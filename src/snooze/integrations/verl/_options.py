@@ -20,7 +20,7 @@ from snooze import IntegrationError, SchedulerConfig
 from snooze.core._checks import is_int
 from snooze.integrations._paths import log_path
 
-__all__ = ["SnoozeOptions", "read_options", "OPTIONS_KEY"]
+__all__ = ["VerlOptions", "read_options", "OPTIONS_KEY"]
 
 OPTIONS_KEY = "trainer.v1.snooze"
 REWARD_LOG_NAME = "snooze_rewards.jsonl"  # default reward log, in trainer.default_local_dir
@@ -32,8 +32,9 @@ _FROM_VERL = {  # scheduler field -> the verl key it is read from
 
 
 @dataclass(frozen=True)
-class SnoozeOptions:
-    """What the snooze trainer needs beyond verl's own config."""
+class VerlOptions:
+    """The snooze trainer's options in verl (``trainer.v1.snooze``): the scheduler's config, and what the
+    trainer needs beyond verl's own config."""
 
     scheduler: SchedulerConfig
     """Batch construction. ``weights`` is ``None`` here and defaults, once the data is read, to each
@@ -55,7 +56,7 @@ class SnoozeOptions:
     """Seconds between looks at TransferQueue while groups are still being generated (verl's default)."""
 
 
-_OWN = tuple(f.name for f in dataclasses.fields(SnoozeOptions) if f.name != "scheduler")
+_OWN = tuple(f.name for f in dataclasses.fields(VerlOptions) if f.name != "scheduler")
 
 
 def _select(config: Any, key: str) -> Any:
@@ -199,7 +200,7 @@ def _refuse_async(opts: dict[str, Any]) -> None:
             )
 
 
-def read_options(config: Any, verl_mode: str = "sync") -> SnoozeOptions:
+def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
     """Check verl's config for the snooze trainer of verl's ``verl_mode`` (``sync`` or ``colocate_async``) and
     return its options (``IntegrationError`` or ``ConfigError`` naming the key on anything that cannot work)."""
     _refuse_conflicts(config, verl_mode)
@@ -223,7 +224,7 @@ def read_options(config: Any, verl_mode: str = "sync") -> SnoozeOptions:
     seed = 0 if seed is None else seed
     if not is_int(seed) or seed < 0:
         raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
-    return SnoozeOptions(
+    return VerlOptions(
         scheduler=scheduler,
         seed=seed,
         reward_log=_reward_log(opts, config),

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from snooze import POLICIES, SIGNAL, Candidate, IntegrationError, Scheduler, StateError
+from snooze import Candidate, IntegrationError, Scheduler, StateError
 from snooze.core._files import write_atomic
 from snooze.integrations._paths import open_log
-from snooze.integrations.verl._options import SnoozeOptions
+from snooze.integrations.verl._options import VerlOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.integrations.verl._resume import check_state_folder
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
@@ -35,7 +35,7 @@ INFLIGHT = "inflight.json"  # async modes: the uid verl gave each candidate stil
 class SnoozeRun:
     """Holds the :class:`~snooze.Scheduler` of a verl run and the uid of every prompt it issued."""
 
-    def __init__(self, index: PromptIndex, options: SnoozeOptions) -> None:
+    def __init__(self, index: PromptIndex, options: VerlOptions) -> None:
         config = options.scheduler
         if config.weights is None:  # verl samples rows uniformly: weigh each data_source by its size
             config = config.replace(weights=index.row_counts())
@@ -106,19 +106,16 @@ class SnoozeRun:
 
     def report(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]], rewards: np.ndarray) -> np.ndarray:
         """Report finished groups (``rewards`` ``[N, G]``, before any filtering). All or nothing: a bad
-        report raises and records nothing. Returns, per group, whether it can never enter this step's batch."""
+        report raises and records nothing. Returns, per group, whether it can never enter this step's batch
+        (the scheduler left it out: no signal, or too stale)."""
         cands = self._issued(uids, keys)
-        outcomes = self.scheduler.report(cands, rewards)
+        self.scheduler.report(cands, rewards)
         write_groups(self._log(), self.scheduler.step_index, cands, rewards)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
             self._step[cand.ticket] = uid
-        kept_as_padding = self.config.on_short == "pad"
-        return (
-            np.zeros(len(cands), dtype=bool)
-            if kept_as_padding or POLICIES[self.config.policy].trains_on_zero_signal
-            else outcomes != SIGNAL
-        )
+        out = self.scheduler.step_record().tickets("dropped", "too_stale")
+        return np.isin([c.ticket for c in cands], out)
 
     def cancel(self, uids: Sequence[str], why: str = "failed in rollout", cleared: bool = False) -> None:
         """Withdraw groups that will not be reported (verl marked them ``failure``, evicted them as stale, or
@@ -137,8 +134,7 @@ class SnoozeRun:
 
         Bounded by ``max_gen_rounds`` (docs/concepts.md, "The step loop").
         """
-        s = self.scheduler
-        return not s.batch_full and s.round < self.config.max_gen_rounds and not s.exhausted
+        return self.scheduler.wants_round()
 
     def finish_step(self, in_flight: bool = False) -> tuple[list[str], list[str], dict[str, float]]:
         """Close the scheduler's step. Returns the uids to train on, the uids to drop and the metrics.

@@ -27,7 +27,7 @@ from verl.utils.dataset.rl_dataset import collate_fn
 
 from snooze import IntegrationError
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer
-from snooze.integrations.verl._options import SnoozeOptions, read_options
+from snooze.integrations.verl._options import VerlOptions, read_options
 from snooze.integrations.verl._prompts import PromptIndex, SnoozePromptLoader, prompt_keys
 from snooze.integrations.verl._resume import check_state_folder, resumed_folder
 from snooze.integrations.verl._run import SnoozeRun
@@ -42,7 +42,7 @@ class SnoozeTrainerBase:
     """What every snooze trainer adds to its verl base class: the stable prompt ids bound to verl's uids,
     and the scheduler's state in verl's checkpoint folder. Mixed in before a verl ``PPOTrainer`` subclass."""
 
-    snooze_options: SnoozeOptions
+    snooze_options: VerlOptions
     snooze: SnoozeRun
     config: Any
     global_steps: int
