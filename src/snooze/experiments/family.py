@@ -3,8 +3,9 @@
 Each regime is a :class:`~snooze.experiments.profiles.Profile`, chosen by the criteria of
 :mod:`snooze.experiments.regime` on DAPO (``dynamic_sampling``) and plain ``grpo`` alone, before any
 skipping arm was run in it. Together they span the task mix (two tasks, one task), the level ranges,
-the pool size (300 to 3,000 prompts), the rollout temperature (0.4, 0.7) and one saturated regime (a
-pool DAPO uses up: most of its late generation is thrown away, every step at ``max_gen_rounds``).
+the pool size (300 to 3,000 prompts), the rollout temperature (0.4, 0.7), one saturated regime (a
+pool DAPO uses up: most of its late generation is thrown away, every step at ``max_gen_rounds``), and
+three that move forgetting: a third of the learning rate (two regimes) and a model 8x larger.
 
 :func:`run_family` runs every regime with :func:`~snooze.experiments.compare.run_compare` into
 ``out/<regime>/``; :mod:`snooze.experiments.family_table` turns the folders into the family's table
@@ -39,8 +40,18 @@ FAMILY: dict[str, Profile] = {
     "one-task": replace(_BASE, tasks="sort:3-8", fig3_task="sort:3-8", fig3_split=None, pool_size=1500),
     # Easy levels and a large pool: DAPO masters it, then spends most of each step on all-correct groups.
     "saturated": replace(_BASE, tasks="rev:3-6", fig3_task="rev:3-6", fig3_split=None, pool_size=3000),
+    # Regimes that move forgetting (research/family_candidates.py, DAPO and GRPO only, seeds 0-2). The default
+    # regime at a third of the learning rate: smaller updates, as an LLM's.
+    "lr-1e-4": replace(_BASE, lr=1e-4),
+    # The other lr-1e-4 regime: of the three candidates that met the criteria (large-pool, one-task, temp-0.7
+    # at lr 1e-4), the one where DAPO wastes most late (criterion 4: 5.7 rounds a step in the last 10%).
+    "one-task-lr-1e-4": replace(
+        _BASE, tasks="sort:3-8", fig3_task="sort:3-8", fig3_split=None, pool_size=1500, lr=1e-4
+    ),
+    # The default regime with a model 8x larger (4 layers x 128): more to lose on prompts it stops seeing.
+    "4x128": replace(_BASE, n_layer=4, d_model=128),
 }
-"""The family's regimes, by name. Fixed before any skipping arm was run in them."""
+"""The family's regimes, by name. Each fixed before any skipping arm was run in it."""
 
 FAMILY_ARMS: tuple[str, ...] = ("dynamic_sampling", "grpo", "snooze-f1", "snooze-f2", "snooze", "predictive")
 """The arms of the family: DAPO and plain GRPO (the criteria), snoozing at factors 1, 2 and 5, predictive."""
