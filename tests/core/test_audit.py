@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import snooze
 from snooze.core import _audit
-from snooze.core._audit import EXHAUSTED_WINDOW, audit_uniform
+from snooze.core._audit import EXHAUSTED_WINDOW, audit_budget, audit_uniform
 
 G = 4
 
@@ -30,22 +30,24 @@ def _roller(p: np.ndarray, seed: int):  # noqa: ANN202
 class _Recorder:
     """The plain reference model of the audit: wraps the scheduler's walk and replays the encounters it spent,
     one by one, under the snooze counter rule (an encounter of a prompt whose counter is above 0 is skipped and
-    counts it down); for every skipped encounter it keeps the row, its epoch and whether the stateless hash
-    audits it."""
+    counts it down); for every walk it keeps the skipped encounters' rows, the ones the stateless hash picks,
+    the round's budget (``audit_budget``) and the audits the scheduler issued."""
 
     def __init__(self, sched: snooze.Scheduler) -> None:
         self.skipped: list[np.ndarray] = []  # rows of skipped encounters
-        self.audited: list[np.ndarray] = []  # rows the reference says are audited
+        self.hits: list[np.ndarray] = []  # rows the hash picks, in stream order
+        self.budgets: list[int] = []
         self.issued_audits: list[np.ndarray] = []  # rows the scheduler issued as audits
         inner, stream, share = sched._walk, sched.streams[0], sched.config.audit
 
         def walk(need: int, only: int | None = None):  # noqa: ANN202
             before, counter = (stream.epoch, stream.cursor), sched.tables[0].counter.copy()
+            self.budgets.append(audit_budget(share, sched.config.gen_size, sched.seed, sched.step_index, sched.round))
             w = inner(need, only)
             rows, epochs = _skipped_encounters(stream, before, (stream.epoch, stream.cursor), counter)
             self.skipped.append(rows)
             u = np.array([audit_uniform(sched.seed, stream.key, e, np.array([r]))[0] for r, e in zip(rows, epochs)])
-            self.audited.append(rows[u < share] if rows.size else rows)
+            self.hits.append(rows[u < share] if rows.size else rows)
             self.issued_audits.append(w.rows()[w.audit()])
             return w
 
@@ -75,16 +77,20 @@ def _skipped_encounters(stream, before: tuple[int, int], after: tuple[int, int],
     easy=st.floats(0.3, 0.9),
     seed=st.integers(0, 2**16),
 )
-def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(
+def test_the_audit_is_a_random_sample_of_the_skipped_encounters_within_its_budget(
     n: int, share: float, easy: float, seed: int
 ) -> None:
-    """A pool with known pass rates (a share ``easy`` near-mastered, p in [0.85, 1]; the rest p in [0.2, 0.8]):
-    the audit groups are exactly the skipped encounters the hash picks (the reference model), and their signal
-    count matches ``share x`` the signal the skipped encounters carry in expectation (q = 1 - p^G - (1-p)^G),
-    within 4.5 standard deviations of the selection and the rollouts together."""
+    """A pool with known pass rates (a share ``easy`` near-mastered, p in [0.85, 1]; the rest p in [0.2, 0.8];
+    five never solved, so some prompt is always awake and no walk leaps). In every round the audits are exactly
+    the first skipped encounters the hash picks (the reference model), as many as the round's budget allows
+    (``share x`` its candidates, rounded at random), so the audit never costs more than its share of
+    generation; the audited encounters' pass rates are those of the skipped ones (a random sample: their mean
+    chance of a signal group, q = 1 - p^G - (1-p)^G, within 4.5 standard errors), and the audit's signal count
+    is what their q say (within 4.5 standard deviations of the rollouts)."""
     rng = np.random.default_rng(seed)
     p = np.where(rng.random(n) < easy, rng.uniform(0.85, 1.0, n), rng.uniform(0.2, 0.8, n))
     p[rng.random(n) < 0.3] = 1.0  # some always pass: they are snoozed again and again
+    p[:5] = 0.0  # never solved: never snoozed (the hard side is not), always awake
     cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=5), audit=share)
     sched = snooze.Scheduler(_pool(n), cfg, seed=seed)
     rec = _Recorder(sched)
@@ -92,15 +98,21 @@ def test_the_audit_is_an_unbiased_sample_of_the_skipped_encounters(
     for _ in range(40):
         sched.step(roll)
     m = sched.metrics()
+    for hits, budget, issued in zip(rec.hits, rec.budgets, rec.issued_audits):
+        assert issued.tolist() == hits[:budget].tolist()  # the first hits, up to the budget, in stream order
+    issued = np.concatenate(rec.issued_audits)
+    assert (
+        m["total/audit_groups"] == issued.size <= sum(rec.budgets) <= share * m["total/gen_groups"] + len(rec.budgets)
+    )
     skipped = np.concatenate(rec.skipped)
-    ref, issued = np.concatenate(rec.audited), np.concatenate(rec.issued_audits)
-    assert sorted(ref.tolist()) == sorted(issued.tolist())  # the same encounters, by the plain reference
-    assert m["total/audit_groups"] == issued.size
     assert skipped.size >= issued.size and m["total/audit_given_up"] >= 0
-    q = 1.0 - p[skipped] ** G - (1.0 - p[skipped]) ** G
+    q_of = 1.0 - p**G - (1.0 - p) ** G
+    if issued.size >= 20:
+        q_skipped, q_audited = q_of[skipped], q_of[issued]
+        assert abs(q_audited.mean() - q_skipped.mean()) <= 4.5 * q_skipped.std() / math.sqrt(issued.size) + 1e-9
     audit_signal = round(m["total/audit_signal_rate"] * m["total/audit_groups"])
-    sd = math.sqrt(float(np.sum(share * q - share**2 * q**2))) + 1e-9
-    assert abs(audit_signal - share * q.sum()) <= 4.5 * sd + 1e-9
+    sd = math.sqrt(float(np.sum(q_of[issued] * (1 - q_of[issued])))) + 1e-9
+    assert abs(audit_signal - q_of[issued].sum()) <= 4.5 * sd + 1e-9
 
 
 def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
@@ -215,3 +227,28 @@ def test_the_exhaustion_warning_is_given_once_per_run_across_a_resume(tmp_path, 
         for _ in range(5):
             assert back.step(_roller(np.ones(50), 0)).metrics["gen/exhausted"] == 1
     assert sum("the pool is used up" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("policy", ["dynamic_sampling", "snooze", "filter"])
+def test_a_cold_start_is_not_called_a_used_up_pool(policy: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing solved yet (every group too hard) bounds every step at max_gen_rounds as a used-up pool does, but
+    the advice is the opposite: the run is about to learn. ``gen/unsolved`` says so, ``gen/exhausted`` does not,
+    and the one warning says to keep going (never "stop")."""
+    lines = _run(np.zeros(100), 40, caplog, policy=policy)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "the pool is used up" in m]
+    unsolved = [m for m in messages if "beyond the model for now" in m]
+    assert len(unsolved) == 1 and "keep going" in unsolved[0] and "stop" not in unsolved[0]
+    assert [m["gen/unsolved"] for m in lines] == [0] * (EXHAUSTED_WINDOW - 1) + [1] * (40 - EXHAUSTED_WINDOW + 1)
+    assert all(m["gen/exhausted"] == 0 for m in lines)
+
+
+def test_which_side_the_round_limit_ran_out_on_follows_the_pool(caplog: pytest.LogCaptureFixture) -> None:
+    """A pool of mostly solved prompts and a few unsolved ones is used up (too easy dominates); the same mix the
+    other way round is unsolved. A pool that learns (half the rollouts right) is neither."""
+    easy = np.where(np.arange(100) < 80, 1.0, 0.0)
+    assert _run(easy, EXHAUSTED_WINDOW + 1, caplog, policy="dynamic_sampling")[-1]["gen/exhausted"] == 1
+    hard = 1.0 - easy
+    assert _run(hard, EXHAUSTED_WINDOW + 1, caplog, policy="dynamic_sampling")[-1]["gen/unsolved"] == 1
+    healthy = _run(np.full(100, 0.5), EXHAUSTED_WINDOW + 1, caplog, policy="dynamic_sampling")[-1]
+    assert healthy["gen/exhausted"] == healthy["gen/unsolved"] == 0

@@ -123,3 +123,123 @@ def test_it_refuses_a_policy_that_is_not_registered_or_a_config_of_another() -> 
         snooze.check_policy(Loose)
     with pytest.raises(snooze.ConfigError, match="config.policy='grpo', but the policy is registered as 'filter'"):
         snooze.check_policy(POLICIES["filter"], snooze.SchedulerConfig(policy="grpo"))
+
+
+class _Stateful(Policy):
+    """A policy whose run-level state holds ``value`` (set by the test)."""
+
+    value: Any = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"counts": [1, 2], "value": type(self).value}
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (np.zeros(3), "numpy.ndarray"),
+        (np.float64(1.5), "numpy.float64"),
+        (np.int64(2), "numpy.int64"),
+        ((1, 2), "builtins.tuple"),
+        (float("nan"), "nan, not a finite number"),
+    ],
+)
+def test_a_policy_state_the_saved_format_cannot_hold_fails_the_check_and_the_save(
+    value: Any, shown: str, tmp_path: Any
+) -> None:
+    """A numpy array in the state made check_policy itself raise ValueError; a numpy scalar passed it and every
+    later save() raised TypeError. Both now fail where the state is taken, with the project's error naming the
+    policy and the value; the checkpoint on disk is left as it was."""
+    cls = _registered("test_stateful", type("Bad", (_Stateful,), {"value": value}))
+    try:
+        with pytest.raises(snooze.PolicyConformanceError, match=r"'test_stateful': its state_dict\(\)\['value'\] is"):
+            snooze.check_policy(cls)
+        sched = snooze.Scheduler({"a": [{"id": i} for i in range(5)]}, snooze.SchedulerConfig(policy="test_stateful"))
+        with pytest.raises(snooze.PolicyConformanceError, match=shown.replace("(", r"\(")):
+            sched.save(tmp_path / "s")
+        assert not (tmp_path / "s").exists()
+    finally:
+        POLICIES.unregister("test_stateful")
+
+
+def test_a_plain_json_state_passes_the_check() -> None:
+    cls = _registered("test_plain", type("Plain", (_Stateful,), {"value": {"a": [1, 2.5, None, True, "x"]}}))
+    try:
+        snooze.check_policy(cls)
+    finally:
+        POLICIES.unregister("test_plain")
+
+
+def test_a_mask_that_lets_nothing_through_fails_the_check_and_never_hangs_a_draw() -> None:
+    """A mask that skips every prompt, even with the audit off: check_policy names it, and propose() gives up
+    on the dataset after ``patience`` epochs instead of walking for ever."""
+
+    class Nothing(Policy):
+        def skip_mask(self, table: Any, stream: Any, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+            return np.ones(rows.shape[0], dtype=bool)
+
+    cls = _registered("test_nothing", Nothing)
+    try:
+        with pytest.raises(snooze.PolicyConformanceError, match="skip mask broken at the first round: .* drew no"):
+            snooze.check_policy(cls)
+        sched = snooze.Scheduler({"a": [{"id": i} for i in range(7)]}, snooze.SchedulerConfig(policy="test_nothing"))
+        assert len(sched.propose()) == 0 and sched.metrics() == {}
+        assert sched.step_metrics.scalars["snooze/skipped"] == 7  # one epoch, then it gave up
+    finally:
+        POLICIES.unregister("test_nothing")
+
+
+def test_a_patience_that_is_not_a_count_is_refused_when_the_scheduler_is_built() -> None:
+    class Forever(Policy):
+        patience = None  # an earlier promise ("walk until one comes through") that could hang a draw
+
+        def skip_mask(self, table: Any, stream: Any, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+            return np.ones(rows.shape[0], dtype=bool)
+
+    _registered("test_forever", Forever)
+    try:
+        with pytest.raises(snooze.PolicyConformanceError, match="patience=None must be an integer >= 1"):
+            snooze.Scheduler({"a": [{"id": 0}]}, snooze.SchedulerConfig(policy="test_forever"))
+    finally:
+        POLICIES.unregister("test_forever")
+
+
+def test_a_report_s_rewards_are_read_only_to_a_policy() -> None:
+    """A plug-in that edits Report.rewards in place changed the caller's rewards; now it cannot, and the
+    caller's array (and the batch's) keep what the rollout gave."""
+
+    class Editor(Policy):
+        def report(self, memory: Any, report: Any) -> Changes | None:
+            report.rewards[:] = 0.0
+            return None
+
+    _registered("test_editor", Editor)
+    try:
+        sched = snooze.Scheduler(
+            {"a": [{"id": 0}]}, snooze.SchedulerConfig(batch_size=1, group_size=2, policy="test_editor")
+        )
+        cands, rewards = sched.propose(), np.array([[1.0, 0.0]])
+        with pytest.raises(ValueError, match="read-only"):
+            sched.report(cands, rewards)
+        assert rewards.tolist() == [[1.0, 0.0]] and len(sched.pending) == 1  # nothing recorded
+    finally:
+        POLICIES.unregister("test_editor")
+
+
+@pytest.mark.parametrize("field", ["new", "regressed", "retired", "blocked"])
+def test_changes_of_the_wrong_length_are_a_conformance_error(field: str) -> None:
+    class Miscounted(Policy):
+        def report(self, memory: Any, report: Any) -> Changes | None:
+            p = report.prompts()
+            return Changes(p.ds, **{field: np.zeros(p.ds.shape[0] + 1, dtype=bool)})
+
+    _registered("test_miscounted", Miscounted)
+    try:
+        sched = snooze.Scheduler({"a": [{"id": i} for i in range(3)]}, snooze.SchedulerConfig(policy="test_miscounted"))
+        with pytest.raises(snooze.PolicyConformanceError, match=rf"Changes.{field} has shape \(4,\), not \(3,\)"):
+            sched.step(lambda c: np.ones((len(c), 8)))
+    finally:
+        POLICIES.unregister("test_miscounted")

@@ -8,9 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _driver import state_hash
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import snooze
 import snooze.core._draw as draw
+from snooze.core.policies.snooze import MAX_PERIOD
 
 
 def _for_snooze(policy: str, options: snooze.SnoozeOptions) -> snooze.SnoozeOptions | None:
@@ -25,7 +28,7 @@ def _run(seed: int, leap: bool, monkeypatch: pytest.MonkeyPatch) -> list:
     data = {f"d{d}": [{"id": i, "easy": bool(rng.random() < 0.85)} for i in range(n)] for d, n in enumerate(sizes)}
     policy = str(rng.choice(["snooze", "snooze", "filter"]))
     cfg = snooze.SchedulerConfig(
-        audit=0.0,  # the leap is the walk's without the audit (an audited encounter of an asleep prompt is rolled out)
+        audit=0.0,  # pass by pass, the walk would audit encounters the leap jumps over: compared without the audit
         batch_size=int(rng.integers(1, 5)),
         gen_batch_size=int(rng.integers(1, 7)),
         group_size=4,
@@ -127,19 +130,49 @@ def test_skip_history_with_a_huge_factor_gives_up_a_round_instead_of_walking_for
     )  # the round gave up after PATIENCE passes of 8; none followed
 
 
-def test_no_leap_under_the_audit_an_asleep_prompt_s_audited_encounter_is_rolled_out() -> None:
-    """With the audit on, an asleep prompt's encounter may be audited (rolled out), so nothing is surely
-    asleep and the walk goes pass by pass: the one prompt (counter 1000) comes back as an audit at its
-    first encounter whose hash is below the share, its counter down by the encounters met until then."""
-    from snooze.core._audit import audit_uniform
-
+def test_the_leap_holds_under_the_audit_an_asleep_prompt_wakes_at_its_own_encounter() -> None:
+    """With the audit on, a walk that meets nothing awake still leaps: the audit samples the encounters a walk
+    looks at, never the ones it leaps over. The one prompt (counter 1000) is drawn at its waking encounter,
+    as a drawn prompt, not an audit, its counter counted down by arithmetic."""
     cfg = snooze.SchedulerConfig(
         batch_size=1, group_size=4, options=snooze.SnoozeOptions(factor=1000), max_gen_rounds=1, audit=0.2
     )
     s = snooze.Scheduler({"d": [{"id": 0}]}, cfg, seed=3)
     s.step(lambda c: np.ones((len(c), 4)))
     assert s.tables[0].counter.tolist() == [1000]
-    first = next(e for e in range(1, 1001) if audit_uniform(s.seed, s.streams[0].key, e, np.array([0]))[0] < 0.2)
     cands = s.propose()
-    assert len(cands) == 1 and s.pending.audit.tolist() == [True]
-    assert s.streams[0].epoch == first + 1 and s.tables[0].counter.tolist() == [1000 - (first - 1) - 1]
+    assert len(cands) == 1 and s.pending.audit.tolist() == [False]
+    assert s.tables[0].counter.tolist() == [0] and s.streams[0].epoch == 1001 + 1
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=30, deadline=None)
+@given(
+    share=st.sampled_from([5e-324, 1e-300, 1e-12, 1e-4, 0.05, 0.5]) | st.floats(5e-324, 0.9),
+    factor=st.integers(1, MAX_PERIOD),
+    prompts=st.integers(1, 16),
+    mix=st.sampled_from(["stream", "quota"]),
+)
+def test_a_step_s_cost_does_not_depend_on_the_counters_whatever_the_audit(
+    share: float, factor: int, prompts: int, mix: str
+) -> None:
+    """Every group too easy, every prompt asleep for ``factor`` encounters (up to the most a counter holds), the
+    audit at any share down to the smallest positive float: the next step skips ``factor`` encounters of each
+    prompt before any wakes (pass by pass: up to 2**31 epochs; any share above 0 used to turn the leap off),
+    and the audit takes at most its budget of each round (``audit_budget``)."""
+    from snooze.core._audit import audit_budget
+
+    names = ["a"] if mix == "stream" or prompts < 2 else ["a", "b"]
+    data = {n: [{"id": i} for i in range(prompts // len(names))] for n in names}
+    n = sum(len(v) for v in data.values())
+    cfg = snooze.SchedulerConfig(
+        batch_size=n, group_size=4, options=snooze.SnoozeOptions(factor=factor), mix=mix, max_gen_rounds=2, audit=share
+    )
+    s = snooze.Scheduler(data, cfg, seed=1)
+    s.step(lambda c: np.ones((len(c), 4)))  # a round draws every prompt: each is snoozed for ``factor`` encounters
+    assert sum(t.asleep() for t in s.tables) == n
+    s.step(lambda c: np.ones((len(c), 4)))
+    m = s.metrics()
+    assert m["snooze/skipped"] >= factor and m["gen/groups"] >= 1  # each prompt sat out its encounters, then woke
+    budget = sum(audit_budget(share, cfg.gen_size, 1, 1, r) for r in range(1, m["gen/rounds"] + 1))
+    assert m["snooze/audit/groups"] <= budget

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import runpy
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 import snooze
 from snooze import HistoryOptions, NoOptions, PredictiveOptions, SchedulerConfig, SnoozeOptions
 from snooze.core.options import POLICIES
+from snooze.core.policies import Policy, register_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAT_NAMES = {  # the flat name of a pre-release -> what holds that option now
@@ -124,3 +126,61 @@ def test_the_example_policy_with_a_knob_of_its_own_runs_from_one_file() -> None:
             SchedulerConfig(policy="patience", options={"times": 0})
     finally:
         POLICIES.unregister("patience")
+
+
+def test_an_option_given_without_the_setting_that_uses_it_is_refused() -> None:
+    """``history``'s weight given while the skip rule is ``counter`` was dropped silently; now refused, naming the
+    setting to add."""
+    with pytest.raises(snooze.ConfigError, match=r"options of skip rule 'history', but skip='counter'; add skip="):
+        snooze.SchedulerConfig(policy="snooze", options={"rule": {"weight": 0.25}})
+    assert snooze.SnoozeOptions(skip="history", rule={"weight": 0.25}).rule.weight == 0.25
+
+
+@dataclass(frozen=True)
+class _NoDefault(snooze.Options):
+    level: int
+
+
+@dataclass(frozen=True)
+class _Rounds(snooze.Options):
+    gen_rounds: int = 2
+    """Becomes the key max_gen_rounds under a policy named "max"."""
+
+
+@dataclass(frozen=True)
+class _Factor(snooze.Options):
+    factor: int = 1
+    """Its key under a policy named "snooze_x" is snooze_x_factor: no clash with snooze_factor."""
+
+
+@pytest.mark.parametrize(
+    ("name", "opts", "match"),
+    [
+        ("no_default", _NoDefault, r"options \['level'\] of _NoDefault have no default"),
+        ("max", _Rounds, r"option key\(s\) \['max_gen_rounds'\] .* name something else already"),
+        ("borrowed", snooze.SnoozeOptions, r"SnoozeOptions is the options class of policy 'snooze' already"),
+        ("plain_int", int, "must be a dataclass subclassing"),
+    ],
+)
+def test_the_registry_refuses_options_it_could_not_tell_apart(name: str, opts: type, match: str) -> None:
+    """An options class whose field has no default (its policy could not be built with defaults), whose key clashes
+    with a SchedulerConfig field (one flag for two things), or that another policy owns already (the policy of
+    an options object could not be read from it): refused at registration, nothing registered."""
+
+    class Probe(Policy):
+        Options = opts
+
+    with pytest.raises(snooze.ConfigError, match=match):
+        register_policy(name)(Probe)
+    assert name not in POLICIES
+
+
+def test_a_policy_with_its_own_options_class_registers() -> None:
+    class Probe(Policy):
+        Options = _Factor
+
+    register_policy("snooze_x")(Probe)
+    try:
+        assert snooze.SchedulerConfig(policy="snooze_x", options={"factor": 3}).options == _Factor(factor=3)
+    finally:
+        POLICIES.unregister("snooze_x")

@@ -2,16 +2,24 @@
 (docs/concepts.md, "The audit" and "Exhaustion"; docs/metrics.md).
 
 **Audit.** A share ``SchedulerConfig.audit`` of the encounters a policy skips before any rollout is
-rolled out anyway. Which ones is a hash of ``(seed, dataset, row, epoch)`` (a prompt comes up once
+rolled out anyway, and at most that share of each generation round (:func:`audit_budget`: an audit
+group fills a slot of the round, so the audit's cost is bounded by its share of generation whatever
+the policy skips). Which ones is a hash of ``(seed, dataset, row, epoch)`` (a prompt comes up once
 per epoch, so the epoch is its encounter number): stateless, the same on every machine and across a
 resume, and independent of everything the run has seen, so the audited encounters are a uniform
-random sample of the skipped ones. Audit groups never reach the policy (its memory evolves as if they
-had been skipped), so their signal rate is an unbiased estimate of the signal rate of the encounters
-the policy skips, and ``(skipped - audited) x that rate`` estimates the signal groups given up.
+random sample of the skipped ones the walk looks at (the first of them in stream order, up to the
+round's budget; a leap over prompts that are all asleep looks at none). Their signal rate is an
+unbiased estimate of the signal rate of the encounters the policy skips, and ``(skipped - audited) x
+that rate`` estimates the signal groups given up. An audit group reaches the policy only through
+:meth:`Policy.audited` (nothing by default: the memory evolves as if it had been skipped).
 
 **Exhaustion.** When ``max_gen_rounds`` binds at every one of the last :data:`EXHAUSTED_WINDOW` steps
-and those steps trained on less than :data:`EXHAUSTED_USED` of what they generated, the pool is
-used up: ``gen/exhausted`` is 1, and the first time it happens in a run a warning says so.
+and those steps trained on less than :data:`EXHAUSTED_USED` of what they generated, the batch cannot be
+filled, and which side the round limit ran out on says why. Most of the window's groups too easy: the pool
+is used up (``gen/exhausted`` is 1; add data, stop, or lower ``max_gen_rounds``). As many or more too
+hard: the pool is beyond the model for now (``gen/unsolved`` is 1, as at a cold start where nothing is
+solved yet; the run is about to learn, not done: keep going, make the data easier, or raise
+``max_gen_rounds`` or ``gen_batch_size``). Each warns once a run.
 """
 
 from __future__ import annotations
@@ -43,7 +51,16 @@ EXHAUSTED_USED = 0.05
 counts as used up. A step that stops at the round limit uses at most ``batch_size / (max_gen_rounds x
 gen_batch_size)`` of it (1/8 at the defaults); 0.05 means less than 40% of each batch was filled."""
 
+_BOUND_WARNINGS = {
+    "exhausted": "the pool is used up: max_gen_rounds bound at each of the last %d steps, which trained on %d of the "
+    "%d groups they generated (%.1f%%), most of the rest too easy; add data, stop, or lower max_gen_rounds",
+    "unsolved": "the pool is beyond the model for now: max_gen_rounds bound at each of the last %d steps, which "
+    "trained on %d of the %d groups they generated (%.1f%%), as many or more of the rest too hard as too easy (as at "
+    "a cold start: the run is about to learn, not done); keep going, make the data easier, or raise max_gen_rounds "
+    "or gen_batch_size",
+}
 _SALT = np.uint64(0x5A0D17A0D17C0FFE)  # keeps the audit's hash apart from the streams' permutations
+_BUDGET_KEY = 2**40 + 0xB0D6E7  # the rounds' budgets: a "dataset key" no dataset has (crc32s of names: < 2**32)
 _COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips")
 _SUMS = ("audit_pass", "drawn_pass")
 
@@ -54,6 +71,16 @@ def _mix(x: np.ndarray) -> np.ndarray:
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     return x ^ (x >> np.uint64(31))
+
+
+def audit_budget(share: float, n: int, seed: int, step: int, round_: int) -> int:
+    """Audits a round of ``n`` candidates may take: ``share x n`` rounded up or down at random (a hash of
+    ``(seed, step, round)``: stateless), so over a run the audit costs at most ``share`` of generation."""
+    if not share:
+        return 0
+    exact = share * n
+    u = audit_uniform(seed, _BUDGET_KEY, step, np.array([round_]))[0]
+    return int(np.floor(exact)) + int(u < exact - np.floor(exact))
 
 
 def audit_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.ndarray:
@@ -73,8 +100,9 @@ class Diagnosis:
 
     def __init__(self) -> None:
         self.totals: dict[str, float] = {k: 0 for k in _COUNTS} | {k: 0.0 for k in _SUMS}
-        self.window: list[list[int]] = []  # the last EXHAUSTED_WINDOW steps: [bound (0/1), generated, trained]
-        self.warned: dict[str, bool] = {"audit": False, "exhausted": False}
+        # the last EXHAUSTED_WINDOW steps: [bound (0/1), generated, trained, too easy, too hard]
+        self.window: list[list[int]] = []
+        self.warned: dict[str, bool] = {"audit": False, "exhausted": False, "unsolved": False}
         self.start_step()
 
     def start_step(self) -> None:
@@ -102,28 +130,22 @@ class Diagnosis:
             self.step[f"{name}_signal"] += int(np.count_nonzero(signal & sel))
             self.step[f"{name}_pass"] += float(means[sel].sum())
 
-    def finish(self, out: dict[str, Any], bound: bool, generated: int, trained: int, audit_share: float) -> None:
-        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``gen/exhausted`` and their totals to
-        ``out``; advance the totals and the window; warn (once per run) when the numbers say so."""
+    def finish(self, out: dict[str, Any], bound: bool, counts: tuple[int, int, int, int], audit_share: float) -> None:
+        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``gen/exhausted``, ``gen/unsolved`` and
+        their totals to ``out``; advance the totals and the window (``counts``: the step's generated, trained,
+        too-easy and too-hard groups); warn (once per run) when the numbers say so."""
         s, t = self.step, self.totals
         for k in t:
             t[k] += s[k]
         self._rates(out, "snooze/", s)
         self._rates(out, "total/", t)
-        self.window = (self.window + [[int(bound), int(generated), int(trained)]])[-EXHAUSTED_WINDOW:]
-        out["gen/exhausted"] = int(self.exhausted())
-        if out["gen/exhausted"] and not self.warned["exhausted"]:
-            self.warned["exhausted"] = True
+        self.window = (self.window + [[int(bound), *map(int, counts)]])[-EXHAUSTED_WINDOW:]
+        side = self.bound_side()
+        out["gen/exhausted"], out["gen/unsolved"] = int(side == "exhausted"), int(side == "unsolved")
+        if side and not self.warned[side]:
+            self.warned[side] = True
             gen, used = sum(w[1] for w in self.window), sum(w[2] for w in self.window)
-            log.warning(
-                "the pool is used up: max_gen_rounds bound at each of the last %d steps, which trained on %d of the %d "
-                "groups they generated (%.1f%%, under %.0f%%); add data, stop, or lower max_gen_rounds",
-                EXHAUSTED_WINDOW,
-                used,
-                gen,
-                100 * used / gen if gen else 0.0,
-                100 * EXHAUSTED_USED,
-            )
+            log.warning(_BOUND_WARNINGS[side], EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0)
         self._warn_audit(audit_share)
         self.start_step()
 
@@ -145,12 +167,15 @@ class Diagnosis:
         # signal groups given up: skipped encounters not rolled out x the run's audited signal rate so far
         out[f"{prefix}audit{sep}given_up"] = max(int(c["skips"] - c["audit_groups"]), 0) * rate
 
-    def exhausted(self) -> bool:
-        """Every step of a full window bound, and together they used less than :data:`EXHAUSTED_USED`."""
+    def bound_side(self) -> str:
+        """``"exhausted"`` or ``"unsolved"`` when every step of a full window bound and together they used less
+        than :data:`EXHAUSTED_USED` (mostly too-easy groups, or as many too hard), else ``""``."""
         if len(self.window) < EXHAUSTED_WINDOW or not all(w[0] for w in self.window):
-            return False
-        gen = sum(w[1] for w in self.window)
-        return gen > 0 and sum(w[2] for w in self.window) < EXHAUSTED_USED * gen
+            return ""
+        gen, used, easy, hard = (sum(w[i] for w in self.window) for i in (1, 2, 3, 4))
+        if not (gen > 0 and used < EXHAUSTED_USED * gen):
+            return ""
+        return "unsolved" if hard >= easy else "exhausted"
 
     def _warn_audit(self, audit_share: float) -> None:
         t = self.totals
@@ -183,7 +208,7 @@ class Diagnosis:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Counts integers >= 0, pass sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` triples."""
+        """Counts integers >= 0, pass sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` 5-lists."""
         if not isinstance(state, Mapping):
             raise StateError("metrics.diagnosis is not a mapping; the state is corrupt")
         totals, step = (_counts(state.get(part, {}), part) for part in ("totals", "step"))
@@ -191,10 +216,11 @@ class Diagnosis:
         if (
             not isinstance(window, list)
             or len(window) > EXHAUSTED_WINDOW
-            or not all(isinstance(w, list) and len(w) == 3 for w in window)
+            or not all(isinstance(w, list) and len(w) == 5 for w in window)
         ):
             raise StateError(
-                "metrics.diagnosis.window is not a list of [bound, generated, trained]; the state is corrupt"
+                "metrics.diagnosis.window is not a list of [bound, generated, trained, too easy, too hard]; "
+                "the state is corrupt"
             )
         window = [[state_int(v, "metrics.diagnosis.window") for v in w] for w in window]
         warned = state.get("warned", {})

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import is_int
 from snooze.core._draw import drawable
 from snooze.core._json import plain_problem
 from snooze.core._memory import PromptMemory
@@ -50,6 +51,11 @@ class Components:
         names, sizes = tuple(s.name for s in sources), tuple(len(s) for s in sources)
         assert config.options is not None  # (a checked config always holds its policy's options)
         self.policy = make_policy(config.policy, config.options, Context(names, sizes, config.group_size, seed))
+        if self.policy.skip_mask is not None and not (is_int(self.policy.patience) and self.policy.patience >= 1):
+            raise PolicyConformanceError(
+                f"policy {config.policy!r}: patience={self.policy.patience!r} must be an integer >= 1 (whole epochs "
+                "a draw walks with everything skipped before it gives up on a dataset for the round)"
+            )
         self.streams = [DatasetStream(s.name, len(s), seed, config.epochs, config.shuffle) for s in sources]
         self.memory = PromptMemory(sizes, self.policy.columns)
         self.mix = Mix(names, config.weights)

@@ -8,7 +8,7 @@ a prompt is *skipped* when its snooze counter is above 0 (the counter goes down 
 policy's skip mask says so, and *passed over* (blocked) when it is retired or excluded. A share
 ``config.audit`` of the encounters the policy skips (asleep, masked or retired; never excluded ones) is
 *audited*: met as if awake, and flagged (:mod:`._audit`), while its counter goes down as for any skip
-(``audit``: the share, ``SchedulerConfig.audit``).
+(``audit``: the share, ``SchedulerConfig.audit``), up to ``budget`` audits a walk: later hits stay skipped.
 Everything met on the way is spent; the rest of the stream is untouched. ``mix="stream"`` walks every dataset by weight;
 ``mix="quota"`` walks one dataset at a time, for the candidates its open quota is allotted.
 
@@ -143,11 +143,12 @@ def walk(
     need: int,
     only: int | None = None,
     audit: float = 0.0,
+    budget: int = 0,
 ) -> Walk:
     """Walk the mixed stream of the datasets with a weight above 0 (``only``: of that one dataset)
     until ``need`` awake prompts are met, fewer when the data runs out. ``drawn``: each dataset's
     encounters so far in the mixed stream (where its stride schedule starts)."""
-    walker = _Walker(tables, streams, policy, weights, drawn, audit)
+    walker = _Walker(tables, streams, policy, weights, drawn, audit if budget > 0 else 0.0, budget)
     among = range(len(tables)) if only is None else (only,)
     while need > 0:
         active = walker.active(among)
@@ -173,13 +174,13 @@ class _Walker:
         weights: np.ndarray,
         drawn: np.ndarray,
         audit: float,
+        budget: int,
     ) -> None:
         self.tables, self.streams, self.policy, self.weights, self.drawn = tables, streams, policy, weights, drawn
-        self.audit = audit
+        self.audit, self.budget = audit, budget
         self.w = weights.tolist()
         self.out = Walk(len(tables))
-        masked = policy.skip_mask is not None and policy.patience is not None
-        self.dry = _Dry(tables, policy.patience) if masked and policy.patience is not None else None
+        self.dry = _Dry(tables, policy.patience) if policy.skip_mask is not None else None
 
     def active(self, among: Sequence[int]) -> list[int]:
         """The datasets of ``among`` that can still give a prompt (and, with a mask, are not dry)."""
@@ -190,9 +191,9 @@ class _Walker:
         return active
 
     def leap(self, active: list[int]) -> bool:
-        """Nothing awake: count down by arithmetic, not pass by pass (not under the audit: a skipped
-        encounter may be audited). Whether it spent anything."""
-        if self.audit or not all(asleep_all(self.tables[d]) for d in active):
+        """Nothing awake: count down by arithmetic, not pass by pass (the audit samples the encounters a walk
+        looks at, never the ones it leaps over). Whether it spent anything."""
+        if not all(asleep_all(self.tables[d]) for d in active):
             return False
         leapt = leap(self.tables, self.streams, self.weights, self.drawn + np.array(self.out.encounters), active)
         for d, used, skipped, blocked, down, _by in leapt:
@@ -203,11 +204,14 @@ class _Walker:
     def one(self, d: int, need: int) -> int | None:
         """One pass over one dataset (the mixed stream is its own stream): awake prompts met, ``None`` if none left."""
         peek = _peek(self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need), self.audit)
+        if peek.audit is not None:
+            _trim_audits(peek.audit, peek.awake, self.budget)
         cut, met = _cut(peek.awake, need)
         if cut == 0:
             return None
         taken = _consume(self.tables[d], self.streams[d], peek, cut, self.out, d)
         self.out.parts.append((d, taken, _taken_audit(peek, cut)))
+        self.budget -= int(np.count_nonzero(self.out.parts[-1][2]))
         self._spent(d, cut, taken.shape[0] + int(np.count_nonzero(peek.counter[:cut])))
         return met
 
@@ -215,7 +219,7 @@ class _Walker:
         """One pass over several datasets, in mixed-stream order: awake prompts met, ``None`` if none left."""
         t, s = self.tables, self.streams
         peeks, owners, awake, rows, audit = _mixed_pass(
-            t, s, self.policy, self.weights, active, self.drawn + self.out.encounters, need, self.audit
+            t, s, self.policy, self.weights, active, self.drawn + self.out.encounters, need, self.audit, self.budget
         )
         cut, met = _cut(awake, need)
         if cut == 0:
@@ -226,6 +230,7 @@ class _Walker:
                 self._spent(d, k, taken.shape[0] + int(np.count_nonzero(peeks[d].counter[:k])))
         take = awake[:cut]
         self.out.parts.append((owners[:cut][take], rows[:cut][take], audit[:cut][take]))  # in mixed-stream order
+        self.budget -= int(np.count_nonzero(audit[:cut][take]))
         return met
 
     def _spent(self, d: int, used: int, lively: int) -> None:
@@ -298,6 +303,15 @@ def walk_quota(
     )
 
 
+def _trim_audits(audit: np.ndarray, awake: np.ndarray, budget: int) -> np.ndarray:
+    """Keep the first ``budget`` audits of a pass (in its order); later ones are skips again. In place; returns
+    the positions un-audited."""
+    extra = np.flatnonzero(audit)[max(budget, 0) :]
+    audit[extra] = False
+    awake[extra] = False
+    return extra
+
+
 def _cut(awake: np.ndarray, need: int) -> tuple[int, int]:
     """``(encounters to spend, awake prompts met)``: up to and including the ``need``-th awake one."""
     hits = np.flatnonzero(awake)
@@ -315,12 +329,13 @@ def _mixed_pass(
     drawn: np.ndarray,
     need: int,
     share: float,
+    budget: int,
 ) -> tuple[dict[int, _Peek], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One pass over several datasets: peek each, then order the encounters by stride scheduling.
     Returns ``(peeks, owners, awake, rows, audit)`` of at most ``m`` encounters in mixed-stream order.
 
     Stops where a dataset's epoch ends inside the chunk, so no encounter is taken past a point
-    where that dataset's stream would have gone on."""
+    where that dataset's stream would have gone on. Audits beyond ``budget`` (in mixed-stream order) are skips."""
     D = len(tables)
     on = np.zeros(D, dtype=bool)
     on[active] = True
@@ -345,4 +360,12 @@ def _mixed_pass(
     audit = np.concatenate(
         [peeks[d].audit if peeks[d].audit is not None else np.zeros(peeks[d].rows.shape[0], dtype=bool) for d in active]
     )[at]
+    extra = at[_trim_audits(audit, awake, budget)]  # [X] index into the peeks, concatenated
+    if extra.shape[0]:
+        starts = np.cumsum([0] + [peeks[d].rows.shape[0] for d in active])
+        for i, d in enumerate(active):
+            local = extra[(extra >= starts[i]) & (extra < starts[i + 1])] - starts[i]
+            if peeks[d].audit is not None:
+                peeks[d].audit[local] = False
+                peeks[d].awake[local] = False
     return peeks, owners[order], awake, rows, audit

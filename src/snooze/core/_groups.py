@@ -54,16 +54,20 @@ class Groups:
 
     @classmethod
     def reported(
-        cls, ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, outcome: np.ndarray, rewards: np.ndarray
+        cls,
+        ds: np.ndarray,
+        row: np.ndarray,
+        ticket: np.ndarray,
+        outcome: np.ndarray,
+        rewards: np.ndarray,
+        audit: np.ndarray,
     ) -> Groups:
-        """Groups of a report, not placed yet (place and slot are set by the step batch)."""
+        """Groups of a report, not placed yet (the step batch sets their place and slot before it keeps them)."""
         out = cls(rewards.shape[1])
-        n = ticket.shape[0]
         out.ds, out.row = ds.astype(np.int32, copy=False), row.astype(np.int64, copy=False)
         out.ticket, out.outcome = ticket.astype(np.int64, copy=False), outcome.astype(np.int8, copy=False)
-        out.rewards = rewards.astype(np.float64, copy=False)
-        out.audit, out.carried_in = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        out.place, out.slot = np.zeros(n, dtype=np.int8), np.full(n, -1, dtype=np.int64)
+        out.rewards, out.audit = rewards.astype(np.float64, copy=False), audit
+        out.carried_in = np.zeros(ticket.shape[0], dtype=bool)
         return out
 
     def columns(self) -> tuple[np.ndarray, ...]:
@@ -81,10 +85,12 @@ class Groups:
             return
         self.restore(tuple(np.concatenate([a, b]) for a, b in zip(self.columns(), other.columns())))
 
-    def select(self, mask: np.ndarray) -> Groups:
-        """A new table of the selected rows (boolean mask or index array), in this order."""
+    def select(self, mask: np.ndarray, names: tuple[str, ...] = (*COLUMNS, "rewards")) -> Groups:
+        """A new table of the selected rows (boolean mask or index array), in this order; only the columns
+        ``names`` are taken (the others are left empty)."""
         out = Groups(self.group_size)
-        out.restore(tuple(column[mask] for column in self.columns()))
+        for name in names:
+            setattr(out, name, getattr(self, name)[mask])
         return out
 
     def set(self, index: np.ndarray, place: int, slot: np.ndarray | int = -1) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from snooze.core._audit import Diagnosis
 from snooze.core._stateful import state_int, state_ints
-from snooze.core.classify import OUTCOME_NAMES, SIGNAL
+from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
 
 __all__ = ["StepMetrics", "StepEnd", "TOTAL_KEYS"]
@@ -54,6 +54,7 @@ class StepEnd(NamedTuple):
     """What the metrics of a finished step need from the scheduler."""
 
     record: StepRecord  # where every group of the step went
+    trained: int  # signal groups in the batch
     rounds: int  # generation rounds of the step
     starved: np.ndarray  # [D] quota mode: the dataset could not fill its quota
     group_size: int
@@ -148,12 +149,12 @@ class StepMetrics:
         """The finished step's flat metrics dict; advances the totals (``steps`` among them) and starts the
         next step's counts."""
         placed = self._placed(end.record)
-        gen = int(self.ds["gen_groups"].sum())
-        train = int(np.count_nonzero(end.record.where("trained", "padded") & (end.record.outcome == SIGNAL)))
+        gen, train = int(self.ds["gen_groups"].sum()), end.trained
         out: dict[str, Any] = {"step": self.steps}
         self._generation(out, gen, train, placed, end)
         self._advance_totals(gen, train, placed, end)
-        self.diagnosis.finish(out, end.bound, gen, train, end.audit)
+        easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
+        self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit)
         self._per_dataset(out, placed, end)
         self.start_step()
         return out | self.cumulative()

@@ -29,6 +29,7 @@ Supply = Callable[[np.ndarray | None], np.ndarray]
 """``(ds of the groups arriving, or None) -> [D] bool``: the datasets whose groups can still reach the batch."""
 
 (TRAINED, PADDED, SURPLUS, PADDING, CARRIED, DISCARDED, DROPPED, TOO_STALE) = range(len(PLACES))
+_BATCH_COLUMNS = ("ds", "row", "ticket", "outcome", "rewards")  # what a Batch is made of
 _FINAL = np.arange(len(PLACES), dtype=np.int8)  # place -> its place once the step is closed: surplus is discarded,
 _FINAL[[SURPLUS, PADDING]] = (DISCARDED, DROPPED)  # unused padding material dropped
 _FINAL_CARRIED = _FINAL.copy()
@@ -127,14 +128,16 @@ class StepBatch:
             self._count(self.groups.ds[index])
 
     # -- closing ----------------------------------------------------------------------------------
-    def refuse_short(self, step: int, exhausted: bool) -> None:
+    def refuse_short(self, step: int, exhausted: Callable[[], bool]) -> None:
         """``on_short="raise"``: a batch the surplus cannot fill is a :class:`BatchShortError`, nothing changed."""
+        if self.on_short != "raise" or self.full:
+            return
         room = self.room()
         surplus = int(np.count_nonzero(self.groups.place == SURPLUS)) if self.quota else 0
-        if self.on_short == "raise" and room > min(room, surplus):
-            raise BatchShortError.at(step, self.n, self.size, self.rounds, self.max_rounds, exhausted)
+        if room > min(room, surplus):
+            raise BatchShortError.at(step, self.n, self.size, self.rounds, self.max_rounds, exhausted())
 
-    def close(self, step: int, exhausted: bool) -> Closed:
+    def close(self, step: int, exhausted: Callable[[], bool]) -> Closed:
         """Close the step: refuse a short batch (``on_short="raise"``), give a starved dataset's slots to the
         rest (quota mix), pad (``on_short="pad"``), then carry or discard the surplus."""
         self.refuse_short(step, exhausted)
@@ -148,7 +151,7 @@ class StepBatch:
         g = self.groups
         g.place = _FINAL_CARRIED[g.place] if self.carry else _FINAL[g.place]  # a new column: snapshots keep theirs
         inside = np.flatnonzero(g.slot >= 0)
-        batch = g.select(inside[np.argsort(g.slot[inside], kind="stable")])
+        batch = g.select(inside[np.argsort(g.slot[inside], kind="stable")], _BATCH_COLUMNS)
         return Closed(batch, self.record(step), starved, bound)
 
     def next_step(self) -> None:

@@ -24,6 +24,7 @@ from snooze.core._checks import as_int, as_real, check_band, check_reward_range,
 from snooze.core.errors import ConfigError
 from snooze.core.options import (
     POLICIES,
+    RESERVED,
     SKIP_RULES,
     Choices,
     Options,
@@ -95,9 +96,9 @@ class SchedulerConfig:
     audit: float = 0.05
     """Share of the encounters a policy skips before any rollout (snoozed, retired by ``filter``, masked
     by ``predictive`` or ``skip="history"``) that are rolled out anyway, to measure what skipping gives up
-    (``snooze/audit/*``, docs/concepts.md "The audit"). Chosen per encounter by a hash of (seed, dataset,
-    prompt, epoch), so it needs no state; audit groups never change the policy's memory, and only those
-    with signal may be trained on. In [0, 1); 0 turns it off."""
+    (``snooze/audit/*``, docs/concepts.md "The audit"), and at most this share of each generation round.
+    Chosen per encounter by a hash of (seed, dataset, prompt, epoch), so it needs no state; only audit
+    groups with signal may be trained on. In [0, 1); 0 turns it off."""
 
     max_gen_rounds: int = 8
     """Generation rounds per step before giving up on filling the batch. Never generate forever."""
@@ -345,3 +346,4 @@ def _check_choice_value(name: str, value: Any, allowed: tuple[Any, ...]) -> None
 
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(SchedulerConfig))
+RESERVED.update(_FIELDS)  # a plug-in's option key may not be a field (snooze.core.options)

@@ -4,7 +4,8 @@ A policy of your own is a class registered with :func:`~snooze.register_policy`.
 ``snooze.check_policy(MyPolicy)`` in its tests: it builds schedulers over two small datasets with
 deterministic rewards and checks, step by step,
 
-- **skip mask**: what ``skip_mask`` returns is a ``bool`` array of the encounters' shape;
+- **skip mask**: what ``skip_mask`` returns is a ``bool`` array of the encounters' shape, and a fresh run's
+  first round draws a prompt (a mask that lets nothing through would leave every batch empty);
 - **counts**: each dataset's cached counts (asleep, retired, blocked) equal what its columns hold, after
   every step and after a failed round (a policy that writes the snooze counter without returning
   ``Changes(new=...)`` desyncs ``snooze/asleep``, and is caught here);
@@ -157,6 +158,13 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
     def rollout(cands: Any) -> np.ndarray:
         return _rewards(cands, G)
 
+    if not Scheduler(_datasets(), cfg.replace(audit=0.0), seed=seed).propose():
+        raise _fail(
+            "skip mask",
+            "at the first round",
+            "a run that knows nothing yet drew no prompt; a mask must let "
+            "through the prompts it has no evidence about (patience bounds a walk, it does not feed it)",
+        )
     whole = Scheduler(_datasets(), cfg, seed=seed)
     trace = []
     for k in range(steps):

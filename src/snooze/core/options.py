@@ -22,7 +22,7 @@ import difflib
 import functools
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from typing import Annotated, Any, ClassVar, Generic, Literal, TypeVar
 
 from snooze.core.errors import ConfigError
@@ -103,6 +103,42 @@ def check_known(cls: type, data: Mapping[Any, Any], hint: str = "") -> None:
 
 T = TypeVar("T")
 
+RESERVED: set[str] = set()
+"""Names an option's command-line key (``<name>_<field>``) may not take: ``SchedulerConfig``'s fields (filled
+by :mod:`snooze.core.config` when it is imported)."""
+
+
+def _check_options(kind: str, name: str, opts: Any, cls: type) -> None:
+    """What registering plug-in ``cls`` under ``name`` would break, as a :class:`ConfigError`: an options class
+    that is no frozen ``Options`` dataclass, one with a field without a default (``Options()`` is the policy's
+    default), one another plug-in took already, or a field whose key ``<name>_<field>`` is a
+    ``SchedulerConfig`` field or another plug-in's option key (``--<name>-<field>`` would name two things)."""
+    where = f"{kind} {name!r}"
+    if not (isinstance(opts, type) and issubclass(opts, Options) and dataclasses.is_dataclass(opts)):
+        raise ConfigError(f"{where}: its Options must be a dataclass subclassing snooze.core.options.Options")
+    bare = [f.name for f in dataclasses.fields(opts) if f.default is MISSING and f.default_factory is MISSING]
+    if bare:
+        raise ConfigError(f"{where}: options {bare} of {opts.__name__} have no default; give each one")
+    taken = [
+        (r.kind, n)
+        for r in (POLICIES, SKIP_RULES)
+        for n, c in r.items()
+        if c is not cls and getattr(c, "Options", NoOptions) is opts
+    ]
+    if taken and opts is not NoOptions:
+        raise ConfigError(f"{where}: {opts.__name__} is the options class of {taken[0][0]} {taken[0][1]!r} already")
+    mine = {f"{name}_{f.name}" for f in dataclasses.fields(opts)}
+    others = {
+        f"{n}_{f.name}"
+        for r in (POLICIES, SKIP_RULES)
+        for n, c in r.items()
+        if c is not cls
+        for f in dataclasses.fields(getattr(c, "Options", NoOptions))
+    }
+    clash = sorted(mine & (RESERVED | others))
+    if clash:
+        raise ConfigError(f"{where}: the option key(s) {clash} (flag --<name>-<field>) name something else already")
+
 
 class Registry(Mapping[str, type[T]], Generic[T]):
     """Name -> class. ``register(name)`` is a class decorator; iterating gives the names in order."""
@@ -119,11 +155,7 @@ class Registry(Mapping[str, type[T]], Generic[T]):
                 raise ConfigError(
                     f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})"
                 )
-            opts = getattr(cls, "Options", NoOptions)
-            if not (isinstance(opts, type) and issubclass(opts, Options) and dataclasses.is_dataclass(opts)):
-                raise ConfigError(
-                    f"{self.kind} {name!r}: its Options must be a dataclass subclassing snooze.core.options.Options"
-                )
+            _check_options(self.kind, name, getattr(cls, "Options", NoOptions), cls)
             cls.name = name  # type: ignore[attr-defined]
             self._classes[name] = cls
             return cls

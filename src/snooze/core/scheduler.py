@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from snooze.core._audit import audit_budget
 from snooze.core._checks import is_int
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
@@ -34,7 +35,7 @@ from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import ConfigError, DataError
-from snooze.core.policies import Report
+from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
 
@@ -77,6 +78,7 @@ class Scheduler:
         self.names = [s.name for s in self.sources]
         self._parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
+        self._audits_left = 0  # audits the round being drawn may still take (set by propose)
 
     # -- what it is made of, for inspection (read it; change it only through the methods below) -----
     streams = _view("streams", "per dataset: the order its prompts come up in (``DatasetStream``)")
@@ -188,6 +190,7 @@ class Scheduler:
         parts = self._parts
         parts.pending.check_room(int(n))
         parts.step.open_round()
+        self._audits_left = audit_budget(self.config.audit, int(n), self.seed, self.step_index, self.round)
         if self.config.mix == "stream":
             w = self._walk(int(n))
             parts.mix.drawn += w.encounters
@@ -203,7 +206,18 @@ class Scheduler:
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         parts = self._parts
-        w = walk(self.tables, self.streams, self.policy, self.weights, self.drawn, need, only, self.config.audit)
+        w = walk(
+            self.tables,
+            self.streams,
+            self.policy,
+            self.weights,
+            self.drawn,
+            need,
+            only,
+            self.config.audit,
+            self._audits_left,
+        )
+        self._audits_left -= int(np.count_nonzero(w.audit()))
         parts.step_metrics.add_skips(w.skipped, w.blocked)
         parts.step_metrics.diagnosis.add_skips(w.auditable)
         return w
@@ -250,30 +264,25 @@ class Scheduler:
         metrics.record_generated(ds, outcomes)
         metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
         stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
-        groups = Groups.reported(ds, rows, tickets, outcomes, arr)
-        groups.audit = audit
-        parts.step.place(groups, stale)
+        parts.step.place(Groups.reported(ds, rows, tickets, outcomes, arr, audit), stale)
         return outcomes
 
     def _feed_policy(
         self, ds: np.ndarray, at: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, audit: np.ndarray
     ) -> None:
-        """The policy learns from the report's groups; audit groups never reach it (it evolves as if they had
-        been skipped). The memory's cached counts are derived from what the policy wrote."""
-        parts, mine = self._parts, ~audit
-        whole = not audit.any()
-        report = Report(
-            ds if whole else ds[mine],
-            at if whole else at[mine],
-            outcomes if whole else outcomes[mine],
-            rewards if whole else rewards[mine],
-            self.config.reward_range,
-        )
-        watched = parts.memory.watch(report.group_rows)
-        changes = parts.policy.report(parts.memory, report)
-        parts.memory.settle(watched)
-        if changes is not None:
-            parts.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
+        """The policy learns from the report's groups (:meth:`Policy.report`) and from its audit groups apart
+        (:meth:`Policy.audited`: nothing by default). The memory's cached counts are derived from what it wrote."""
+        parts = self._parts
+        hooks = [(parts.policy.report, ~audit)] + ([(parts.policy.audited, audit)] if audit.any() else [])
+        for hook, sel in hooks:
+            whole = bool(sel.all())
+            report = Report(*((x if whole else x[sel]) for x in (ds, at, outcomes, rewards)), self.config.reward_range)
+            watched = parts.memory.watch(report.group_rows)
+            changes = hook(parts.memory, report)
+            parts.memory.settle(watched)
+            if changes is not None:
+                check_changes(changes, parts.policy.name)
+                parts.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
 
     # -- closing a step -------------------------------------------------------------------------
     def step(self, rollout_fn: RolloutFn) -> Batch:
@@ -300,13 +309,14 @@ class Scheduler:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics; the
         batch's :attr:`~Batch.record` says where every group of the step went."""
         parts, cfg = self._parts, self.config
-        closed = parts.step.close(self.step_index, self.exhausted)
+        closed = parts.step.close(self.step_index, lambda: self.exhausted)
         b = closed.batch
         cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id)
         adv = scaled_advantages(b.rewards, cfg.advantage, 1e-6)
         batch = Batch(self.step_index, cands, b.rewards, adv, b.outcome == SIGNAL, closed.record)
         end = StepEnd(
             closed.record,
+            int(np.count_nonzero(batch.signal)),
             parts.step.rounds,
             closed.starved,
             cfg.group_size,

@@ -54,7 +54,7 @@ from snooze.core._checks import as_int, as_real
 from snooze.core._memory import BLOCKED, EASY_SNOOZED, EXCLUDED, RETIRED, Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import TOO_EASY, TOO_HARD, group_means
-from snooze.core.errors import StateError
+from snooze.core.errors import PolicyConformanceError, StateError
 from snooze.core.options import POLICIES, SKIP_RULES, NoOptions, Options, Registry
 
 __all__ = [
@@ -79,6 +79,7 @@ __all__ = [
     "register_policy",
     "register_skip_rule",
     "make_policy",
+    "check_changes",
 ]
 
 SkipMask = Callable[[PromptTable, DatasetStream, np.ndarray, np.ndarray], np.ndarray]
@@ -109,10 +110,11 @@ class Report:
         rewards: np.ndarray,
         reward_range: tuple[float, float],
     ) -> None:
-        self.group_ds = ds  # [N] dataset of each group
-        self.group_rows = rows  # [N] row of each group's prompt in the prompt memory
-        self.outcomes = outcomes  # [N] outcome codes (snooze.SIGNAL, ...)
-        self.rewards = rewards  # [N, G], checked
+        # read-only views: a plug-in reads the report, never writes the caller's rewards
+        self.group_ds = _read_only(ds)  # [N] dataset of each group
+        self.group_rows = _read_only(rows)  # [N] row of each group's prompt in the prompt memory
+        self.outcomes = _read_only(outcomes)  # [N] outcome codes (snooze.SIGNAL, ...)
+        self.rewards = _read_only(rewards)  # [N, G], checked
         self.reward_range = reward_range
         self._repeated: bool | None = None
         self._prompts: Prompts | None = None
@@ -153,6 +155,12 @@ class Report:
         return Prompts(rows, self.group_ds[first], n_easy, n_hard, other)
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 class Changes(NamedTuple):
     """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once); ``None``
     where the policy changes nothing of the kind. They are the step's metrics (``snooze/new``,
@@ -186,12 +194,12 @@ class _Plugin:
     skip_mask: SkipMask | None = None
     """Extra skips at an encounter, before any rollout (``None``: only the snooze counter skips)."""
 
-    patience: int | None = 1
-    """With a skip mask: how many whole epochs of a dataset in a row a draw may walk through without
-    meeting an awake prompt or waking one (every encounter skipped by the mask, or blocked) before it
-    gives up on that dataset for the round. A mask that skips a prompt for good would otherwise walk
-    forever; ``None`` promises that it lets every prompt through with a positive probability at each
-    encounter (``skip="history"``), so the walk goes on until it meets one."""
+    patience: int = 1
+    """With a skip mask: how many whole epochs of a dataset in a row (an integer >= 1) a draw may walk
+    through without meeting an awake prompt or waking one (every encounter skipped by the mask, or
+    blocked) before it gives up on that dataset for the round. A mask that skips a prompt for good would
+    otherwise walk forever (``skip="history"``, whose mask lets a prompt through with a small probability,
+    declares 256)."""
 
     def __init__(self, options: Options, context: Context) -> None:
         self.options: Any = options
@@ -226,6 +234,13 @@ class Policy(_Plugin):
         """Update the prompt memory for a report's groups; what changed (``None``: nothing)."""
         return None
 
+    def audited(self, memory: PromptMemory, report: Report) -> Changes | None:
+        """The groups of audited encounters (prompts the policy skipped, rolled out to measure what skipping
+        gives up; docs/concepts.md, "The audit"). Nothing by default: the memory evolves as if they had been
+        skipped, so the audit stays an unbiased sample. A policy may learn from them (a prompt found to carry
+        signal comes back early)."""
+        return None
+
     def relax(self, d: int) -> bool:
         """A draw met nothing but prompts of dataset ``d`` skipped by the mask (or blocked) for
         ``patience`` epochs in a row. ``True``: the policy now skips less, and the draw goes on; ``False``
@@ -256,6 +271,20 @@ class SkipRule(_Plugin):
         (its periods: ``factor``, ``backoff``, ``max``)."""
         super().__init__(options, context)
         self.snooze = snooze
+
+
+def check_changes(changes: Any, policy: str) -> None:
+    """A policy's :class:`Changes`: one flag per prompt of ``ds`` each, or a :class:`PolicyConformanceError`."""
+    ds = getattr(changes, "ds", None)
+    if not isinstance(changes, Changes) or not isinstance(ds, np.ndarray) or ds.ndim != 1:
+        raise PolicyConformanceError(f"policy {policy!r}: report() must return Changes(ds, ...) or None")
+    for name in ("new", "regressed", "retired", "blocked"):
+        flags = getattr(changes, name)
+        if flags is not None and (not isinstance(flags, np.ndarray) or flags.shape != ds.shape):
+            raise PolicyConformanceError(
+                f"policy {policy!r}: Changes.{name} has shape {getattr(flags, 'shape', type(flags).__name__)}, not "
+                f"{ds.shape} (one flag per prompt of Changes.ds)"
+            )
 
 
 register_policy = POLICIES.register

@@ -9,6 +9,7 @@ outcome adds ``hard_factor`` to the counter as well.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -90,6 +91,15 @@ class SnoozeOptions(Options):
             raise ConfigError(f"skip={self.skip!r}: must be one of {', '.join(map(repr, SKIP_RULES))}")
         cls = options_class(SKIP_RULES, self.skip)
         rule = self.rule
+        if isinstance(rule, Mapping) and set(rule) - {f.name for f in dataclasses.fields(cls)}:
+            owners = [
+                n for n in SKIP_RULES if set(rule) <= {f.name for f in dataclasses.fields(options_class(SKIP_RULES, n))}
+            ]
+            if owners:  # an option given without the setting that uses it: refused, never dropped
+                raise ConfigError(
+                    f"rule={dict(rule)!r}: options of skip rule {owners[0]!r}, but skip={self.skip!r}; "
+                    f"add skip={owners[0]!r} (on the command line, --snooze-skip {owners[0]})"
+                )
         if rule is None or isinstance(rule, Mapping):
             rule = cls.from_dict(rule or {})
         elif type(rule) is not cls:
@@ -125,7 +135,7 @@ class Snooze(Policy):
         return self.rule.skip_mask  # type: ignore[no-any-return]
 
     @property
-    def patience(self) -> int | None:  # type: ignore[override]
+    def patience(self) -> int:  # type: ignore[override]
         return self.rule.patience  # type: ignore[no-any-return]
 
     def report(self, memory: PromptMemory, report: Report) -> Changes:
