@@ -18,6 +18,7 @@ is exactly the scheduler's batch. Validation is verl's own async sampling, uncha
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
@@ -28,6 +29,53 @@ from snooze.integrations.verl._buffer import TRAIN, SnoozeReplayBuffer
 __all__ = ["SnoozeAsyncReplayBuffer"]
 
 STALE_METRIC = "training/off_policy/evicted_samples"  # verl's name for groups evicted as stale
+ROUNDS_METRIC = "snooze/verl/rounds"  # the step's generation in rounds of gen_batch_size: what max_gen_rounds bounds
+REFILLS_METRIC = "snooze/verl/refills"  # prompts submitted in the step to replace groups that cannot train
+
+
+class _RoundBound:
+    """``max_gen_rounds`` in the async modes, counted as the sync step loop counts it: ``gen_size`` groups a
+    round. The step's first round is the batch verl submits in ``prepare_step``; the refills that replace groups
+    that cannot train make the next rounds, so at most ``(max_gen_rounds - 1) * gen_size`` prompts are refilled
+    in one step. Refills are submitted in pieces that never cross a round's end, so the scheduler counts at least
+    one round per round begun (its ``gen/rounds`` counts verl's submissions): a step cut short has reached
+    ``max_gen_rounds`` there too, and ``gen/exhausted`` and its warning are the sync path's."""
+
+    def __init__(self, max_rounds: int, gen_size: int) -> None:
+        self.size, self.budget, self.refilled = gen_size, (max_rounds - 1) * gen_size, 0
+
+    @property
+    def spent(self) -> bool:
+        return self.refilled >= self.budget
+
+    @property
+    def rounds(self) -> int:
+        return 1 + -(-self.refilled // self.size)
+
+    def take(self, k: int) -> list[int]:
+        """The refills to submit for ``k`` groups evicted, in pieces within one round each (fewer once spent)."""
+        k = min(k, self.budget - self.refilled)
+        pieces = []
+        while k > 0:
+            piece = min(k, self.size - self.refilled % self.size)
+            pieces.append(piece)
+            self.refilled += piece
+            k -= piece
+        return pieces
+
+
+def _batch_full(run: Any) -> bool:
+    return bool(run.scheduler.batch_full)  # issue 39: becomes not sched.room()
+
+
+def _room(run: Any) -> int:
+    return int(run.config.batch_size - len(run.scheduler.batch))  # issue 39: becomes sched.room()
+
+
+def _in_batch(run: Any, tickets: list[int]) -> set[int]:
+    """The tickets among ``tickets`` whose groups are in the batch being built."""
+    taken = set(run.scheduler.batch.ticket.tolist())  # issue 39: becomes sched.in_batch(candidates)
+    return {t for t in tickets if t in taken}
 
 
 class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: ignore[misc]
@@ -46,20 +94,25 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
                 f"verl asked for {batch_size} groups but the scheduler builds batches of {run.config.batch_size}"
             )
         metrics: dict[str, float] = {}
+        bound = _RoundBound(run.config.max_gen_rounds, run.config.gen_size)
         last_debug = time.time()
         while True:
             self._sync_metadata_from_transfer_queue()
             evicted = self._take_async_groups(global_steps, metrics)
             if evicted:
-                self.refill_fn(evicted)  # verl's async rule: k groups evicted, k prompts submitted
+                for piece in bound.take(evicted):  # verl's async rule, k evicted for k submitted, within max_gen_rounds
+                    self.refill_fn(piece)
                 continue
-            if run.scheduler.batch_full and self._has_enough_samples(global_steps, TRAIN, 0, set()):
+            if _batch_full(run) and self._has_enough_samples(global_steps, TRAIN, 0, set()):
                 break  # (with max_off_policy_strategy=wait verl blocks while an in-flight prompt is at the limit)
+            if bound.spent and not run.open:
+                break  # no round left and nothing in flight: the step ends short, as the sync loop at max_gen_rounds
             last_debug = self._wait_for_next_poll(TRAIN, last_debug)
         train, drop, step_metrics = run.finish_step(in_flight=True)
         self._sync_metadata_from_transfer_queue()
         snapshot = dict(self.partitions[TRAIN])
         self._clear_groups(TRAIN, set(drop))
+        metrics.update({ROUNDS_METRIC: float(bound.rounds), REFILLS_METRIC: float(bound.refilled)})
         return self._materialize_batch(TRAIN, train, snapshot), {**metrics, **step_metrics}
 
     def _take_async_groups(self, global_steps: int, metrics: dict[str, float]) -> int:
@@ -75,7 +128,7 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
                 gone += len(uids)
         if stale:
             metrics[STALE_METRIC] = metrics.get(STALE_METRIC, 0) + len(stale)
-        room = run.config.batch_size - len(run.scheduler.batch)
+        room = _room(run)
         if room <= 0:
             return gone
         order = self.prompt_global_steps[TRAIN]
@@ -86,7 +139,7 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
             tickets = [run.open[u].ticket for u in finished]
             run.report(finished, keys, rewards)
             # what did not enter the batch never trains: no signal, too stale (max_staleness), or over a quota
-            taken = set(run.scheduler.batch.ticket.tolist())
+            taken = _in_batch(run, tickets)
             cleared = {u for u, t in zip(finished, tickets) if t not in taken}
             self._clear_groups(TRAIN, cleared)
             gone += len(cleared)
