@@ -250,3 +250,14 @@ def test_weights_that_leave_a_data_source_out_are_refused_naming_it(tmp_path: Pa
     with pytest.raises(snooze.IntegrationError, match=r"not the data_source\(s\) \['math'\]"):
         built("{gsm:2}")
     assert built("{gsm:2,math:0}").snooze.config.weights == {"gsm": 2.0, "math": 0.0}
+
+
+def test_the_options_reader_keeps_the_cores_defaults() -> None:
+    """Unset fields are ``SchedulerConfig``'s defaults: ``from_dict`` gave them a saved config's (``audit=0``
+    for a config saved before the audit existed), so a verl run silently had no audit."""
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create({"data": {"train_batch_size": 2}, "actor_rollout_ref": {"rollout": {"n": 4}}})
+    got = read_options(config).scheduler
+    assert got == snooze.SchedulerConfig(batch_size=2, group_size=4)
+    assert got.audit == snooze.SchedulerConfig(batch_size=2, group_size=4).audit > 0
