@@ -261,3 +261,17 @@ def test_the_options_reader_keeps_the_cores_defaults() -> None:
     got = read_options(config).scheduler
     assert got == snooze.SchedulerConfig(batch_size=2, group_size=4)
     assert got.audit == snooze.SchedulerConfig(batch_size=2, group_size=4).audit > 0
+
+
+@pytest.mark.parametrize("value", ["x", None, [1], {"a": 1}, 10**400])
+def test_a_reward_extra_info_value_that_is_not_a_number_is_the_integrations_error(value: Any) -> None:
+    """``reward_metric=acc`` reads the reward function's ``reward_extra_info``: ``float()`` of what is there was a
+    builtin ``ValueError``/``TypeError``/``OverflowError``. Numbers, numpy and torch scalars and bools are read."""
+    import torch
+
+    from snooze.integrations.verl._buffer import _trajectory_rewards
+
+    good = [{"reward_extra_info": {"acc": v}} for v in (1, True, np.float32(0.5), torch.tensor(0.25))]
+    assert _trajectory_rewards({"extra_fields": good}, "acc", 4).tolist() == [1.0, 1.0, 0.5, 0.25]
+    with pytest.raises(snooze.IntegrationError, match=r"reward_extra_info\['acc'\] is .*not a number"):
+        _trajectory_rewards({"extra_fields": [*good[:1], {"reward_extra_info": {"acc": value}}]}, "acc", 2)
