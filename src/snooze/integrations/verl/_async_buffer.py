@@ -7,8 +7,11 @@ whatever step it finishes in. Here each poll of ``sample`` does, in the training
     withdraw failed groups, and finished ones verl's off-policy rule calls stale (max_off_policy_strategy=drop)
     report the oldest finished groups to the scheduler, as many as its open batch has room for
     clear every reported group that did not enter the batch (no signal, too stale for the scheduler's
-        max_staleness, over a quota); refill one prompt per group withdrawn or cleared (verl's k for k)
-    once the scheduler's batch is full (and no in-flight prompt makes verl's strategy=wait block): close the step
+        max_staleness, over a quota); refill one prompt per group withdrawn or cleared (verl's k for k),
+        as long as the step has rounds left (max_gen_rounds, gen_batch_size prompts a round, the step's batch
+        the first)
+    once the scheduler's batch is full (and no in-flight prompt makes verl's strategy=wait block), or no round
+        is left and nothing of the scheduler's is in flight: close the step
 
 Finished groups beyond the batch's room stay in TransferQueue, as verl's own sampleable groups do, and
 are reported in a later step: each group is reported once, to the step then open. What verl trains on
