@@ -10,19 +10,33 @@ A killed run resumes when the same command is run again.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
-from _runs import run_parser
+from _runs import guarded, run_parser
 
 from snooze.experiments.family import FAMILY, FAMILY_ARMS, run_family
+from snooze.experiments.family_table import write_family
+
+
+def _regimes(text: str) -> list[str]:
+    """``--regimes``: known regime names, comma-separated (a typo is refused, never an empty table)."""
+    names = [r for r in text.split(",") if r]
+    unknown = sorted(set(names) - set(FAMILY))
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"{text!r}: unknown regime(s) {unknown}; choose from {', '.join(FAMILY)}")
+    return names
 
 
 def main() -> int:
     parser = run_parser(__doc__, "runs/family", FAMILY_ARMS)
-    parser.add_argument("--regimes", default=",".join(FAMILY), help="comma-separated regimes (default: all)")
+    parser.add_argument("--regimes", type=_regimes, default=list(FAMILY), help="comma-separated regimes (default: all)")
     args = parser.parse_args()
-    regimes = [r for r in args.regimes.split(",") if r]
+    return guarded(parser, lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if not args.table_only:
 
@@ -31,7 +45,7 @@ def main() -> int:
 
         run_family(
             args.out,
-            regimes,
+            args.regimes,
             args.arms.split(","),
             args.seeds,
             args.first_seed,
@@ -40,11 +54,7 @@ def main() -> int:
             args.cache,
             on_regime=done,
         )
-    try:
-        from snooze.experiments.family_table import write_family
-    except ImportError:
-        return 0
-    print(write_family(args.out, regimes))
+    print(write_family(args.out, args.regimes))
     print(f"[family] {(time.perf_counter() - t0) / 60:.1f} min in all")
     return 0
 

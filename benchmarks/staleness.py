@@ -14,22 +14,30 @@ import argparse
 import sys
 import time
 
-from _runs import run_parser
+from _runs import guarded, run_parser
 
 from snooze.experiments.staleness import KS, STALENESS_ARMS, run_staleness, write_staleness
 
 
 def _ks(text: str) -> list[int]:
+    """``--ks``: staleness values, comma-separated integers >= 0."""
     try:
-        return [int(k) for k in text.split(",") if k.strip()]
+        ks = [int(k) for k in text.split(",") if k.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers, e.g. 0,1,2") from None
+        ks = []
+    if not ks or min(ks) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers >= 0, e.g. 0,1,2")
+    return ks
 
 
 def main() -> int:
     parser = run_parser(__doc__, "runs/staleness", STALENESS_ARMS)
     parser.add_argument("--ks", type=_ks, default=list(KS), help="comma-separated staleness values (default 0,1,2)")
     args = parser.parse_args()
+    return guarded(parser, lambda: _main(args))
+
+
+def _main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if not args.table_only:
 

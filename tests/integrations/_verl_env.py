@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -243,6 +244,30 @@ def end_step(trainer: Any, batch: Any) -> None:
 
     tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)
     trainer.global_steps += 1
+
+
+@contextmanager
+def ray_transfer_queue(tmp: Path) -> Iterator[None]:
+    """One Ray node and one TransferQueue (2 logical CPUs: the controller and one storage unit), for a module."""
+    import ray
+    import transfer_queue as tq
+
+    for attempt in (1, 2):  # Ray gives its raylet 30 s to start, which a loaded 2-core machine can exceed
+        try:
+            ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
+            break
+        except Exception:
+            ray.shutdown()
+            if attempt == 2:
+                raise
+    conf = compose(tmp).transfer_queue
+    conf.backend.SimpleStorage.num_data_storage_units = 1
+    tq.init(conf)
+    try:
+        yield
+    finally:
+        tq.close()
+        ray.shutdown()
 
 
 def clear_transfer_queue() -> None:

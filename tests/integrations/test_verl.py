@@ -35,6 +35,7 @@ from integrations._verl_env import (  # noqa: E402
     compose,
     end_step,
     make_parquet,
+    ray_transfer_queue,
 )
 from integrations._verl_env import train_step as step  # noqa: E402
 
@@ -43,24 +44,8 @@ pytestmark = [pytest.mark.verl, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module", autouse=True)
 def transfer_queue_on_ray(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One Ray node and one TransferQueue for the module (2 logical CPUs: the controller and one storage unit)."""
-    import ray
-    import transfer_queue as tq
-
-    for attempt in (1, 2):  # Ray gives its raylet 30 s to start, which a loaded 2-core machine can exceed
-        try:
-            ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False, log_to_driver=False)
-            break
-        except Exception:
-            ray.shutdown()
-            if attempt == 2:
-                raise
-    conf = compose(tmp_path_factory.mktemp("tq")).transfer_queue
-    conf.backend.SimpleStorage.num_data_storage_units = 1
-    tq.init(conf)
-    yield
-    tq.close()
-    ray.shutdown()
+    with ray_transfer_queue(tmp_path_factory.mktemp("tq")):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -186,9 +186,7 @@ ASYNC = "snooze_colocate_async"
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("+trainer.v1.snooze.max_gen_rounds=2", "max_gen_rounds cannot work in verl's async modes"),
-        ("+trainer.v1.snooze.on_short=pad", "on_short cannot work in verl's async modes"),
-        ("+trainer.v1.snooze.on_short=partial", "on_short cannot work"),  # the default, set: still no meaning
+        ("+trainer.v1.snooze.on_short=pad", "on_short=pad cannot work in verl's async modes"),
         ("+trainer.v1.snooze.carry_surplus=True", "carry_surplus cannot work in verl's async modes"),
         ("+trainer.v1.colocate_async.parameter_sync_step=2", "colocate_async.parameter_sync_step=2"),
         ("algorithm.filter_groups.enable=True", "turns on verl's own DAPO loop"),
@@ -202,9 +200,19 @@ def test_settings_that_cannot_work_asynchronously_are_refused_when_the_async_tra
 
     with pytest.raises(snooze.IntegrationError, match=match):
         get_trainer_cls(ASYNC)(config=compose(tmp_path, f"trainer.v1.trainer_mode={ASYNC}", override))
-    # the same settings' sync meaning is unchanged: max_gen_rounds and on_short build the sync trainer
-    if "max_gen_rounds" in override or "on_short" in override:
+    # the same setting's sync meaning is unchanged: on_short=pad builds the sync trainer
+    if "on_short" in override:
         assert get_trainer_cls("snooze")(config=compose(tmp_path, override)).snooze_options
+
+
+@pytest.mark.parametrize("override", ["+trainer.v1.snooze.max_gen_rounds=2", "+trainer.v1.snooze.on_short=partial"])
+def test_the_async_trainer_takes_max_gen_rounds_and_partial_steps(tmp_path: Path, override: str) -> None:
+    """Its step is bounded as the sync step loop is (tests/integrations/test_verl_async_bound.py)."""
+    from verl.trainer.ppo.v1 import get_trainer_cls
+
+    trainer = get_trainer_cls(ASYNC)(config=compose(tmp_path, f"trainer.v1.trainer_mode={ASYNC}", override))
+    sync = get_trainer_cls("snooze")(config=compose(tmp_path, override))
+    assert trainer.snooze_options.scheduler.max_gen_rounds == sync.snooze_options.scheduler.max_gen_rounds  # as set
 
 
 def test_the_async_trainer_draws_one_prompt_per_fetch_and_reads_verls_async_settings(tmp_path: Path) -> None:

@@ -126,12 +126,11 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from snooze.cli._options import build, checked_policy_options, override, values
-    from snooze.core._json import read_json
     from snooze.core.config import SchedulerConfig
-    from snooze.core.errors import StateError
     from snooze.core.options import POLICIES
     from snooze.experiments.compare import DEFAULT_ARMS, FIG3_ARMS, PROFILES, run_compare, summary_table, with_overrides
     from snooze.experiments.regime import regime_table
+    from snooze.experiments.summary_file import read_regime
     from snooze.trainer.config import TrainConfig
 
     _check(args)
@@ -182,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
         for bar in bars:
             bar.close()
     print(summary_table(summary, optimal_groups=profile.steps * profile.batch_size))
-    regime = read_json(args.out / "regime.json", StateError)
+    regime = read_regime(args.out / "regime.json", "it was written by this command: rerun it")
     print("\nregime (DAPO and GRPO only; docs/results.md):\n" + regime_table(regime))
     print(f"\nwrote {args.out}/summary.json, summary.md and figures in {time.perf_counter() - state['t0']:.0f} s")
     return 0

@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from snooze.core._checks import is_int
 from snooze.core._files import open_regular
 from snooze.core._json import read_json
 from snooze.core.errors import ConfigError, DataError
+from snooze.logs._record import Record
 from snooze.trainer.config import check_temperature
 
 __all__ = ["BaselineConfig", "task_pool", "load_checkpoint", "baseline_completions", "write_completions"]
@@ -121,12 +122,19 @@ def _weights_file(p: Path) -> Path:
 
 def _shape(weights: Path, sd: Any) -> dict[str, Any]:
     """The model shape of a checkpoint: the ``"model"`` of ``meta.json`` next to it (the warm-up cache's) or of
-    ``config.json`` (a reference-trainer step folder's), else read off the weights (default head count)."""
+    ``config.json`` (a reference-trainer step folder's), else read off the weights (default head count). A
+    shape from a file must be ``ModelConfig``'s integers and agree with the weights, checked before a model is
+    built (a ``d_model`` of ``2**40`` would allocate the model first)."""
+    found = _weights_shape(weights, sd)
     for meta_path in (weights.parent / "meta.json", weights.parent / "config.json"):
         meta = read_json(meta_path, DataError) if meta_path.exists() else {}
         shape = meta.get("model") if isinstance(meta, dict) else None
         if isinstance(shape, dict):
-            return shape
+            return _checked_shape(Record(shape, str(meta_path), DataError, path="model"), found)
+    return found
+
+
+def _weights_shape(weights: Path, sd: Any) -> dict[str, Any]:
     try:
         vocab, d_model = sd["tok.weight"].shape
         n_layer = len({k.split(".")[1] for k in sd if k.startswith("blocks.")})
@@ -135,6 +143,22 @@ def _shape(weights: Path, sd: Any) -> dict[str, Any]:
         raise DataError(
             f"{weights}: not a state dict of the reference trainer's model (no {exc} weights); pass a snooze checkpoint"
         ) from None
+
+
+def _checked_shape(shape: Record, weights: Mapping[str, int]) -> dict[str, Any]:
+    from snooze.trainer.model import ModelConfig
+
+    known = {f.name for f in fields(ModelConfig)}
+    unknown = sorted(set(shape.keys()) - known)
+    if unknown:
+        raise shape.fail(unknown[0], f"not a field of ModelConfig ({sorted(known)})")
+    out = {**weights, **{name: shape.integer(name, 1) for name in shape.keys()}}  # a field left out: the weights'
+    for name, size in weights.items():
+        if name in out and out[name] != size:
+            raise shape.fail(name, f"{out[name]}, but the weights have {size}")
+    if weights["d_model"] % out.get("n_head", 1):
+        raise shape.fail("n_head", f"{out['n_head']} heads do not divide d_model={weights['d_model']}")
+    return out
 
 
 def _rewards(model: Any, records: Sequence[Mapping[str, Any]], cfg: BaselineConfig, gen: Any) -> list[list[float]]:

@@ -18,13 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from snooze.core._json import read_json
 from snooze.core.errors import DataError
 from snooze.experiments.summary import headline, stat
+from snooze.experiments.summary_file import DAPO, read_regime, read_summary
 
 __all__ = ["paired", "family_rows", "family_markdown", "write_family", "DAPO"]
 
-DAPO = "dynamic_sampling"
 _REDO = "rerun the regime (benchmarks/family.py --regimes NAME) to rewrite it"
 
 
@@ -45,20 +44,38 @@ def paired(summary: Mapping[str, Mapping[str, Any]], arm: str) -> dict[str, Any]
     }
 
 
-def family_rows(out: Path, regimes: Sequence[str]) -> dict[str, Any]:
-    """Every regime's paired numbers per arm, and each arm's worst and mean over the regimes found."""
+def _summaries(out: Path, regimes: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Each regime's checked ``summary.json`` found under ``out`` (a regime not run yet is left out); a
+    :class:`DataError` when ``out`` is not a folder or holds none of them (an empty table says nothing)."""
+    if not out.is_dir():
+        what = "is not a folder" if out.exists() else "does not exist"
+        raise DataError(f"{out}: {what}; run the family into a folder first (benchmarks/family.py --out FOLDER)")
+    found = {name: read_summary(out / name / "summary.json", _REDO) for name in regimes if _has_summary(out, name)}
+    if not found:
+        raise DataError(
+            f"{out}: none of the regimes {list(regimes)} has a summary.json there; run them first "
+            f"(benchmarks/family.py --out {out} --regimes NAME), or pass the --out they were run into"
+        )
+    return found
+
+
+def _has_summary(out: Path, name: str) -> bool:
+    path = out / name / "summary.json"
+    return path.exists() or path.is_symlink()  # (a folder or a FIFO there is the reader's error, not "not run")
+
+
+def family_rows(out: Path, regimes: Sequence[str], summaries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every regime's paired numbers per arm, and each arm's worst and mean over the regimes found
+    (``summaries``: the regimes' checked summaries, when already read)."""
+    summaries = _summaries(out, regimes) if summaries is None else summaries
     table: dict[str, dict[str, Any]] = {}
-    for name in regimes:
-        path = out / name / "summary.json"
-        if not path.is_file():
-            continue
-        summary = read_json(path, DataError, _REDO)
+    for name, summary in summaries.items():
         if DAPO not in summary:
-            continue
+            raise DataError(f"{out / name / 'summary.json'}: has no {DAPO} arm, which the other arms are paired with")
         table[name] = {arm: paired(summary, arm) for arm in summary}
         regime = out / name / "regime.json"
-        if regime.is_file():
-            table[name]["_criteria"] = read_json(regime, DataError, _REDO)
+        if regime.exists() or regime.is_symlink():
+            table[name]["_criteria"] = read_regime(regime, _REDO)
     arms = sorted({a for rows in table.values() for a in rows if not a.startswith("_")}, key=_arm_order)
     overall = {}
     for arm in arms:
@@ -94,15 +111,17 @@ def family_markdown(rows: Mapping[str, Any]) -> str:
 
 
 def write_family(out: Path, regimes: Sequence[str]) -> str:
-    """Write ``family.json``, ``family.md`` and the frontier figure under ``out``; return the table."""
-    rows = family_rows(out, regimes)
+    """Write ``family.json``, ``family.md`` and the frontier figure under ``out``; return the table. A
+    :class:`DataError` (nothing written) when ``out`` holds no regime's summary or a damaged one."""
+    summaries = _summaries(out, regimes)
+    rows = family_rows(out, regimes, summaries)
     (out / "family.json").write_text(json.dumps(rows, indent=1))
     text = family_markdown(rows)
     (out / "family.md").write_text(text + "\n")
     try:
         from snooze.plots.family import figure_family
 
-        figure_family(out, list(rows["regimes"]), out / "family_frontier.png")
+        figure_family(summaries, out / "family_frontier.png")
     except ImportError:
         pass
     return text

@@ -19,10 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from snooze.core._json import read_json
 from snooze.core.errors import ConfigError, DataError
 from snooze.experiments.family import FAMILY
-from snooze.experiments.family_table import DAPO, paired
+from snooze.experiments.family_table import paired
+from snooze.experiments.summary_file import DAPO, read_run_meta, read_summary
 
 __all__ = ["STALENESS_ARMS", "KS", "run_staleness", "staleness_rows", "staleness_markdown", "write_staleness"]
 
@@ -70,25 +70,33 @@ def run_staleness(
 def staleness_rows(out: Path, ks: Sequence[int] = KS) -> dict[str, Any]:
     """Per ``k`` found under ``out``: DAPO's groups and late accuracy, each other arm's paired numbers, and the
     wall time of the comparison (``None`` when it was resumed: then it is not the time it took)."""
+    if not out.is_dir():
+        what = "is not a folder" if out.exists() else "does not exist"
+        raise DataError(f"{out}: {what}; run the comparisons into a folder (benchmarks/staleness.py --out FOLDER)")
     rows: dict[str, Any] = {}
     for k in ks:
         path = _folder(out, k) / "summary.json"
-        if not path.is_file():
+        if not (path.exists() or path.is_symlink()):  # (a folder or a FIFO there is the reader's error, not "not run")
             continue
-        summary = read_json(path, DataError, _REDO)
+        summary = read_summary(path, _REDO)
         if DAPO not in summary:
             raise DataError(f"{path}: has no {DAPO} arm, which the other arms are paired with; {_REDO}")
         arms = {arm: paired(summary, arm) for arm in summary if arm != DAPO}
         rows[str(k)] = {"dapo": paired(summary, DAPO), "arms": arms, "minutes": _minutes(_folder(out, k))}
+    if not rows:
+        raise DataError(
+            f"{out}: none of k = {list(ks)} has a summary.json there (k<k>/summary.json); run them first "
+            f"(benchmarks/staleness.py --out {out} --ks K), or pass the --out they were run into"
+        )
     return rows
 
 
 def _minutes(folder: Path) -> float | None:
     meta = folder / "run_meta.json"
-    if not meta.is_file():
+    if not (meta.exists() or meta.is_symlink()):
         return None
-    data = read_json(meta, DataError, _REDO)
-    return None if data.get("resumed_runs") else float(data["wall_seconds"]) / 60
+    data = read_run_meta(meta, _REDO)
+    return None if data["resumed_runs"] else data["wall_seconds"] / 60
 
 
 def _cell(p: Mapping[str, Any]) -> str:

@@ -30,11 +30,13 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
+from snooze.core._checks import finite_float, is_int
 
 __all__ = [
     "DATASET",
@@ -170,7 +172,13 @@ def reward_range_of(weights: Sequence[float]) -> tuple[float, float]:
     >>> reward_range_of([1.0]), reward_range_of([0.7, 0.3]), reward_range_of([1.0, -0.5])
     ((0.0, 1.0), (0.0, 1.0), (-0.5, 1.0))
     """
+    bad = [w for w in weights if finite_float(w) is None]
     low, high = sum(min(w, 0.0) for w in weights), sum(max(w, 0.0) for w in weights)
+    if bad or not math.isfinite(high - low):  # NaN gave (0, 1) silently, inf a ConfigError about reward_range
+        raise IntegrationError(
+            f"GRPOConfig.reward_weights={list(weights)}: every weight must be a finite number, and their sums "
+            "finite (the scheduler's reward range is the range of TRL's weighted reward sum)"
+        )
     return (float(low), float(high)) if high > low else (0.0, 1.0)
 
 
@@ -186,6 +194,9 @@ def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[flo
             f"or None, got {type(given).__name__}"
         )
     fields = dict(given or {})
+    keys = [k for k in fields if not isinstance(k, str)]
+    if keys:  # SchedulerConfig(**{1: 2}) was a TypeError
+        raise IntegrationError(f"snooze_config: field names are strings (SchedulerConfig's fields), got {keys}")
     _check_set_by_trl({k: fields[k] for k in SET_BY_TRL if k in fields}, trl, "snooze_config")
     return SchedulerConfig(**{"reward_range": reward_range, "out_of_range": "accept", **fields, **trl})
 
@@ -196,12 +207,19 @@ def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], what: str
         "group_size": "num_generations",
         "shuffle": "shuffle_dataset",
     }
-    clash = [f"{k}={v!r} (GRPOConfig: {source[k]} = {trl[k]!r})" for k, v in have.items() if v != trl[k]]
+    clash = [f"{k}={v!r} (GRPOConfig: {source[k]} = {trl[k]!r})" for k, v in have.items() if not _same(v, trl[k])]
     if clash:
         raise IntegrationError(
             f"{what}: {', '.join(clash)}. These follow GRPOConfig: set them as above, or leave them out of a mapping "
             "(snooze_config={'policy': ...}) and the trainer fills them in"
         )
+
+
+def _same(given: Any, trl: Any) -> bool:
+    """``given`` is TRL's value as it is: ``True`` is not 1, nor ``4.0`` 4, nor ``1`` True (each was taken)."""
+    if isinstance(trl, bool):
+        return isinstance(given, bool) and given == trl
+    return is_int(given) and given == trl
 
 
 def check_same_prompts(sched: Scheduler, train_dataset: Any) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
+from snooze.core._checks import is_int
 from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_checks as checks
 from snooze.integrations import _trl_data as data
@@ -131,7 +132,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         )  # before TRL loads anything
         super().__init__(*args, **kwargs)
         if scheduler is None:
-            scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=int(self.args.seed))
+            scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=self._seed())
         self.scheduler = scheduler
         self.on_batch = on_batch
         self.last_digest: list[int] = []
@@ -158,6 +159,13 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         }
         weights = self.reward_weights.detach().float().cpu().tolist()
         return data.scheduler_config(given, trl_fields, data.reward_range_of(weights))
+
+    def _seed(self) -> int:
+        """``GRPOConfig.seed`` as it is (``int()`` read ``True`` as 1 and ``0.9`` as 0)."""
+        seed = self.args.seed
+        if not is_int(seed) or seed < 0:
+            raise IntegrationError(f"GRPOConfig.seed={seed!r}: must be an integer >= 0 (it seeds the scheduler)")
+        return int(seed)
 
     @property
     def _world(self) -> int:

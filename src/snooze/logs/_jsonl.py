@@ -19,7 +19,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from snooze.core._checks import is_int
+from snooze.core._checks import INT64_MAX, is_int
 from snooze.core._files import fsync_dir, open_regular, write_atomic
 from snooze.core._json import parse_json
 from snooze.core.errors import DataError
@@ -138,7 +138,7 @@ def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
     dropped = 0
     for number, text, obj in _parsed(p):
         step = obj.get("step") if obj is not None else None
-        if obj is not None and not is_int(step):
+        if obj is not None and not (is_int(step) and 0 <= step <= INT64_MAX):  # (-1 was kept, as a step before all)
             raise fail(
                 p, number, "step", f"{step!r}: not a line of a snooze run log; move the file aside or log elsewhere"
             )

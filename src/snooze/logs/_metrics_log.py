@@ -15,8 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import DataError
-from snooze.logs._jsonl import LineWriter, read_lines
+from snooze.logs._jsonl import LineWriter, fail, read_lines
 
 __all__ = ["METRICS_FILE", "MetricsLogWriter", "read_metrics", "LATE_EVALS", "late_evaluations"]
 
@@ -42,14 +43,37 @@ def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
     ``path`` is a run directory (its ``metrics.jsonl`` is read) or the JSONL file itself. Blank lines
     are ignored; a last line cut short (a run killed while writing) is dropped with a warning; any
-    other line that is not a JSON object raises :class:`DataError` naming the line.
+    other line that is not a JSON object, lacks its ``step`` or repeats one, or holds a value that is not a
+    finite number or ``null``, raises :class:`DataError` naming the line and the field.
     """
     p = Path(path)
     if p.is_dir():
         p = p / METRICS_FILE
     if not (p.exists() or p.is_symlink()):  # (a FIFO or a device there is refused by read_lines, saying what it is)
         raise DataError(f"no metrics file at {p}: pass a run directory holding {METRICS_FILE} or the file itself")
-    return [obj for _, obj in read_lines(p)]
+    out: list[dict[str, Any]] = []
+    last = -1
+    for number, obj in read_lines(p):
+        last = _check_line(obj, p, number, last)
+        out.append(obj)
+    return out
+
+
+def _check_line(obj: dict[str, Any], path: Path, line: int, last: int) -> int:
+    """A metrics line as :class:`MetricsLogWriter` writes it: ``step`` an integer above the previous line's
+    (one line per step, in order), every other value a finite number or ``null`` (a NaN or infinity the
+    writer wrote so); returns its step. ``true`` is not 1, ``"0.5"`` not 0.5, ``10**400`` not a number."""
+    if "step" not in obj:
+        raise fail(path, line, "step", "missing; every line of a metrics log has its step")
+    step = obj["step"]
+    if not is_int(step) or not 0 <= step <= INT64_MAX:
+        raise fail(path, line, "step", f"{shown(step)} is not an integer in [0, 2**63 - 1]")
+    if step <= last:
+        raise fail(path, line, "step", f"{step} after step {last}: one line per step, in order (a log written twice?)")
+    for key, value in obj.items():
+        if key != "step" and value is not None and finite_float(value) is None:
+            raise fail(path, line, key, f"{shown(value)} is not a finite number (nor null, a value not measured)")
+    return int(step)
 
 
 def _jsonable(v: Any) -> Any:

@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, finite_float, is_int, lone_surrogate, shown  # steps are read into int64
+from snooze.core._checks import (  # steps and integer ids are held as int64
+    INT64_MAX,
+    INT64_MIN,
+    finite_float,
+    is_int,
+    lone_surrogate,
+    shown,
+)
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
 from snooze.logs._jsonl import LineWriter, fail, read_lines
@@ -88,6 +95,8 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
         raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
     if isinstance(pid, bool) or not isinstance(pid, (str, int)):
         raise fail(path, line, "id", f"{pid!r} is not a string or an integer")
+    if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:  # no scheduler issues one: its ids are int64
+        raise fail(path, line, "id", f"{shown(pid)} does not fit in a signed 64-bit integer; use string ids")
     for field, text in (("dataset", dataset), ("id", pid)):
         bad = lone_surrogate(text) if isinstance(text, str) else None
         if bad is not None:

@@ -2,20 +2,19 @@
 
 Every arm's seeds as small markers and their mean as a large one, DAPO's late accuracy +-1 point as a
 band (the recommended setting's constraint), so a reader sees in each regime which arms save and which
-lose accuracy. Drawn from each regime's ``summary.json`` (``snooze compare``'s output).
+lose accuracy. Drawn from each regime's ``summary.json`` (``snooze compare``'s output), as
+:func:`snooze.experiments.summary_file.read_summary` reads and checks it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snooze.core._json import read_json
-from snooze.core.errors import DataError
 from snooze.plots._mpl import pyplot
 from snooze.plots.style import arm_color, arm_label
 
@@ -40,11 +39,10 @@ def frontier_points(summary: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def figure_family(out: Path, regimes: Sequence[str], path: Path) -> Path | None:
-    """Draw the frontier of every regime found under ``out`` into ``path`` (PNG); ``None`` when none is."""
-    found = [
-        (r, read_json(out / r / "summary.json", DataError)) for r in regimes if (out / r / "summary.json").is_file()
-    ]
+def figure_family(summaries: Mapping[str, dict[str, Any]], path: Path) -> Path | None:
+    """Draw the frontier of every regime's summary (``{regime: summary.json's arms}``, read and checked by the
+    caller) into ``path`` (PNG); ``None`` when there is none."""
+    found = list(summaries.items())
     if not found:
         return None
     plt = pyplot()

@@ -20,11 +20,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from snooze.core._checks import is_int
 from snooze.core._json import read_json
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import SnoozeError, StateError, StateMismatchError
-from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, truncate_log
+from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, read_metrics, truncate_log
 
 __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
 
@@ -62,7 +63,7 @@ def _differ(was: Any, new: Any, default: Any, path: str, skip: set[str]) -> Iter
                 yield from _differ(
                     was.get(name, default.get(name, _NONE)), new.get(name, _NONE), default.get(name), where, skip
                 )
-    elif was != new:
+    elif was != new or isinstance(was, bool) != isinstance(new, bool):  # (true == 1 in Python: saved true is not 1)
         show = ["(none)" if v is _NONE else repr(v) for v in (was, new)]
         yield f"{path}: saved {show[0]}, now {show[1]}"
 
@@ -147,7 +148,7 @@ def reconcile_logs(run_dir: Path, step: int, generated: int | None = None, group
     truncate_log(run_dir / METRICS_FILE, step)
     truncate_log(run_dir / REWARDS_FILE, step if generated is None else generated)
     metrics = run_dir / METRICS_FILE
-    lines = [obj for _, obj in read_lines(metrics)] if metrics.exists() else []
+    lines = read_metrics(metrics) if metrics.exists() else []  # checked: one line per step, numbers
     steps = [x.get("step") for x in lines]
     fix = f"restore the logs of {run_dir} from a backup, or start the run over ({_FIX})"
     if steps != list(range(step)):
@@ -159,7 +160,7 @@ def reconcile_logs(run_dir: Path, step: int, generated: int | None = None, group
         groups = lines[-1].get("total/gen_groups") if lines else 0
     rewards = run_dir / REWARDS_FILE
     logged = sum(1 for _ in read_lines(rewards)) if rewards.exists() else 0
-    if isinstance(groups, int) and logged != groups:
+    if groups is not None and (not is_int(groups) or logged != groups):  # (5.5 or true skipped the check)
         raise StateError(
             f"{rewards}: holds {logged} groups, but the {step} committed steps generated {groups} "
             f"(total/gen_groups of {METRICS_FILE}); the log is incomplete; {fix}"

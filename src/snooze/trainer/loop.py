@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.core._json import read_json
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
 from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter
 from snooze.trainer import checkpoint as ckpt
+from snooze.trainer._records import read_curriculum_state, read_trainer_meta
 from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
 from snooze.trainer.config import TrainConfig
 from snooze.trainer.evaluate import accuracy_by_task, sampled_accuracy_by_task
@@ -143,21 +143,18 @@ class _Run:
             rng = load("rng.pt")
             torch.set_rng_state(rng["torch"])
             self.gen.set_state(rng["gen"])
-            meta = read_json(folder / "trainer.json", StateError)
-            step, elapsed = int(meta["step"]), float(meta["elapsed"])
             rollouts = load("rollouts.pt")
         except (OSError, RuntimeError, KeyError, TypeError, ValueError, OverflowError) as exc:
             raise StateError(
                 f"{folder}: the trainer checkpoint cannot be restored ({type(exc).__name__}: {exc})"
             ) from None
+        step, elapsed = read_trainer_meta(folder / "trainer.json")  # (int() read true as step 1, 0.9 as 0)
         self.sched = Scheduler.load(folder / "scheduler", datasets, config=self.sched.config, seed=self.sched.seed)
         self.step, self.elapsed = step, elapsed
         self.pipe.load(folder)
         self.roller.load_state_dict(rollouts, sampled_in=self.step + len(self.pipe) - 1)  # the last batch generated
         if self.curriculum is not None:  # train() checked that the checkpoint has its state
-            self.curriculum.load_state_dict(
-                read_json(folder / CURRICULUM_STATE, StateError, "the checkpoint is damaged")
-            )
+            self.curriculum.load_state_dict(read_curriculum_state(folder / CURRICULUM_STATE))
 
 
 _UPDATE_KEYS = ("loss", "clip_frac", "kl", "ratio", "ratio_max")

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.core._json import read_json
 from snooze.core.errors import StateError
+from snooze.trainer._records import read_pipeline_meta
 from snooze.trainer.rollout import Group
 
 __all__ = ["Pending", "Pipeline", "TENSORS", "META"]
@@ -99,10 +99,10 @@ class Pipeline:
         if not (folder / META).exists():
             self._queue = deque()
             return
-        meta = read_json(folder / META, StateError, "the checkpoint is damaged")
+        meta = read_pipeline_meta(folder / META)
         try:
             tensors = torch.load(folder / TENSORS, map_location="cpu", weights_only=True)
-            queue = deque(_item(tensors, n, entry) for n, entry in enumerate(meta["batches"]))
+            queue = deque(_item(tensors, n, entry) for n, entry in enumerate(meta))
         except (OSError, RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StateError(
                 f"{folder}: the queued batches cannot be restored ({type(exc).__name__}: {exc}); the checkpoint is "
@@ -112,15 +112,16 @@ class Pipeline:
 
 
 def _item(tensors: Mapping[str, torch.Tensor], n: int, entry: Mapping[str, Any]) -> Pending:
-    groups = [Group(*(tensors[f"{n}/{g}/{f}"] for f in _FIELDS)) for g in range(int(entry["groups"]))]
+    groups = [Group(*(tensors[f"{n}/{g}/{f}"] for f in _FIELDS)) for g in range(entry["groups"])]
     adv = tensors[f"{n}/advantages"].numpy()
     if adv.shape[0] != len(groups):
         raise ValueError(f"batch {n}: {adv.shape[0]} rows of advantages for {len(groups)} groups")
-    return Pending(int(entry["version"]), groups, adv, _floats(entry["metrics"]))
+    return Pending(entry["version"], groups, adv, entry["metrics"])  # (read_pipeline_meta: NaN read back)
 
 
 def _plain(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    """Metrics as strict JSON: NaN and infinities as ``{"nonfinite": "nan"}`` (:func:`_floats` reads them back)."""
+    """Metrics as strict JSON: NaN and infinities as ``{"nonfinite": "nan"}`` (read back by
+    :func:`~snooze.trainer._records.read_pipeline_meta`)."""
     out: dict[str, Any] = {}
     for k, v in metrics.items():
         if isinstance(v, float) and not math.isfinite(v):
@@ -128,7 +129,3 @@ def _plain(metrics: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v.item() if isinstance(v, np.generic) else v
     return out
-
-
-def _floats(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: float(v["nonfinite"]) if isinstance(v, dict) else v for k, v in metrics.items()}

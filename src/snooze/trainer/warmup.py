@@ -24,8 +24,8 @@ import torch
 
 from snooze.core._checks import finite_float, shown
 from snooze.core._files import open_regular, remove_quietly
-from snooze.core._json import read_json
 from snooze.core.errors import ConfigError, StateError
+from snooze.trainer._records import read_warmup_meta
 from snooze.trainer.checkpoint import write_atomic
 from snooze.trainer.config import check_temperature
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
@@ -186,19 +186,19 @@ def warmup(
 def _cached(path: Path, key: str) -> WarmupResult:
     """The cached warm-up in ``path``; a damaged cache is a :class:`StateError` saying to delete it."""
     fix = f"delete {path} to train the warm-up again"
-    meta = read_json(path / "meta.json", StateError, fix)
+    meta = read_warmup_meta(path / "meta.json", fix)  # (int() read true as 1 step, 0.9 as 0)
     try:
         with open_regular(path / "model.pt") as fh:  # (a FIFO there is refused, not read)
             sd = torch.load(fh, map_location="cpu", weights_only=True)
         result = WarmupResult(
             sd,
-            int(meta["steps"]),
-            float(meta["val_accuracy"]),
-            dict(meta["val_by_task"]),
-            float(meta["seconds"]),
+            meta["steps"],
+            meta["val_accuracy"],
+            meta["val_by_task"],
+            meta["seconds"],
             key,
             True,
-            dict(meta.get("task_steps", {})),
+            meta["task_steps"],
         )
     except Exception as exc:  # torch raises many types for a damaged file; translate at the boundary
         raise StateError(f"{path}: the cached warm-up cannot be read ({type(exc).__name__}: {exc}); {fix}") from None

@@ -17,6 +17,7 @@ scheduler's batch. Validation (``partition_id="val"``) is verl's own sampling, u
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections import defaultdict
 from typing import Any
@@ -27,6 +28,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
 
 from snooze import IntegrationError
+from snooze.core._checks import shown
 
 __all__ = ["SnoozeReplayBuffer"]
 
@@ -46,8 +48,28 @@ def _trajectory_rewards(data: Any, metric: str, n: int) -> np.ndarray:
                 f"a finished trajectory has no reward_extra_info[{metric!r}]; set trainer.v1.snooze.reward_metric "
                 "to 'reward' (rm_scores) or to a key the reward function returns"
             )
-        out[i] = float(info[metric])
+        out[i] = _reward(info[metric], metric)
     return out
+
+
+def _reward(value: Any, metric: str) -> float:
+    """A reward function's ``reward_extra_info`` value as a float: a real number (a bool, such as an ``acc``, is
+    0 or 1; NaN and infinities go on to the scheduler's ``RewardError``), or an ``IntegrationError`` naming it."""
+    item = getattr(value, "item", None)  # a numpy or torch scalar
+    if callable(item):
+        try:
+            value = item()
+        except (ValueError, RuntimeError):  # more than one element
+            pass
+    try:
+        if isinstance(value, numbers.Real):
+            return float(value)
+    except OverflowError:  # an integer no float holds
+        pass
+    raise IntegrationError(
+        f"a finished trajectory's reward_extra_info[{metric!r}] is {shown(value)}, not a number a float holds (it "
+        "was a builtin ValueError or TypeError); the reward function must return a number there"
+    )
 
 
 class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]

@@ -10,24 +10,25 @@ Everything is checked when verl builds the trainer, before any GPU worker starts
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError, SchedulerConfig
-from snooze.core._checks import is_int
+from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
 from snooze.integrations._paths import log_path
 
 __all__ = ["VerlOptions", "read_options", "OPTIONS_KEY"]
 
 OPTIONS_KEY = "trainer.v1.snooze"
 REWARD_LOG_NAME = "snooze_rewards.jsonl"  # default reward log, in trainer.default_local_dir
-_FROM_VERL = {  # scheduler field -> the verl key it is read from
-    "batch_size": "data.train_batch_size",
-    "gen_batch_size": "data.gen_batch_size",
-    "group_size": "actor_rollout_ref.rollout.n",
+MAX_POLL_INTERVAL = 3600.0
+"""Longest ``poll_interval`` taken, in seconds: a finished group may wait that long for the next look."""
+_FROM_VERL = {  # scheduler field -> the verl key it is read from, and the least value it may have
+    "batch_size": ("data.train_batch_size", 1),
+    "gen_batch_size": ("data.gen_batch_size", 1),
+    "group_size": ("actor_rollout_ref.rollout.n", 2),  # a group of one has no spread
 }
 
 
@@ -59,19 +60,31 @@ class VerlOptions:
 _OWN = tuple(f.name for f in dataclasses.fields(VerlOptions) if f.name != "scheduler")
 
 
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
 def _select(config: Any, key: str) -> Any:
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    return OmegaConf.select(config, key, default=None)
+    try:
+        return OmegaConf.select(config, key, default=None)
+    except OmegaConfBaseException as exc:  # an interpolation that does not resolve (${nope})
+        raise IntegrationError(f"{key}: cannot be read from verl's config ({_one_line(exc)})") from None
 
 
 def _plain(node: Any) -> dict[str, Any]:
     from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
     if node is None:
         return {}
     if isinstance(node, DictConfig):
-        return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+        try:
+            return OmegaConf.to_container(node, resolve=True)  # type: ignore[return-value]
+        except OmegaConfBaseException as exc:
+            raise IntegrationError(f"{OPTIONS_KEY}: cannot be read ({_one_line(exc)})") from None
     if isinstance(node, Mapping):
         return dict(node)
     raise IntegrationError(f"{OPTIONS_KEY} must be a mapping of options, got {type(node).__name__}")
@@ -138,16 +151,17 @@ def _refuse_conflicts(config: Any, verl_mode: str) -> None:
 
 def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
     fields = {k: v for k, v in opts.items() if k not in _OWN}
-    for name, verl_key in _FROM_VERL.items():
+    for name, (verl_key, least) in _FROM_VERL.items():
         if name in fields:
             raise IntegrationError(
                 f"{OPTIONS_KEY}.{name} is read from verl's {verl_key}; set it there (one value for both)"
             )
         value = _select(config, verl_key)
         if value is not None:
-            if not is_int(value):  # 2.5 was truncated to 2, 'abc' a ValueError
+            if not is_int(value) or not least <= value <= INT64_MAX:  # 2.5 was truncated to 2, 'abc' a ValueError
                 raise IntegrationError(
-                    f"{verl_key}={value!r}: must be an integer (the snooze trainer reads {name} from it)"
+                    f"{verl_key}={shown(value)}: must be an integer in [{least}, 2**63 - 1] (the snooze trainer "
+                    f"reads {name} from it)"
                 )
             fields[name] = value
     if "batch_size" not in fields or "group_size" not in fields:
@@ -168,6 +182,18 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
     return fields
 
 
+def _scheduler_config(fields: dict[Any, Any]) -> SchedulerConfig:
+    """``SchedulerConfig(**fields)``: its defaults, not ``from_dict``'s (which gives a field a saved config lacks
+    the value of the release before it: ``audit=0``); a misspelt field is its ``ConfigError``."""
+    keys = [k for k in fields if not isinstance(k, str)]
+    if keys:  # (a Hydra key may be an integer: SchedulerConfig(**{1: 2}) was a TypeError)
+        raise IntegrationError(f"{OPTIONS_KEY}: option names are strings, got {keys}")
+    for key in ("reward_range", "reward_band"):
+        if isinstance(fields.get(key), list):  # Hydra has no tuples
+            fields[key] = tuple(fields[key])
+    return SchedulerConfig(**fields)
+
+
 def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     """The reward log's path: the option, else beside verl's checkpoints; ``false`` turns it off."""
     value = opts.get("reward_log")
@@ -181,14 +207,16 @@ def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     return log_path(value, f"{OPTIONS_KEY}.reward_log")  # checked on the driver, before any worker starts
 
 
-_ASYNC_REFUSED = {  # scheduler fields that decide a step's batch synchronously: what to do instead
-    "max_gen_rounds": "generation is bounded by verl's own rule there: each group that cannot train is replaced "
-    "by one new prompt (and trainer.v1.colocate_async.num_warmup_batches sets how far ahead it runs)",
-    "on_short": "the step waits until the scheduler's batch is full, as verl's async sampling waits for a full "
-    "batch, so a step is never short",
+_ASYNC_REFUSED = {  # scheduler settings that decide a step's batch synchronously: what to do instead
     "carry_surplus": "a finished group the batch has no room for stays in TransferQueue and is reported in a later "
     "step, so there is no surplus to carry",
 }
+_ASYNC_PAD = (
+    "on_short=pad cannot work in verl's async modes: the replay buffer clears each group that cannot train as soon "
+    "as it is reported (and verl replaces it), so no zero-signal group is left to pad a short step with. Use "
+    "on_short=partial (a step max_gen_rounds cuts short trains on the groups it has) or raise, or "
+    "trainer.v1.trainer_mode=snooze (verl's sync mode with the scheduler's step loop)."
+)
 
 
 def _refuse_async(opts: dict[str, Any]) -> None:
@@ -198,6 +226,8 @@ def _refuse_async(opts: dict[str, Any]) -> None:
                 f"{OPTIONS_KEY}.{name} cannot work in verl's async modes: {why}. Unset it, or use "
                 "trainer.v1.trainer_mode=snooze (verl's sync mode with the scheduler's step loop)."
             )
+    if opts.get("on_short") == "pad":
+        raise IntegrationError(f"{OPTIONS_KEY}.{_ASYNC_PAD}")
 
 
 def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
@@ -210,7 +240,7 @@ def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
     fields = _scheduler_fields(opts, config)
     if verl_mode != "sync":
         fields.pop("gen_batch_size", None)  # verl fetches one prompt at a time there (data.gen_batch_size=1)
-    scheduler = SchedulerConfig.from_dict(fields)  # ConfigError names unknown fields
+    scheduler = _scheduler_config(fields)
     seed = opts.get("seed")
     seed = _select(config, "data.seed") if seed is None else seed  # null is the default, as unset
     metric = opts.get("reward_metric", "reward")
@@ -219,15 +249,19 @@ def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
             f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)"
         )
     poll = opts.get("poll_interval", 2.0)
-    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0 < poll < math.inf:  # inf: polls never
-        raise IntegrationError(f"{OPTIONS_KEY}.poll_interval={poll!r}: must be a finite number of seconds above 0")
+    seconds = finite_float(poll)  # (10**400 was an OverflowError, inf a replay buffer that never polls)
+    if seconds is None or not 0 < seconds <= MAX_POLL_INTERVAL:
+        raise IntegrationError(
+            f"{OPTIONS_KEY}.poll_interval={shown(poll)}: must be a finite number of seconds above 0 and at most "
+            f"{MAX_POLL_INTERVAL:g} (an hour: finished groups wait that long for the next look)"
+        )
     seed = 0 if seed is None else seed
     if not is_int(seed) or seed < 0:
-        raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
+        raise IntegrationError(f"{OPTIONS_KEY}.seed={shown(seed)}: must be an integer >= 0")
     return VerlOptions(
         scheduler=scheduler,
         seed=seed,
         reward_log=_reward_log(opts, config),
         reward_metric=metric,
-        poll_interval=float(poll),
+        poll_interval=seconds,
     )

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from snooze import Candidate, IntegrationError, Source, StateError
+from snooze.logs._record import Record
 
 __all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "OnePromptLoader", "LOADER_FORMAT"]
 
@@ -132,6 +133,21 @@ class SnoozePromptLoader:
                 "another verl trainer mode. Resume it with that mode, or start fresh (trainer.resume_mode=disable)."
             )
         self.loaded = dict(state)
+
+
+def check_loader_state(state: Mapping[str, Any], path: Any, global_step: int, state_dir: str) -> None:
+    """What ``data.pt`` (``path``, loaded by verl) holds for the snooze trainer, checked field by field: the
+    format, ``version`` 1, ``step`` the integer verl resumes at (not ``true``, not ``2.0``) and ``state_dir``;
+    else a :class:`StateError` naming the file."""
+    fix = "the checkpoint is damaged: resume an earlier one, or start fresh (trainer.resume_mode=disable)"
+    record = Record(dict(state), str(path), StateError, fix)
+    if record.integer("version") != 1:
+        raise record.fail("version", f"{record.raw('version')} is not a version this snooze reads (1)")
+    step = record.integer("step")
+    if step != global_step:
+        raise record.fail("step", f"{step}, but verl resumes the checkpoint of step {global_step}")
+    if record.text("state_dir") != state_dir:
+        raise record.fail("state_dir", f"{record.raw('state_dir')!r}, but the snooze trainer saves into {state_dir!r}")
 
 
 class OnePromptLoader(SnoozePromptLoader):

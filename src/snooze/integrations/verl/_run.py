@@ -23,6 +23,7 @@ from snooze.integrations.verl._options import VerlOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.integrations.verl._resume import check_state_folder
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
+from snooze.logs._record import Record
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
 
@@ -39,6 +40,13 @@ class SnoozeRun:
         config = options.scheduler
         if config.weights is None:  # verl samples rows uniformly: weigh each data_source by its size
             config = config.replace(weights=index.row_counts())
+        unnamed = [name for name in index.names if name not in config.weights]
+        if unnamed:  # the core gives an unlisted dataset weight 0: here that would silently never train on it
+            raise IntegrationError(
+                f"trainer.v1.snooze.weights names {sorted(config.weights)} but not the data_source(s) {unnamed} of "
+                f"data.train_files, which would never be drawn. Give every data_source a weight (0 leaves one out "
+                f"on purpose), or unset weights (each data_source's row count)."
+            )
         self.index = index
         self.options = options
         self.scheduler = Scheduler(index.sources, config, seed=options.seed)
@@ -148,12 +156,23 @@ class SnoozeRun:
         drop = sorted(set(self._step.values()) - set(train))
         self._step = {}
         if not train:
-            raise IntegrationError(
-                f"step {batch.step}: no group to train on after {int(batch.metrics.get('gen/rounds', 0))} generation "
-                f"round(s), and verl cannot train on an empty batch. Raise trainer.v1.snooze.max_gen_rounds or "
-                "data.gen_batch_size, or set trainer.v1.snooze.on_short=pad (zero-advantage groups fill the batch)."
-            )
+            raise IntegrationError(f"step {batch.step}: no group to train on {self._empty_batch(batch, in_flight)}.")
         return train, drop, {METRIC_PREFIX + k: v for k, v in batch.metrics.items()}
+
+    def _empty_batch(self, batch: Any, in_flight: bool) -> str:
+        """Why a step ended with no group, and what to change (``in_flight``: verl's async modes)."""
+        cfg = self.config
+        if in_flight:  # there on_short=pad cannot work and data.gen_batch_size is verl's 1
+            return (
+                f"after max_gen_rounds={cfg.max_gen_rounds} rounds of {cfg.gen_size} prompts (the step's batch and "
+                "the refills of groups without signal), and verl cannot train on an empty batch: check the reward "
+                "function on this data, or raise trainer.v1.snooze.max_gen_rounds"
+            )
+        return (
+            f"after {int(batch.metrics.get('gen/rounds', 0))} generation round(s), and verl cannot train on an empty "
+            "batch. Raise trainer.v1.snooze.max_gen_rounds or data.gen_batch_size, or set "
+            "trainer.v1.snooze.on_short=pad (zero-advantage groups fill the batch)"
+        )
 
     # -- reward log and state -------------------------------------------------------------------
     def _log(self) -> RewardLogWriter | None:
@@ -207,14 +226,35 @@ def _rebind(folder: Path, sched: Scheduler) -> dict[str, Candidate]:
             "not written by a snooze async trainer. Resume it with the trainer that wrote it, or start fresh "
             "(trainer.resume_mode=disable)."
         )
+    return _read_inflight(path, sched)
+
+
+def _read_inflight(path: Path, sched: Scheduler) -> dict[str, Candidate]:
+    """``inflight.json`` checked whole: ``{"step": <the state's step>, "uids": {uid: ticket}}``, every uid a
+    non-empty string, every ticket an integer (not ``true``, not ``0.9``) naming one pending candidate, and no
+    ticket named twice. Anything else is a :class:`StateError` naming the file, before anything changes."""
     from snooze.core._json import read_json
 
-    record = read_json(path, StateError)
-    uids = record.get("uids") if isinstance(record, dict) else None
-    if not isinstance(uids, dict) or record.get("step") != sched.step_index:
-        raise StateError(f"{path} does not belong to the scheduler state beside it (step {sched.step_index})")
-    by_ticket = {int(t): str(u) for u, t in uids.items()}
+    fix = "the checkpoint is damaged: resume an earlier one, or start fresh (trainer.resume_mode=disable)"
+    record = Record(read_json(path, StateError, fix), str(path), StateError, fix)
+    step = record.integer("step")
+    if step != sched.step_index:
+        raise record.fail("step", f"{step}, but the scheduler state beside it is at step {sched.step_index}")
+    uids = record.obj("uids")
+    by_ticket: dict[int, str] = {}
+    for uid in uids.keys():
+        uids.check_text(uid, uid)
+        ticket = uids.integer(uid)
+        if ticket in by_ticket:
+            raise uids.fail(uid, f"names ticket {ticket}, as uid {by_ticket[ticket]!r} does: one uid per candidate")
+        by_ticket[ticket] = uid
     pending = list(sched.pending_candidates())
-    if set(by_ticket) != {c.ticket for c in pending}:
-        raise StateError(f"{path} names other candidates than the scheduler state beside it holds in flight")
+    held = {c.ticket for c in pending}
+    if set(by_ticket) != held:
+        extra, missing = sorted(set(by_ticket) - held)[:5], sorted(held - set(by_ticket))[:5]
+        raise record.fail(
+            "uids",
+            f"names other candidates than the scheduler state beside it holds in flight (tickets not pending there: "
+            f"{extra}; pending but not named: {missing})",
+        )
     return {by_ticket[c.ticket]: c for c in pending}

@@ -25,10 +25,9 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.dataset.rl_dataset import collate_fn
 
-from snooze import IntegrationError
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer
 from snooze.integrations.verl._options import VerlOptions, read_options
-from snooze.integrations.verl._prompts import PromptIndex, SnoozePromptLoader, prompt_keys
+from snooze.integrations.verl._prompts import PromptIndex, SnoozePromptLoader, check_loader_state, prompt_keys
 from snooze.integrations.verl._resume import check_state_folder, resumed_folder
 from snooze.integrations.verl._run import SnoozeRun
 
@@ -93,10 +92,11 @@ class SnoozeTrainerBase:
     def _load_checkpoint(self) -> None:
         super()._load_checkpoint()  # type: ignore[misc]
         if self.global_steps > 0:  # verl resumed a checkpoint (0: a fresh run)
+            folder = self._resumed_folder()
             loaded = self.train_dataloader.loaded
-            if loaded is not None and int(loaded["step"]) != self.global_steps:
-                raise IntegrationError(f"data.pt is from step {loaded['step']}, not {self.global_steps}")
-            self.snooze.restore(self._resumed_folder() / STATE_DIR, self.global_steps)
+            if loaded is not None:
+                check_loader_state(loaded, folder / "data.pt", self.global_steps, STATE_DIR)
+            self.snooze.restore(folder / STATE_DIR, self.global_steps)
 
 
 @register_trainer(TRAINER_MODE)
