@@ -33,6 +33,7 @@ from integrations._verl_env import (  # noqa: E402
     build_trainer,
     clear_transfer_queue,
     compose,
+    documented_command,
     end_step,
     make_parquet,
 )
@@ -323,30 +324,6 @@ def test_the_separate_async_mode_refuses_verls_default_parameter_sync_step(tmp_p
         get_trainer_cls("snooze_separate_async")(config=config)
 
 
-def _documented_command(tmp_path: Path) -> list[str]:
-    """The ``main_ppo`` overrides of docs/integrations/verl.md, with local files for $DATA, $MODEL and $RUN."""
-    import shlex
-
-    doc = (Path(__file__).parents[2] / "docs" / "integrations" / "verl.md").read_text()
-    block = next(b for b in doc.split("```bash")[1:] if "verl.trainer.main_ppo" in b).split("```")[0]
-    words = shlex.split(block.replace("\\\n", " "))
-    assert words[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
-    data = make_parquet(tmp_path)
-    subs = {
-        "$DATA/gsm8k/train.parquet": str(data),
-        "$DATA/gsm8k/test.parquet": str(data),
-        "$MODEL": str(tmp_path / "model"),
-        "$RUN": str(tmp_path / "run"),
-    }
-    out = []
-    for word in words[3:]:
-        for old, new in subs.items():
-            word = word.replace(old, new)
-        assert "$" not in word, word
-        out.append(word)
-    return out
-
-
 def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) -> None:
     import os
 
@@ -361,7 +338,7 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
 
     make_model_dir(tmp_path)
     with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
-        config = hydra_compose("ppo_trainer", overrides=_documented_command(tmp_path))
+        config = hydra_compose("ppo_trainer", overrides=documented_command(tmp_path))
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
     )  # as main()

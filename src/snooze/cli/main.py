@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "baseline": "snooze.cli.baseline",
     "stratify": "snooze.cli.stratify",
     "replay": "snooze.cli.replay",
+    "check-verl": "snooze.cli.check_verl",
 }
 
 SIGPIPE_STATUS = 141
