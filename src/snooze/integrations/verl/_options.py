@@ -19,6 +19,7 @@ from typing import Any
 from snooze import IntegrationError, SchedulerConfig, SnoozeError
 from snooze.core._checks import is_int
 from snooze.integrations._paths import log_path
+from snooze.logs import check_metrics_mode
 
 __all__ = [
     "SnoozeOptions",
@@ -62,6 +63,10 @@ class SnoozeOptions:
 
     poll_interval: float = 2.0
     """Seconds between looks at TransferQueue while groups are still being generated (verl's default)."""
+
+    metrics: str = "full"
+    """The scheduler metrics logged to verl's logger: ``full`` (every one) or ``compact`` (the five of
+    :data:`snooze.logs.DASHBOARD`; docs/sizing.md)."""
 
 
 _OWN = tuple(f.name for f in dataclasses.fields(SnoozeOptions) if f.name != "scheduler")
@@ -326,6 +331,7 @@ def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list
         "reward_log": lambda: _reward_log(opts, config),
         "reward_metric": lambda: _reward_metric(opts),
         "poll_interval": lambda: _poll_interval(opts),
+        "metrics": lambda: check_metrics_mode(opts.get("metrics", "full"), f"{OPTIONS_KEY}.metrics"),
     }
     values, before = {}, len(errors)
     for name, read in readers.items():

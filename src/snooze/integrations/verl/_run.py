@@ -22,13 +22,14 @@ from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import SnoozeOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.integrations.verl._resume import check_state_folder
-from snooze.logs import RewardLogWriter, truncate_log, write_groups
+from snooze.logs import RewardLogWriter, framework_metrics, truncate_log, write_groups
+from snooze.logs.dashboard import PREFIX
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
 
 log = logging.getLogger(__name__)
 
-METRIC_PREFIX = "snooze/"  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/efficiency", ...
+METRIC_PREFIX = PREFIX  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/skipped" (logs.logged_name)
 INFLIGHT = "inflight.json"  # async modes: the uid verl gave each candidate still out, beside the scheduler's state
 
 
@@ -157,7 +158,7 @@ class SnoozeRun:
                 f"round(s), and verl cannot train on an empty batch. Raise trainer.v1.snooze.max_gen_rounds or "
                 "data.gen_batch_size, or set trainer.v1.snooze.on_short=pad (zero-advantage groups fill the batch)."
             )
-        return train, drop, {METRIC_PREFIX + k: v for k, v in batch.metrics.items()}
+        return train, drop, framework_metrics(batch.metrics, self.options.metrics)
 
     # -- reward log and state -------------------------------------------------------------------
     def _log(self) -> RewardLogWriter | None:
