@@ -7,7 +7,9 @@ once per prompt, uniform in [0.05, 0.95]. Nothing learns, so each setting reache
 setting runs DAPO (``policy="dynamic_sampling"``) and snoozing (``policy="snooze", options={"factor": 1}``)
 on the same pool and seeds. Per step, over the steps after the first ``--warm`` (means over ``--seeds``
 seeds): DAPO's generation rounds, groups generated, groups trained; snoozing's the same; and the
-generation snoozing saves (1 - its groups generated / DAPO's). Prints a Markdown table (about 20 s)::
+generation snoozing saves (1 - its groups generated / DAPO's). Prints two Markdown tables (about 20 s): the
+default setting on pools with more and more solved prompts (``--pools``), then each knob changed on its own
+on the pool with ``--solved`` solved::
 
     PYTHONPATH=src python benchmarks/sizing.py
 """
@@ -86,15 +88,15 @@ def measure(setting: Setting, prompts: int, solved: float, steps: int, warm: int
     return out
 
 
-def table(results: list[tuple[Setting, dict[str, float]]]) -> str:
+def table(results: list[tuple[str, Setting, dict[str, float]]]) -> str:
     head = (
-        "| batch_size | gen_batch_size | max_gen_rounds | G | DAPO rounds | DAPO generated | DAPO trained "
+        "| solved | batch_size | gen_batch_size | max_gen_rounds | G | DAPO rounds | DAPO generated | DAPO trained "
         "| snooze f1 rounds | snooze f1 generated | snooze f1 trained | generation saved |"
     )
-    lines = [head, "|" + "---|" * 11]
-    for s, r in results:
+    lines = [head, "|" + "---|" * 12]
+    for pool_name, s, r in results:
         lines.append(
-            f"| {s.batch_size} | {s.gen_batch_size} | {s.max_gen_rounds} | {s.group_size} "
+            f"| {pool_name} | {s.batch_size} | {s.gen_batch_size} | {s.max_gen_rounds} | {s.group_size} "
             f"| {r['dapo_rounds']:.2f} | {r['dapo_generated']:.1f} | {r['dapo_trained']:.1f} "
             f"| {r['skip_rounds']:.2f} | {r['skip_generated']:.1f} | {r['skip_trained']:.1f} "
             f"| {100 * r['saved']:.0f}% |"
@@ -105,20 +107,28 @@ def table(results: list[tuple[Setting, dict[str, float]]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", type=int, default=1000, help="prompts in the pool")
-    p.add_argument("--solved", type=float, default=0.7, help="share of the pool every rollout solves")
+    p.add_argument("--solved", type=float, default=0.7, help="share of the pool every rollout solves (knob table)")
+    p.add_argument("--pools", default="0.3,0.5,0.7,0.9", help="shares solved of the pool table, comma-separated")
     p.add_argument("--steps", type=int, default=120, help="steps per run")
     p.add_argument("--warm", type=int, default=20, help="first steps left out of the means")
     p.add_argument("--seeds", type=int, default=3, help="seeds per setting and policy")
     p.add_argument("--json", action="store_true", help="print the numbers as one JSON object after the table")
     args = p.parse_args(argv)
-    results = [(s, measure(s, args.prompts, args.solved, args.steps, args.warm, args.seeds)) for s in SETTINGS]
+    runs = (args.prompts, args.steps, args.warm, args.seeds)
+    by_pool = [(f"{x:.0%}", SETTINGS[0], measure(SETTINGS[0], args.prompts, x, *runs[1:])) for x in _shares(args.pools)]
+    by_knob = [(f"{args.solved:.0%}", s, measure(s, args.prompts, args.solved, *runs[1:])) for s in SETTINGS]
     print(
-        f"pool: {args.prompts} prompts, {args.solved:.0%} always solved, the rest right with a chance in "
-        f"[0.05, 0.95]; {args.steps} steps, the first {args.warm} left out, {args.seeds} seeds; per step:"
+        f"pools of {args.prompts} prompts, a share always solved, the rest right with a chance in [0.05, 0.95]; "
+        f"{args.steps} steps, the first {args.warm} left out, {args.seeds} seeds; per step:\n"
     )
-    print(table(results))
+    print(table(by_pool) + "\n")
+    print(table(by_knob))
     if args.json:
-        print(json.dumps([{**s.__dict__, **r} for s, r in results]))
+        print(json.dumps([{"solved": name, **s.__dict__, **r} for name, s, r in by_pool + by_knob]))
+
+
+def _shares(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
 
 
 if __name__ == "__main__":

@@ -120,3 +120,15 @@ def test_the_design_note_is_explained_at_its_first_mention_on_every_page() -> No
             f"{page.relative_to(ROOT)}: not linked nor explained: {text[first - 80 : first + 80]}"
         )
     assert "concepts.md" in mentioned and len(mentioned) > 3, mentioned  # the check looked at the pages that mention it
+
+
+def test_the_sizing_tables_are_what_the_script_prints() -> None:
+    """docs/sizing.md's two tables are benchmarks/sizing.py's output, row for row (the toy: seconds)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sizing.py")], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = [line for line in done.stdout.splitlines() if re.match(r"\| \d+% \|", line)]
+    page = (ROOT / "docs" / "sizing.md").read_text()
+    documented = [line for line in page.splitlines() if re.match(r"\| \d+% \|", line)]
+    assert len(printed) == 13 and documented == printed
