@@ -14,7 +14,8 @@ Measures, for the scheduler (``snooze.Scheduler`` over ``Source.from_ids`` with 
 
 and the same for ``DictScheduler`` below: one Python dict entry per prompt, one Python step per
 encounter, JSON state. ``--policy predictive`` measures ``policy="predictive"`` and, in the same run,
-the design note's rule beside it (``seed_*`` keys and ``predictive_over_seed_*`` ratios). The baseline is
+the design note's rule beside it (``seed_*`` keys and ``predictive_over_seed_*`` ratios; the design note
+is the blog post this project implements: docs/concepts.md, "The design note"). The baseline is
 measured at ``--dict-prompts`` (default 1M: a dict per prompt at 10M needs several GB) and its
 per-prompt figures and save/load times are extrapolated linearly to ``--prompts`` (marked
 ``dict_extrapolated_from``). The last line is one JSON object.
@@ -293,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         "--policy",
         choices=("snooze", "predictive"),
         default="snooze",
-        help="the policy measured (default snooze); predictive is measured beside snooze, the design note's rule",
+        help="the policy measured (default snooze); predictive is measured beside snooze, the rule of the design "
+        "note (the blog post this project implements: docs/concepts.md, 'The design note')",
     )
     args = p.parse_args(argv)
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)

@@ -1,7 +1,10 @@
 """A policy of your own with a knob of its own, in one file: nothing in snooze is edited.
 
 ``patience``: drop zero-signal groups (as DAPO) and retire a prompt once it has been too easy
-``patience`` times (``filter`` is ``patience=1``). Run it: ``python examples/custom_policy.py``.
+``patience`` times (``filter`` is ``patience=1``). Run it from the root of a clone of snooze (not on PyPI yet):
+
+    pip install .
+    python examples/custom_policy.py
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ PIP=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 "${PIP[@]}" "torch==2.13.0"
 # The integrations' extras are installed too, so their tests run against the real TRL and verl classes.
 "${PIP[@]}" "torch==2.13.0" -e ".[all,dev,trl,verl]"
-# verl's metadata asks for transformers<5.11 (the TRL extra pins 5.24.0) and GPU-only packages: install verl and
+# verl's metadata asks for transformers<5.11 (the TRL extra takes 5.24.0 here) and packages its CPU paths do not
+# import (wandb, pybind11, pylatexenc, ray's dashboard): install verl and
 # TransferQueue (its v1 trainer's store) alone; their CPU-side dependencies come with the [verl] extra
 # (see docs/integrations/verl.md). The guard checks versions, so an older venv (verl 0.7.1) is upgraded.
 VERL_PINS=("verl==0.9.1" "transferqueue==0.1.11")

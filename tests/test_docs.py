@@ -100,3 +100,35 @@ def test_the_test_command_lints_every_python_folder_before_the_tests() -> None:
     steps = [line.split()[:2] for line in script.splitlines() if line.startswith((".venv/bin/", "exec "))]
     assert steps == [[".venv/bin/ruff", "check"], [".venv/bin/ruff", "format"], ["exec", ".venv/bin/python"]], steps
     assert "--check" in script.split(".venv/bin/ruff format", 1)[1].splitlines()[0], "ruff format must only check"
+
+
+def test_the_design_note_is_explained_at_its_first_mention_on_every_page() -> None:
+    """ "The design note" (the blog post the project implements, not in the repository) is, where a page first
+    mentions it, a link to its summary in docs/concepts.md or followed by what it is."""
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    link = re.compile(r"\[design note\]\((?:\.\./)?(?:concepts\.md)?#the-design-note\)")
+    mentioned = []
+    for page in pages:
+        text = " ".join(page.read_text().split())
+        first = text.lower().find("design note")
+        if first < 0:
+            continue
+        mentioned.append(page.name)
+        linked = link.match(text, first - 1) is not None
+        explained = "the blog post this project implements" in text[first : first + 200]
+        assert linked or explained, (
+            f"{page.relative_to(ROOT)}: not linked nor explained: {text[first - 80 : first + 80]}"
+        )
+    assert "concepts.md" in mentioned and len(mentioned) > 3, mentioned  # the check looked at the pages that mention it
+
+
+def test_the_sizing_tables_are_what_the_script_prints() -> None:
+    """docs/sizing.md's two tables are benchmarks/sizing.py's output, row for row (the toy: seconds)."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sizing.py")], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    printed = [line for line in done.stdout.splitlines() if re.match(r"\| \d+% \|", line)]
+    page = (ROOT / "docs" / "sizing.md").read_text()
+    documented = [line for line in page.splitlines() if re.match(r"\| \d+% \|", line)]
+    assert len(printed) == 13 and documented == printed

@@ -11,7 +11,11 @@
 #   RUN    where checkpoints, the reward log and verl's file log go (default ./runs/gsm8k_snooze)
 #
 # usage: examples/verl/run_gsm8k_snooze.sh MODEL DATA [RUN] [extra Hydra overrides...]
-# needs: pip install "snooze-rl[verl]" vllm (verl's GPU pins), one GPU with >= 24 GB.
+# needs: one GPU with >= 24 GB, and in one environment verl's GPU stack and snooze from a clone of it
+# (snooze is not on PyPI yet), installed from the clone's root:
+#   pip install 'verl[vllm]==0.9.1'     # verl, vLLM and TransferQueue with verl's own pins
+#   pip install .                       # snooze (registers trainer.v1.trainer_mode=snooze with verl)
+# check the overrides first, on any machine with verl: snooze check-verl <the overrides below>
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then

@@ -22,6 +22,7 @@ from snooze.cli._options import (
     checked_policy_options,
     field_help,
     flag,
+    off_help,
     override,
     policy_option_keys,
     policy_options,
@@ -62,9 +63,8 @@ def test_every_config_backed_option_is_its_field(command, cls, names, unset) -> 
     for name in names:
         action = actions[name]
         default = fields[name].default
-        assert (
-            field_help(cls, name).lower() in action.help.lower()
-        )  # the docstring is the help (a bool may say "turn off")
+        turned_off = isinstance(default, bool) and default and unset is None  # --no-<name>: its "False:" paragraph
+        assert (off_help(cls, name) if turned_off else field_help(cls, name)) in action.help  # the docstring's text
         if unset is not None:
             assert action.default is None and f"(default: {unset}" in action.help
         else:

@@ -111,6 +111,30 @@ def _items(value: Any) -> list[tuple[str, Any]]:
     return list(value.items()) if isinstance(value, dict) else [("", value)]
 
 
+def documented_command(tmp_path: Path) -> list[str]:
+    """The ``main_ppo`` overrides of docs/integrations/verl.md, with local files for $DATA, $MODEL and $RUN."""
+    import shlex
+
+    doc = (Path(__file__).parents[2] / "docs" / "integrations" / "verl.md").read_text()
+    block = next(b for b in doc.split("```bash")[1:] if "verl.trainer.main_ppo" in b).split("```")[0]
+    words = shlex.split(block.replace("\\\n", " "))
+    assert words[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
+    data = make_parquet(tmp_path)
+    subs = {
+        "$DATA/gsm8k/train.parquet": str(data),
+        "$DATA/gsm8k/test.parquet": str(data),
+        "$MODEL": str(tmp_path / "model"),
+        "$RUN": str(tmp_path / "run"),
+    }
+    out = []
+    for word in words[3:]:
+        for old, new in subs.items():
+            word = word.replace(old, new)
+        assert "$" not in word, word
+        out.append(word)
+    return out
+
+
 class Rollout:
     """Stands in for verl's ``AgentLoopManagerTQ`` (which needs GPU rollout servers): same TransferQueue writes.
 

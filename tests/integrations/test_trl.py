@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 import snooze  # noqa: E402
 from snooze.core.checkpoint import load_state  # noqa: E402
+from snooze.logs import DASHBOARD, logged_name  # noqa: E402
 
 pytestmark = pytest.mark.trl
 
@@ -66,7 +67,7 @@ class Scorer:
         return [1.0 if i in EASY else 0.0 if i in HARD else float("yes" in c.split()) for i, c in zip(id, completions)]
 
 
-def _trainer(tmp: Path, max_steps: int, scorer: Scorer, batches: list[Any]) -> Any:
+def _trainer(tmp: Path, max_steps: int, scorer: Scorer, batches: list[Any], **extra: Any) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -105,6 +106,7 @@ def _trainer(tmp: Path, max_steps: int, scorer: Scorer, batches: list[Any]) -> A
         scheduler=sched,
         reward_log=tmp / "rewards.jsonl",
         on_batch=batches.append,
+        **extra,
     )
 
 
@@ -129,9 +131,12 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     after = dict(trainer.model.named_parameters())
     unchanged = [n for n, p in before.items() if torch.equal(p, after[n].detach())]
     assert not unchanged, unchanged
-    # 4. TRL's logs carry the scheduler's metrics
+    # 4. TRL's logs carry every scheduler metric, each once, under its name (never snooze/snooze/...)
     logged = [h for h in trainer.state.log_history if "snooze/gen/rounds" in h]
     assert len(logged) == 4 and all(h["snooze/gen/rounds"] >= 1 for h in logged)
+    ours = {k for h in trainer.state.log_history for k in h if k.startswith("snooze/")}
+    assert ours == {logged_name(k) for k in batches[-1].metrics} and len(ours) == len(batches[-1].metrics) > 60
+    assert not [k for h in trainer.state.log_history for k in h if k.startswith("snooze/snooze/")]
     # 5. the reward log has one line per generated group, in order
     lines = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
     assert len(lines) * 4 == len(scorer.scored) and [x["step"] for x in lines] == sorted(x["step"] for x in lines)
@@ -169,6 +174,17 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     assert all(np.array_equal(state_after[k], v) for k, v in state_before.items())
     with pytest.raises(snooze.StateError, match="pass the TRL checkpoint that holds it"):
         trainer3.restore_scheduler(ckpt / "snooze")
+
+
+def test_compact_metrics_log_the_five_to_watch(tmp_path: Path) -> None:
+    trainer = _trainer(tmp_path, 2, Scorer(), [], snooze_metrics="compact")
+    trainer.train()
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(steps) == 2
+    for h in steps:
+        assert {k for k in h if k.startswith("snooze/")} == {logged_name(k) for k in DASHBOARD}
+    with pytest.raises(snooze.ConfigError, match="snooze_metrics='all': must be one of full, compact"):
+        _trainer(tmp_path, 2, Scorer(), [], snooze_metrics="all")
 
 
 @pytest.mark.parametrize(

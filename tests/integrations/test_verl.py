@@ -33,6 +33,7 @@ from integrations._verl_env import (  # noqa: E402
     build_trainer,
     clear_transfer_queue,
     compose,
+    documented_command,
     end_step,
     make_parquet,
     ray_transfer_queue,
@@ -166,18 +167,33 @@ def test_generation_is_bounded_by_max_gen_rounds(tmp_path: Path) -> None:
     assert metrics["snooze/train/groups"] == len({k.split("_")[0] for k in batch.keys}) <= B
 
 
-def test_metrics_reach_verls_logger_under_snooze(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> tuple[dict[str, Any], dict[str, float]]:
+    """One step's metrics as verl's file logger writes them, and the scheduler's own metrics of that step."""
     from verl.utils.tracking import Tracking
 
-    trainer = build_trainer(compose(tmp_path))
+    (tmp_path / mode).mkdir()
+    trainer = build_trainer(compose(tmp_path / mode, snooze={"metrics": mode}))
     _, metrics = step(trainer)
-    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(tmp_path / "verl.jsonl"))
+    path = tmp_path / mode / "verl.jsonl"
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(path))
     tracking = Tracking(project_name="p", experiment_name="e", default_backend="file")
     tracking.log(data=metrics, step=trainer.global_steps)
     tracking.finish()
-    logged = json.loads((tmp_path / "verl.jsonl").read_text().splitlines()[0])["data"]
-    assert {"snooze/gen/rounds", "snooze/efficiency", "snooze/snooze/asleep", "snooze/total/gen_groups"} <= set(logged)
+    return json.loads(path.read_text().splitlines()[0])["data"], trainer.snooze.scheduler.metrics()
+
+
+def test_metrics_reach_verls_logger_under_snooze_each_key_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from snooze.logs import DASHBOARD, logged_name
+
+    logged, own = _logged(tmp_path, monkeypatch, "full")
+    assert {"snooze/gen/rounds", "snooze/efficiency", "snooze/asleep", "snooze/total/gen_groups"} <= set(logged)
     assert logged["snooze/train/groups"] == B
+    ours = {k for k in logged if k.startswith("snooze/")}
+    assert ours == {logged_name(k) for k in own} and len(ours) == len(own) > 70  # every scheduler key, once
+    assert not [k for k in logged if k.startswith("snooze/snooze/")]  # (was snooze/snooze/skipped, ...)
+    compact, _ = _logged(tmp_path, monkeypatch, "compact")
+    assert {k for k in compact if k.startswith("snooze/")} == {logged_name(k) for k in DASHBOARD}
+    assert {k for k in compact if not k.startswith("snooze/")} == {k for k in logged if not k.startswith("snooze/")}
 
 
 def test_missing_extra_info_index_is_a_clear_error(tmp_path: Path) -> None:
@@ -308,30 +324,6 @@ def test_the_separate_async_mode_refuses_verls_default_parameter_sync_step(tmp_p
         get_trainer_cls("snooze_separate_async")(config=config)
 
 
-def _documented_command(tmp_path: Path) -> list[str]:
-    """The ``main_ppo`` overrides of docs/integrations/verl.md, with local files for $DATA, $MODEL and $RUN."""
-    import shlex
-
-    doc = (Path(__file__).parents[2] / "docs" / "integrations" / "verl.md").read_text()
-    block = next(b for b in doc.split("```bash")[1:] if "verl.trainer.main_ppo" in b).split("```")[0]
-    words = shlex.split(block.replace("\\\n", " "))
-    assert words[:3] == ["python3", "-m", "verl.trainer.main_ppo"]
-    data = make_parquet(tmp_path)
-    subs = {
-        "$DATA/gsm8k/train.parquet": str(data),
-        "$DATA/gsm8k/test.parquet": str(data),
-        "$MODEL": str(tmp_path / "model"),
-        "$RUN": str(tmp_path / "run"),
-    }
-    out = []
-    for word in words[3:]:
-        for old, new in subs.items():
-            word = word.replace(old, new)
-        assert "$" not in word, word
-        out.append(word)
-    return out
-
-
 def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) -> None:
     import os
 
@@ -346,7 +338,7 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
 
     make_model_dir(tmp_path)
     with initialize_config_dir(config_dir=os.path.dirname(verl_config.__file__), version_base=None):
-        config = hydra_compose("ppo_trainer", overrides=_documented_command(tmp_path))
+        config = hydra_compose("ppo_trainer", overrides=documented_command(tmp_path))
     validate_config(
         config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
     )  # as main()

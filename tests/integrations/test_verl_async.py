@@ -123,7 +123,7 @@ def test_the_async_trainer_trains_on_the_schedulers_groups_and_skips_snoozed_pro
     assert totals["gen_groups"] == totals["train_groups"] + totals["dropped"] + totals["discarded"]
     assert totals["dropped"] >= 1  # the easy groups were not trained on; verl refilled one prompt for each
     assert totals["skipped"] >= 1  # a snoozed prompt came up and was skipped at draw time, not generated
-    assert last["snooze/snooze/asleep"] >= len(EASY)
+    assert last["snooze/asleep"] >= len(EASY)
     groups = _rewards(folder)
     keys = [(g["dataset"], g["id"]) for g in groups]
     assert set(keys) <= {(ds, i) for ds, i, _ in ROWS} and (LONG[0], LONG[1]) not in keys

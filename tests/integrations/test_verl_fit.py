@@ -171,7 +171,7 @@ def test_snooze_trainer_runs_in_verls_fit_and_its_totals_add_up(runs: dict[str, 
     total = last["snooze/total/gen_groups"]
     assert total == last["snooze/total/train_groups"] + last["snooze/total/dropped"] + last["snooze/total/discarded"]
     assert sum(d["snooze/gen/groups"] for d in steps) == total
-    asleep = last["snooze/snooze/asleep"]
+    asleep = last["snooze/asleep"]
     assert asleep >= len(EASY) and asleep == last["snooze/dataset/gsm/asleep"] + last["snooze/dataset/math/asleep"]
     groups = _rewards(folder)
     assert len(groups) == total  # every generated group reached the scheduler through verl's reward loop

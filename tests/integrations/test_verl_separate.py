@@ -64,7 +64,7 @@ def test_the_separate_async_trainer_trains_on_the_schedulers_groups_with_weights
     assert {k: int(v) for k, v in totals.items()} == {k: int(last[f"snooze/total/{k}"]) for k in totals}
     assert totals["gen_groups"] == totals["train_groups"] + totals["dropped"] + totals["discarded"]
     assert totals["dropped"] >= 1 and totals["skipped"] >= 1  # easy groups dropped; a snoozed prompt skipped
-    assert last["snooze/snooze/asleep"] >= len(EASY)
+    assert last["snooze/asleep"] >= len(EASY)
     keys = [(g["dataset"], g["id"]) for g in _rewards(done)]
     assert set(keys) <= {(ds, i) for ds, i, _ in ROWS} and (LONG[0], LONG[1]) not in keys
     for step in (SAVE_FREQ, STEPS):

@@ -72,6 +72,26 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any],
     assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards"}
 
 
+def test_a_compact_metrics_log_holds_the_five_the_totals_and_the_trainers_own(
+    setup: dict[str, Any], tmp_path: Path
+) -> None:
+    from snooze.logs import DASHBOARD
+
+    sc = snooze.SchedulerConfig(batch_size=4, group_size=4)
+    cfg = TrainConfig(steps=3, eval_every=2, checkpoint_every=1, metrics="compact")
+    args = (setup["pool"], setup["test"], sc, cfg, MODEL, setup["base"].state_dict)
+    train(tmp_path / "c", *args, stop_after=2)
+    result = train(tmp_path / "c", *args[:3], replace(cfg, metrics="full"), *args[4:])  # resumed with the full set
+    lines = _lines(tmp_path / "c" / "metrics.jsonl")
+    own = {"train/loss", "train/clip_frac", "train/kl", "train/ratio", "train/ratio_max", "train/staleness", "step"}
+    for line in lines[:2]:  # written in compact mode
+        rest = {k for k in line if k not in own and not k.startswith(("time/", "eval/", "total/"))}
+        assert rest == {k for k in DASHBOARD if not k.startswith("total/")}
+        assert set(DASHBOARD) | own | {"total/gen_groups", "time/step_s"} <= set(line)
+    assert len(lines[2]) > len(lines[0]) + 40 and f"dataset/{SPEC.name}/batch_frac" in lines[2]
+    assert result.totals["total/gen_groups"] == lines[-1]["total/gen_groups"] > 0  # the result reads the totals
+
+
 def test_resuming_with_another_config_is_refused(setup: dict[str, Any], tmp_path: Path) -> None:
     sc = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="filter")
     cfg = TrainConfig(steps=4, eval_every=2, checkpoint_every=1)

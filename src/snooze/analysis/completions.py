@@ -1,17 +1,22 @@
-"""Reading baseline completions: one row per ``(dataset, id, model)`` from JSONL or Parquet files.
+"""Reading baseline completions: one row per ``(dataset, id, model)`` from JSONL, CSV or Parquet files.
 
 A row carries either the list of rewards of its samples (``rewards``) or the counts ``n`` (a whole
 number of samples) and ``n_correct``. Rewards are scaled to ``[0, 1]`` by the reward range, so a row's
 ``correct`` is the sum of its scaled rewards (the number correct for binary rewards; ``n_correct`` may
 be fractional, for rewards other than 0 and 1).
 
-Every problem raises :class:`~snooze.DataError` naming the file, the row (1-based; for JSONL the
-line) and the field.
+The format is the file's extension: ``.parquet``/``.pq`` is Parquet, ``.csv`` is CSV (a header row
+naming the columns; a ``rewards`` cell holds a JSON list, ``[1, 0, 1]``; an ``id`` written as a whole
+number, ``17``, is an integer, any other an id string), anything else JSON Lines. Every problem raises
+:class:`~snooze.DataError` naming the file, the row (1-based; for JSONL the line, for CSV the data row
+after the header) and the field.
 """
 
 from __future__ import annotations
 
+import csv
 import os
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +39,9 @@ __all__ = ["Completions", "read_completions", "COLUMNS"]
 
 COLUMNS: tuple[str, ...] = ("dataset", "id", "model", "rewards", "n", "n_correct")
 DEFAULT_MODEL = "baseline"
+FORMATS = "JSON Lines (.jsonl, .json), CSV (.csv) or Parquet (.parquet, .pq)"
+"""The formats baseline completions are read from, for messages."""
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")  # a CSV id that is an integer: no sign but '-', no leading zero
 
 
 @dataclass
@@ -67,14 +75,59 @@ def _fail(path: str, row: int, column: str | None, what: str) -> DataError:
 
 
 def _iter_jsonl(path: str) -> Iterator[tuple[int, Any]]:
-    line_no = 0
+    line_no, first = 0, True
     try:
         with open_regular(path, text=True, encoding="utf-8") as handle:  # (a FIFO is refused, not waited on)
             for line_no, text in enumerate(handle, start=1):
                 if text.strip():
-                    yield line_no, parse_json(text, f"{path}, row {line_no}", DataError)
+                    fix = f"baseline completions are read as {FORMATS}, by the file's extension" if first else ""
+                    first = False
+                    yield line_no, parse_json(text, f"{path}, row {line_no}", DataError, fix)
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text ({exc.reason}, after line {line_no})") from None
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read ({exc.strerror})") from None
+
+
+def _csv_cell(column: str, text: str, path: str, row: int) -> Any:
+    """A CSV cell as the value a JSON row would hold in that column (text stays text where it cannot be one)."""
+    if column == "rewards":
+        return parse_json(text, f"{path}, row {row}, field 'rewards'", DataError, "write the rewards as [1, 0, 1]")
+    if column == "id":
+        return int(text) if _INTEGER.fullmatch(text) else text
+    if column in ("n", "n_correct"):
+        try:
+            return float(text)
+        except ValueError:
+            return text  # refused by the row check, which names the field
+    return text
+
+
+def _iter_csv(path: str) -> Iterator[tuple[int, Any]]:
+    try:
+        with open_regular(path, text=True, encoding="utf-8", newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader, None)
+            if header is None:
+                return
+            if {"stratum", "pass_rate"} <= set(header):
+                raise DataError(
+                    f"{path}: is a stratification (snooze stratify's prompts.csv: one row per prompt with its pooled "
+                    "pass rate), not baseline completions; snooze stratify reads the completions it was made from: "
+                    f"one row per (dataset, id, model) with 'rewards' or 'n' and 'n_correct', as {FORMATS}"
+                )
+            twice = sorted({c for c in header if header.count(c) > 1})
+            if twice:
+                raise DataError(f"{path}: the header names column {twice[0]!r} twice")
+            for row, cells in enumerate(reader, start=1):
+                if len(cells) > len(header):
+                    raise _fail(path, row, None, f"{len(cells)} cells under a header of {len(header)} columns")
+                if any(cells):
+                    yield row, {c: _csv_cell(c, v, path, row) for c, v in zip(header, cells) if v != ""}
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: not readable as CSV ({exc})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot be read ({exc.strerror})") from None
 
@@ -220,12 +273,19 @@ def _add_row(
     out.where.append((path, row))
 
 
+def _rows(path: str) -> Iterator[tuple[int, Any]]:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return _iter_parquet(path)
+    return _iter_csv(path) if suffix == ".csv" else _iter_jsonl(path)
+
+
 def read_completions(
     paths: Sequence[str | os.PathLike[str]],
     reward_range: tuple[float, float] = (0.0, 1.0),
     models: Sequence[str] | None = None,
 ) -> Completions:
-    """Read and check baseline completions from ``.jsonl``/``.json`` and ``.parquet`` files.
+    """Read and check baseline completions from ``.jsonl``/``.json``, ``.csv`` and ``.parquet`` files.
 
     ``models``: the models expected; one with no rows is an error (so a missing file or a typo in a
     model name does not silently change the pooled pass rates).
@@ -239,7 +299,7 @@ def read_completions(
             raise DataError(f"{path}: is a folder; pass the baseline completions file (.jsonl or .parquet)")
         if not (Path(path).exists() or Path(path).is_symlink()):
             raise DataError(f"{path}: baseline completions file not found")
-        rows = _iter_parquet(path) if path.endswith((".parquet", ".pq")) else _iter_jsonl(path)
+        rows = _rows(path)
         for row, obj in rows:
             _add_row(out, seen, id_kinds, path, row, obj, reward_range)
     if not out.n:

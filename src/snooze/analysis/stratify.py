@@ -1,4 +1,5 @@
-"""Offline difficulty stratification (the design note's first remedy; docs/concepts.md).
+"""Offline difficulty stratification (the design note's first remedy; the design note is
+the blog post this project implements: docs/concepts.md, "The design note").
 
 Baseline models roll out each prompt several times; the pooled pass rate ``p`` sorts prompts into
 strata and gives each prompt's chance that a group of ``G`` rollouts carries signal,
@@ -55,10 +56,14 @@ class StratifyConfig:
     """Range of the rewards in ``rewards`` lists; they are scaled to [0, 1] before averaging."""
 
     drop_too_easy: bool = True
-    """Leave ``too_easy`` prompts out of every curriculum stage."""
+    """Leave ``too_easy`` prompts out of every curriculum stage.
+
+    ``False``: keep ``too_easy`` prompts in every curriculum stage, drawn like the others."""
 
     postpone_too_hard: bool = True
-    """Leave ``too_hard`` prompts out of stage 1; stage 2 lets them in."""
+    """Leave ``too_hard`` prompts out of stage 1; stage 2 lets them in.
+
+    ``False``: one curriculum stage, with the ``too_hard`` prompts in it from the start."""
 
     weight_floor: float = 0.05
     """Smallest ``signal_prob`` a prompt counts with in the dataset weights (see the module docstring)."""

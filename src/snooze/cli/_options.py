@@ -54,6 +54,7 @@ __all__ = [
     "override",
     "naming_options",
     "field_help",
+    "off_help",
     "flag",
     "integer",
 ]
@@ -79,14 +80,36 @@ def _docstrings(cls: type) -> dict[str, str]:
     return out
 
 
+def _plain(text: str) -> str:
+    text = re.sub(r":\w+:`~?([\w.]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)  # :class:`~snooze.X` -> X
+    return " ".join(text.replace("``", "").split())
+
+
 def field_help(cls: type, name: str) -> str:
     """Field ``name``'s docstring as one line of help: its first paragraph, reST markup made plain."""
     doc = _docstrings(cls).get(name)
     if not doc:
         raise ConfigError(f"{cls.__name__}.{name} has no docstring; every config field needs one (it is its help)")
-    text = doc.split("\n\n")[0]
-    text = re.sub(r":\w+:`~?([\w.]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)  # :class:`~snooze.X` -> X
-    return " ".join(text.replace("``", "").split())
+    return _plain(doc.split("\n\n")[0])
+
+
+OFF = "``False``:"
+"""How the paragraph of a bool field's docstring that says what turning it off does starts."""
+
+
+def off_help(cls: type, name: str) -> str:
+    """The help of ``--no-<name>``, the switch that turns off bool field ``name`` (default ``True``): the
+    paragraph of its docstring that starts with ``False``:, which says what the switch does. Required: the
+    first paragraph says what the field does when on, and "turn off: <that>" reads as its opposite."""
+    doc = _docstrings(cls).get(name) or ""
+    off = next((p for p in doc.split("\n\n") if p.startswith(OFF)), None)
+    if off is None:
+        raise ConfigError(
+            f"{cls.__name__}.{name} defaults to True, so its option is --no-{name.replace('_', '-')}: its docstring "
+            f"needs a paragraph starting {OFF} that says what turning it off does (that is the switch's help)"
+        )
+    text = _plain(off[len(OFF) :])
+    return text[0].upper() + text[1:]
 
 
 def _base(tp: Any) -> tuple[Any, bool]:
@@ -168,9 +191,7 @@ def _argument(cls: type, name: str, unset: str | None, key: str | None = None) -
             if default is None
             else _shown(default)
         )
-    text = field_help(cls, name)
-    if tp is bool and unset is None and default:
-        text = f"Turn off: {text[0].lower()}{text[1:]}"
+    text = off_help(cls, name) if tp is bool and unset is None and default else field_help(cls, name)
     if typing.get_origin(tp) is tuple:  # argparse takes "-1,1" for an option: the "=" form passes it
         text += f" A negative LOW needs the = form: {flag(key)}=-1,1."
     kw["help"] = (text + (f" (default: {shown})" if shown else "")).replace("%", "%%")
@@ -189,7 +210,7 @@ def add_options(
     ``unset``: the options default to ``None`` (not given) and the help says the default is ``unset``
     (e.g. ``"the profile's"``; ``{default}`` in it is the field's default); otherwise they default to
     the fields' defaults. A bool field is a switch
-    that flips its default (``--snooze-hard``, ``--no-drop-too-easy``)."""
+    that flips its default (``--snooze-hard``, ``--no-drop-too-easy``: its help is :func:`off_help`)."""
     for name in names:
         flags, kw = _argument(cls, name, unset)
         parser.add_argument(*flags, *(aliases or {}).get(name, ()), **kw)

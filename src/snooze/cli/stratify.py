@@ -21,7 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._paths import input_file, output_folder
 
     parser.add_argument(
-        "inputs", nargs="+", metavar="INPUT", type=input_file, help="baseline completions, .jsonl or .parquet"
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        type=input_file,
+        help="baseline completions: .jsonl, .csv or .parquet (docs/offline-analysis.md)",
     )
     parser.add_argument("--out", required=True, type=output_folder, help="output folder")
     parser.add_argument("--models", default=None, help="comma-separated baseline models that must be present")

@@ -67,7 +67,8 @@ class Profile:
     temperature: float = 1.0
     """Sampling temperature of the rollouts: finite, at least 0.001 (lower samples as greedy decoding does).
     Lower makes mastered prompts all-correct sooner, which is when DAPO starts to waste generation (the
-    regime of the design note's figures)."""
+    regime of the design note's figures; the design note is the blog post this project implements:
+    docs/concepts.md, "The design note")."""
 
     n_head: int = 4
     """Attention heads of the policy (must divide ``d_model``)."""

@@ -1,5 +1,7 @@
 """Is the comparison's regime like the design note's? The criteria of docs/results.md, measured.
 
+The design note is the blog post this project implements: docs/concepts.md, "The design note".
+
 Computed from the DAPO (``dynamic_sampling``) and plain ``grpo`` arms and the base model only, never
 from a filtering or snoozing arm: the regime is chosen before any policy's result is looked at, and the
 same regime serves every policy. ``snooze compare`` writes the result to ``regime.json``.

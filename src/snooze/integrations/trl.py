@@ -43,7 +43,8 @@ from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.integrations._trl_checks import check_trl
-from snooze.logs import RewardLogWriter, truncate_log, write_groups
+from snooze.logs import RewardLogWriter, check_metrics_mode, framework_metrics, truncate_log, write_groups
+from snooze.logs.dashboard import PREFIX
 
 try:
     import torch
@@ -76,7 +77,7 @@ from snooze.integrations._trl_callbacks import (  # noqa: E402  (after the versi
 
 log = logging.getLogger(__name__)
 
-METRIC_PREFIX = "snooze/"  # scheduler metrics in TRL's logs: "snooze/gen/rounds", "snooze/efficiency", ...
+METRIC_PREFIX = PREFIX  # scheduler metrics in TRL's logs: "snooze/gen/rounds", "snooze/skipped" (logs.logged_name)
 DIST_PREFIX = "dist/"  # on several processes: "snooze/dist/pad_groups", "snooze/dist/rows_per_rank", ...
 
 
@@ -98,6 +99,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
       written by the main process only).
     - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
+    - ``snooze_metrics``: ``"full"`` (default) logs every scheduler metric in TRL's logs, ``"compact"`` the five
+      of :data:`snooze.logs.DASHBOARD` (docs/sizing.md).
 
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
@@ -111,8 +114,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         snooze_config: SchedulerConfig | Mapping[str, Any] | None = None,
         reward_log: str | Path | None = None,
         on_batch: Callable[[Batch], None] | None = None,
+        snooze_metrics: str = "full",
         **kwargs: Any,
     ) -> None:
+        self._metrics_mode = check_metrics_mode(snooze_metrics, "snooze_metrics")
         if scheduler is not None and not isinstance(scheduler, Scheduler):
             raise IntegrationError(
                 "scheduler must be a snooze.Scheduler (or None: built from train_dataset), "
@@ -317,7 +322,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             raise IntegrationError(f"step {batch.step}: this process generated nothing it could pad with")
         rows = concat_rows(parts + ([inert_copy(template, short)] if short else []), self._pad_id())
         rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum()  # all ranks' loss tokens
-        if self._world > 1:
+        if self._world > 1 and self._metrics_mode == "full":
             train = self._metrics["train"]
             train[METRIC_PREFIX + DIST_PREFIX + "pad_groups"].append(float(self._pad_groups))
             train[METRIC_PREFIX + DIST_PREFIX + "rows_per_rank"].append(float(target))
@@ -353,8 +358,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     # -- logs, reward log, state ----------------------------------------------------------------
     def _log_metrics(self, metrics: dict[str, float]) -> None:
-        for key, value in metrics.items():
-            self._metrics["train"][METRIC_PREFIX + key].append(float(value))
+        for key, value in framework_metrics(metrics, self._metrics_mode).items():
+            self._metrics["train"][key].append(float(value))
 
     def _writer(self) -> RewardLogWriter | None:
         if not self.accelerator.is_main_process:  # one writer: every rank holds the same rewards

@@ -3,7 +3,8 @@
 
 Used by the reference trainer, the TRL and verl adapters (reward log), ``snooze replay`` (reading the
 reward log) and the figures and run summaries (reading the metrics log). Formats:
-``docs/reward-log.md`` and ``docs/metrics.md``.
+``docs/reward-log.md`` and ``docs/metrics.md``. :mod:`snooze.logs.dashboard`: the five metrics to watch,
+the ``compact`` metrics mode, and the names scheduler metrics are logged under in TRL and verl.
 """
 
 from snooze.logs._jsonl import read_lines, truncate_log
@@ -16,6 +17,7 @@ from snooze.logs._reward_log import (
     read_reward_log,
     write_groups,
 )
+from snooze.logs.dashboard import DASHBOARD, METRICS_MODES, check_metrics_mode, framework_metrics, logged_name
 
 __all__ = [
     "RewardLog",
@@ -31,4 +33,9 @@ __all__ = [
     "LATE_EVALS",
     "read_lines",
     "truncate_log",
+    "DASHBOARD",
+    "METRICS_MODES",
+    "check_metrics_mode",
+    "framework_metrics",
+    "logged_name",
 ]

@@ -1,6 +1,7 @@
 """Every figure snooze draws, with the metrics helpers behind them.
 
-``snooze compare``'s (the design note's figures 1-3 and the trade-off, figure 4) and the offline
+``snooze compare``'s (the design note's figures 1-3 and the trade-off, figure 4; the design note
+is the blog post this project implements: docs/concepts.md, "The design note") and the offline
 analyses' (``snooze replay``, ``snooze stratify``).
 
 numpy at import; matplotlib is imported by :func:`snooze.plots._mpl.pyplot` when a figure is drawn

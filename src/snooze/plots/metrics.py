@@ -101,7 +101,8 @@ def moving_average(values: np.ndarray, window: int) -> np.ndarray:
 
 
 def cumulative_batches(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-    """Cumulative generated batches against step: the design note's figure-1/2 y axis.
+    """Cumulative generated batches against step: the design note's figure-1/2 y axis
+    (the blog post this project implements: docs/concepts.md, "The design note").
 
     One generation round generates one batch of groups, so this is ``total/rounds`` when logged,
     else the running sum of ``gen/rounds``. Empty arrays when neither key is present.

@@ -1,7 +1,8 @@
 """Colours, labels and the one drawing primitive (mean line + min-max band) shared by every figure.
 
 Matplotlib is only imported by the callers of :func:`plot_band` (lazily), never by this module
-at import time. Arm colours follow the design note's figure 2: DAPO red, filtering blue, snoozing green.
+at import time. Arm colours follow the design note's figure 2 (the design note is the blog post this project implements:
+docs/concepts.md, "The design note"): DAPO red, filtering blue, snoozing green.
 """
 
 from __future__ import annotations

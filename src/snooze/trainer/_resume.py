@@ -30,7 +30,7 @@ from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, read_metrics, tr
 __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
 
 LOGS = (METRICS_FILE, REWARDS_FILE)
-_UNCHECKED = ("checkpoint_every",)
+_UNCHECKED = ("checkpoint_every", "metrics")
 """TrainConfig fields a run may be resumed with another value of (they do not change what it computes)."""
 _FIX = "use a new run directory (snooze compare: a new --out), or pass resume=False to train() to start over"
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from snooze.core._checks import finite_float, is_int, shown
 from snooze.core.errors import ConfigError
+from snooze.logs import check_metrics_mode
 
 __all__ = ["TrainConfig", "GRPOConfig", "MAX_NEW_TOKENS", "MIN_TEMPERATURE", "check_temperature", "check_device"]
 
@@ -105,6 +106,11 @@ class TrainConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     """The policy update."""
 
+    metrics: Literal["full", "compact"] = "full"
+    """The scheduler's keys in ``metrics.jsonl``: ``full`` (every one, docs/metrics.md) or ``compact`` (the five
+    of ``snooze.logs.DASHBOARD`` and the ``total/*`` the run's result and resume read; docs/sizing.md). The
+    trainer's own keys are written either way; ``snooze compare``'s figures need ``full``."""
+
     def __post_init__(self) -> None:
         check_int(self, "eval_samples", 0, " (0: greedy evaluation only)")
         for name in ("steps", "eval_every"):
@@ -113,6 +119,7 @@ class TrainConfig:
         check_int(self, "checkpoint_every", 0)
         check_temperature(self.temperature, "TrainConfig.temperature")
         check_device(self.device, "TrainConfig.device")
+        check_metrics_mode(self.metrics, "TrainConfig.metrics")
 
 
 def check_int(config: Any, name: str, minimum: int, note: str = "") -> None:

@@ -5,7 +5,8 @@ Reads top to bottom (CleanRL-style). Each arm of ``snooze compare`` is this loop
 
 Files written into ``run_dir``:
 
-- ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (docs/metrics.md),
+- ``metrics.jsonl``: one JSON object per step: every key of ``batch.metrics`` (docs/metrics.md; with
+  ``TrainConfig.metrics="compact"`` the five of ``snooze.logs.DASHBOARD`` and the ``total/*`` keys),
   ``train/loss``, ``train/clip_frac``, ``train/kl``, ``train/ratio``, ``train/ratio_max``,
   ``train/staleness``, ``time/step_s``, ``time/elapsed_s``, and on
   evaluation steps ``eval/accuracy`` and ``eval/accuracy/<task>`` with ``eval/updates`` (how many
@@ -49,6 +50,7 @@ from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
 from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter
+from snooze.logs.dashboard import select
 from snooze.trainer import checkpoint as ckpt
 from snooze.trainer._records import read_curriculum_state, read_trainer_meta
 from snooze.trainer._resume import check_resume, curriculum_key, reconcile_logs, refuse_orphan_logs, run_lock
@@ -226,7 +228,8 @@ def _one_step(
     _generate(run, sched_cfg, cfg)
     batch = run.pipe.pop()
     stats = _update(run, batch, cfg.grpo, cfg.device, cfg.temperature)
-    line = {**batch.metrics, **stats, "train/staleness": float(run.step - batch.version), **line}
+    logged = select(batch.metrics, cfg.metrics, keep=COMPACT_KEEPS)
+    line = {**logged, **stats, "train/staleness": float(run.step - batch.version), **line}
     run.step += 1
     if run.step == cfg.steps or run.drained:
         line.update(_eval(run, test_sets, run.step, cfg.eval_samples))
@@ -234,6 +237,11 @@ def _one_step(
     run.elapsed += step_s
     line.update({"step": run.step - 1, "time/step_s": step_s, "time/elapsed_s": run.elapsed})
     return line
+
+
+COMPACT_KEEPS = ("total/", "curriculum/stage")
+"""The scheduler's keys ``TrainConfig.metrics="compact"`` writes beside the five to watch: the totals the run's
+result (:func:`~snooze.trainer.result.read_result`) and a resume read, and the curriculum's stage."""
 
 
 def _generate(run: _Run, sched_cfg: SchedulerConfig, cfg: TrainConfig) -> None:

@@ -14,7 +14,8 @@ seeded generator, so the same spec and seed give the same ids on every machine. 
 builds both splits of every task; ``snooze compare`` and ``snooze baseline`` both call it, so a
 curriculum written from a baseline names the ids the training run draws.
 
-Strata for the design note's figure 3 are level sub-ranges of one spec: :meth:`TaskSpec.strata`.
+Strata for the design note's figure 3 (the blog post this project implements: docs/concepts.md,
+"The design note") are level sub-ranges of one spec: :meth:`TaskSpec.strata`.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Options live under ``trainer.v1.snooze`` (see ``docs/integrations/verl.md``)::
     python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo trainer.v1.trainer_mode=snooze \\
         +trainer.v1.snooze.policy=snooze +trainer.v1.snooze.options.factor=1 ...
 
-Tested with verl 0.9.1 (``pip install --no-deps verl==0.9.1 transferqueue==0.1.11``).
+Tested with verl 0.9.1 (``pip install --no-deps verl==0.9.1 transferqueue==0.1.11``). Check a command line
+without a cluster: ``snooze check-verl OVERRIDES...`` (:func:`check_overrides`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ if _mismatches:  # pragma: no cover - depends on the installed verl
 from snooze.integrations.verl._async_buffer import SnoozeAsyncReplayBuffer  # noqa: E402
 from snooze.integrations.verl._async_trainer import COLOCATE_MODE, SnoozeColocateAsyncTrainer  # noqa: E402
 from snooze.integrations.verl._buffer import SnoozeReplayBuffer  # noqa: E402
+from snooze.integrations.verl._check import Finding, check_overrides  # noqa: E402
 from snooze.integrations.verl._options import OPTIONS_KEY, VerlOptions, read_options  # noqa: E402
 from snooze.integrations.verl._prompts import LOADER_FORMAT, SnoozePromptLoader, prompt_keys  # noqa: E402
 from snooze.integrations.verl._run import METRIC_PREFIX, SnoozeRun  # noqa: E402
@@ -78,6 +80,8 @@ __all__ = [
     "SnoozeRun",
     "VerlOptions",
     "read_options",
+    "check_overrides",
+    "Finding",
     "prompt_keys",
     "TRAINER_MODE",
     "COLOCATE_MODE",

@@ -15,11 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snooze import IntegrationError, SchedulerConfig
+from snooze import IntegrationError, SchedulerConfig, SnoozeError
 from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
 from snooze.integrations._paths import log_path
+from snooze.logs import check_metrics_mode
 
-__all__ = ["VerlOptions", "read_options", "OPTIONS_KEY"]
+__all__ = [
+    "VerlOptions",
+    "read_options",
+    "conflicts",
+    "async_refusals",
+    "ASYNC_REFUSED",
+    "snooze_options",
+    "options_from",
+    "OPTIONS_KEY",
+]
 
 OPTIONS_KEY = "trainer.v1.snooze"
 REWARD_LOG_NAME = "snooze_rewards.jsonl"  # default reward log, in trainer.default_local_dir
@@ -55,6 +65,10 @@ class VerlOptions:
 
     poll_interval: float = 2.0
     """Seconds between looks at TransferQueue while groups are still being generated (verl's default)."""
+
+    metrics: str = "full"
+    """The scheduler metrics logged to verl's logger: ``full`` (every one) or ``compact`` (the five of
+    :data:`snooze.logs.DASHBOARD`; docs/sizing.md)."""
 
 
 _OWN = tuple(f.name for f in dataclasses.fields(VerlOptions) if f.name != "scheduler")
@@ -102,51 +116,100 @@ def _mapping(config: Any, key: str) -> Any:
     return node if _is_mapping(node) else {}
 
 
-def _refuse_conflicts(config: Any, verl_mode: str) -> None:
-    """Settings that would run verl's own loop beside the scheduler's, or silently do nothing."""
+def _filter_groups(config: Any, verl_mode: str) -> str | None:
     if _select(config, "algorithm.filter_groups.enable"):
-        raise IntegrationError(
+        return (
             "algorithm.filter_groups.enable=True turns on verl's own DAPO loop, which the snooze trainer replaces "
             f"with the scheduler's step loop. Set algorithm.filter_groups.enable=False and choose {OPTIONS_KEY}.policy "
             f"(dynamic_sampling is DAPO, snooze adds snoozing); {OPTIONS_KEY}.reward_metric takes the place of "
             "algorithm.filter_groups.metric and max_gen_rounds bounds generation."
         )
+    return None
+
+
+def _custom_sampler(config: Any, verl_mode: str) -> str | None:
     custom = _select(config, "trainer.v1.sampler.custom_sampler")
     if custom is not None and (not _is_mapping(custom) or custom.get("path") or custom.get("name")):
-        raise IntegrationError(
+        return (
             "trainer.v1.sampler.custom_sampler is set, but the snooze trainer brings its own replay buffer; "
             "unset trainer.v1.sampler.custom_sampler.path and .name"
         )
+    return None
+
+
+def _sync_refill(config: Any, verl_mode: str) -> str | None:
     if _select(config, "trainer.v1.sampler.sync_refill_failed_groups"):
-        raise IntegrationError(
+        return (
             "trainer.v1.sampler.sync_refill_failed_groups has no effect under the snooze trainer: a failed group "
             "is withdrawn from the scheduler (counted in snooze/gen/cancelled) and the round loop goes on. Unset it."
         )
+    return None
+
+
+def _rollout_skip(config: Any, verl_mode: str) -> str | None:
     if _select(config, "skip.rollout_tq.enable") or _select(config, "skip.rollout.enable"):
-        raise IntegrationError(
+        return (
             "rollout skip (skip.rollout_tq / skip.rollout) records and replays verl's own sampling; the snooze trainer "
             "draws each step's prompts from the scheduler, so replayed rollouts would not be the prompts it issued. "
             "Turn rollout skip off."
         )
+    return None
+
+
+def _sync_step(config: Any, verl_mode: str) -> str | None:
     sync_step = _select(config, f"trainer.v1.{verl_mode}.parameter_sync_step")
     if sync_step is not None and sync_step != 1:  # verl's sync and colocate_async modes sample once a step
-        raise IntegrationError(
+        return (
             f"trainer.v1.{verl_mode}.parameter_sync_step={sync_step!r}: the snooze trainer builds one batch of "
             "data.train_batch_size groups per step (the scheduler's step), so verl's split of a step into "
             "parameter_sync_step samples cannot be honoured. Set it to 1 (verl's default is 4 under separate_async); "
             "for several optimizer updates "
             "per step lower actor_rollout_ref.actor.ppo_mini_batch_size (verl splits each batch into mini-batches)."
         )
+    return None
+
+
+def _resume_mode(config: Any, verl_mode: str) -> str | None:
     mode = _select(config, "trainer.resume_mode")
     if mode not in (None, "auto", "disable", "resume_path"):  # verl logs it, then fails on an unbound name
-        raise IntegrationError(f"trainer.resume_mode={mode!r}: must be auto, disable or resume_path")
+        return f"trainer.resume_mode={mode!r}: must be auto, disable or resume_path"
+    return None
+
+
+def _colocated_reward_model(config: Any, verl_mode: str) -> str | None:
     rm = _mapping(config, "reward.reward_model")
     if rm.get("enable") and not rm.get("enable_resource_pool"):
-        raise IntegrationError(
+        return (
             "a colocated reward model (reward.reward_model.enable=True without enable_resource_pool) scores groups "
             "only after the replay buffer has sampled them; the scheduler needs each group's reward when it "
             "finishes. Use a rule-based reward or set reward.reward_model.enable_resource_pool=True."
         )
+    return None
+
+
+_CONFLICTS = (
+    _filter_groups,
+    _custom_sampler,
+    _sync_refill,
+    _rollout_skip,
+    _sync_step,
+    _resume_mode,
+    _colocated_reward_model,
+)
+"""Settings that would run verl's own loop beside the scheduler's, or silently do nothing: each returns what is
+wrong and what to do, or ``None``."""
+
+
+def conflicts(config: Any, verl_mode: str = "sync") -> list[IntegrationError]:
+    """Every verl setting the snooze trainer of ``verl_mode`` refuses, each an error that says what to change
+    (all of them, where :func:`read_options` raises the first)."""
+    return [IntegrationError(text) for check in _CONFLICTS if (text := check(config, verl_mode)) is not None]
+
+
+def _refuse_conflicts(config: Any, verl_mode: str) -> None:
+    found = conflicts(config, verl_mode)
+    if found:
+        raise found[0]
 
 
 def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
@@ -194,6 +257,18 @@ def _scheduler_config(fields: dict[Any, Any]) -> SchedulerConfig:
     return SchedulerConfig(**fields)
 
 
+def _scheduler_config(fields: dict[Any, Any]) -> SchedulerConfig:
+    """``SchedulerConfig(**fields)``: its defaults, not ``from_dict``'s (which gives a field a saved config lacks
+    the value of the release before it: ``audit=0``); a misspelt field is its ``ConfigError``."""
+    keys = [k for k in fields if not isinstance(k, str)]
+    if keys:  # (a Hydra key may be an integer: SchedulerConfig(**{1: 2}) was a TypeError)
+        raise IntegrationError(f"{OPTIONS_KEY}: option names are strings, got {keys}")
+    for key in ("reward_range", "reward_band"):
+        if isinstance(fields.get(key), list):  # Hydra has no tuples
+            fields[key] = tuple(fields[key])
+    return SchedulerConfig(**fields)
+
+
 def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     """The reward log's path: the option, else beside verl's checkpoints; ``false`` turns it off."""
     value = opts.get("reward_log")
@@ -207,7 +282,7 @@ def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     return log_path(value, f"{OPTIONS_KEY}.reward_log")  # checked on the driver, before any worker starts
 
 
-_ASYNC_REFUSED = {  # scheduler settings that decide a step's batch synchronously: what to do instead
+ASYNC_REFUSED = {  # scheduler settings that decide a step's batch synchronously: what to do instead
     "carry_surplus": "a finished group the batch has no room for stays in TransferQueue and is reported in a later "
     "step, so there is no surplus to carry",
 }
@@ -219,35 +294,69 @@ _ASYNC_PAD = (
 )
 
 
+def async_refusals(opts: Mapping[str, Any]) -> list[IntegrationError]:
+    """The snooze options (``opts``: ``trainer.v1.snooze`` as a mapping) that cannot work in verl's async modes."""
+    return [
+        IntegrationError(
+            f"{OPTIONS_KEY}.{name} cannot work in verl's async modes: {why}. Unset it, or use "
+            "trainer.v1.trainer_mode=snooze (verl's sync mode with the scheduler's step loop)."
+        )
+        for name, why in ASYNC_REFUSED.items()
+        if name in opts
+    ] + ([IntegrationError(f"{OPTIONS_KEY}.{_ASYNC_PAD}")] if opts.get("on_short") == "pad" else [])
+
+
 def _refuse_async(opts: dict[str, Any]) -> None:
-    for name, why in _ASYNC_REFUSED.items():
-        if name in opts:
-            raise IntegrationError(
-                f"{OPTIONS_KEY}.{name} cannot work in verl's async modes: {why}. Unset it, or use "
-                "trainer.v1.trainer_mode=snooze (verl's sync mode with the scheduler's step loop)."
-            )
-    if opts.get("on_short") == "pad":
-        raise IntegrationError(f"{OPTIONS_KEY}.{_ASYNC_PAD}")
+    found = async_refusals(opts)
+    if found:
+        raise found[0]
+
+
+def snooze_options(config: Any) -> dict[str, Any]:
+    """``trainer.v1.snooze`` as a plain mapping (``{}`` when unset)."""
+    return _plain(_select(config, OPTIONS_KEY))
 
 
 def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
     """Check verl's config for the snooze trainer of verl's ``verl_mode`` (``sync`` or ``colocate_async``) and
     return its options (``IntegrationError`` or ``ConfigError`` naming the key on anything that cannot work)."""
     _refuse_conflicts(config, verl_mode)
-    opts = _plain(_select(config, OPTIONS_KEY))
+    opts = snooze_options(config)
     if verl_mode != "sync":
         _refuse_async(opts)
+    errors: list[SnoozeError] = []
+    options = options_from(opts, config, verl_mode, errors)
+    if options is None:
+        raise errors[0]
+    return options
+
+
+def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str) -> SchedulerConfig:
     fields = _scheduler_fields(opts, config)
     if verl_mode != "sync":
         fields.pop("gen_batch_size", None)  # verl fetches one prompt at a time there (data.gen_batch_size=1)
-    scheduler = _scheduler_config(fields)
+    return _scheduler_config(fields)
+
+
+def _seed(opts: dict[str, Any], config: Any) -> int:
     seed = opts.get("seed")
     seed = _select(config, "data.seed") if seed is None else seed  # null is the default, as unset
+    seed = 0 if seed is None else seed
+    if not is_int(seed) or seed < 0:
+        raise IntegrationError(f"{OPTIONS_KEY}.seed={shown(seed)}: must be an integer >= 0")
+    return seed
+
+
+def _reward_metric(opts: dict[str, Any]) -> str:
     metric = opts.get("reward_metric", "reward")
     if not isinstance(metric, str) or not metric:
         raise IntegrationError(
             f"{OPTIONS_KEY}.reward_metric={metric!r}: name a reward ('reward' or a reward_extra_info key)"
         )
+    return metric
+
+
+def _poll_interval(opts: dict[str, Any]) -> float:
     poll = opts.get("poll_interval", 2.0)
     seconds = finite_float(poll)  # (10**400 was an OverflowError, inf a replay buffer that never polls)
     if seconds is None or not 0 < seconds <= MAX_POLL_INTERVAL:
@@ -255,13 +364,24 @@ def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
             f"{OPTIONS_KEY}.poll_interval={shown(poll)}: must be a finite number of seconds above 0 and at most "
             f"{MAX_POLL_INTERVAL:g} (an hour: finished groups wait that long for the next look)"
         )
-    seed = 0 if seed is None else seed
-    if not is_int(seed) or seed < 0:
-        raise IntegrationError(f"{OPTIONS_KEY}.seed={shown(seed)}: must be an integer >= 0")
-    return VerlOptions(
-        scheduler=scheduler,
-        seed=seed,
-        reward_log=_reward_log(opts, config),
-        reward_metric=metric,
-        poll_interval=seconds,
-    )
+    return seconds
+
+
+def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[SnoozeError]) -> VerlOptions | None:
+    """The options ``opts`` (``trainer.v1.snooze``) give, each field checked on its own: every field's error is
+    appended to ``errors``, and ``None`` is returned if there was one."""
+    readers = {
+        "scheduler": lambda: _scheduler(opts, config, verl_mode),
+        "seed": lambda: _seed(opts, config),
+        "reward_log": lambda: _reward_log(opts, config),
+        "reward_metric": lambda: _reward_metric(opts),
+        "poll_interval": lambda: _poll_interval(opts),
+        "metrics": lambda: check_metrics_mode(opts.get("metrics", "full"), f"{OPTIONS_KEY}.metrics"),
+    }
+    values, before = {}, len(errors)
+    for name, read in readers.items():
+        try:
+            values[name] = read()
+        except SnoozeError as exc:
+            errors.append(exc)
+    return None if len(errors) > before else VerlOptions(**values)

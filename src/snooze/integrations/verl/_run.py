@@ -22,14 +22,15 @@ from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import VerlOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.integrations.verl._resume import check_state_folder
-from snooze.logs import RewardLogWriter, truncate_log, write_groups
+from snooze.logs import RewardLogWriter, framework_metrics, truncate_log, write_groups
 from snooze.logs._record import Record
+from snooze.logs.dashboard import PREFIX
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
 
 log = logging.getLogger(__name__)
 
-METRIC_PREFIX = "snooze/"  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/efficiency", ...
+METRIC_PREFIX = PREFIX  # scheduler metrics in verl's logger: "snooze/gen/rounds", "snooze/skipped" (logs.logged_name)
 INFLIGHT = "inflight.json"  # async modes: the uid verl gave each candidate still out, beside the scheduler's state
 
 
@@ -157,7 +158,7 @@ class SnoozeRun:
         self._step = {}
         if not train:
             raise IntegrationError(f"step {batch.step}: no group to train on {self._empty_batch(batch, in_flight)}.")
-        return train, drop, {METRIC_PREFIX + k: v for k, v in batch.metrics.items()}
+        return train, drop, framework_metrics(batch.metrics, self.options.metrics)
 
     def _empty_batch(self, batch: Any, in_flight: bool) -> str:
         """Why a step ended with no group, and what to change (``in_flight``: verl's async modes)."""
