@@ -34,7 +34,7 @@ def seen_twice() -> Iterator[type[Policy]]:
 
 
 def test_the_built_ins_are_registered_in_order() -> None:
-    assert list(POLICIES) == ["grpo", "dynamic_sampling", "filter", "snooze", "predictive"]
+    assert list(POLICIES) == ["grpo", "dynamic_sampling", "filter", "snooze", "predictive", "spaced"]
     assert list(SKIP_RULES) == ["counter", "history"]
     assert POLICIES["grpo"].trains_on_zero_signal and not POLICIES["snooze"].trains_on_zero_signal
 

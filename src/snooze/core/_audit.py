@@ -25,8 +25,9 @@ solved yet; the run is about to learn, not done: keep going, make the data easie
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,7 +35,16 @@ from snooze.core._stateful import state_int
 from snooze.core.classify import SIGNAL, group_means
 from snooze.core.errors import StateError
 
-__all__ = ["audit_uniform", "Diagnosis", "AUDIT_MIN_GROUPS", "AUDIT_WARN_RATIO", "EXHAUSTED_WINDOW", "EXHAUSTED_USED"]
+__all__ = [
+    "audit_uniform",
+    "expected_rounds",
+    "Shape",
+    "Diagnosis",
+    "AUDIT_MIN_GROUPS",
+    "AUDIT_WARN_RATIO",
+    "EXHAUSTED_WINDOW",
+    "EXHAUSTED_USED",
+]
 
 log = logging.getLogger("snooze.core.scheduler")  # the scheduler's logger: users filter one name
 
@@ -44,6 +54,9 @@ a signal rate near 0.3 is about 0.065, small beside the gap the warning looks fo
 AUDIT_WARN_RATIO = 0.5
 """Warn when skipped encounters carry signal at least this share as often as drawn ones: skipping then
 gives up half a drawn encounter's worth of signal or more for every encounter it saves."""
+PRIOR_GROUPS = 10
+"""Pseudo-groups at the drawn signal rate added to the audit's groups when ``snooze/saved/*`` estimates the
+skipped encounters' signal rate: until the audit has seen a few tens of groups, the estimate leans to no saving."""
 EXHAUSTED_WINDOW = 10
 """Steps in a row at which ``max_gen_rounds`` must bind (the batch not full after the last round)."""
 EXHAUSTED_USED = 0.05
@@ -59,10 +72,36 @@ _BOUND_WARNINGS = {
     "a cold start: the run is about to learn, not done); keep going, make the data easier, or raise max_gen_rounds "
     "or gen_batch_size",
 }
+
+
+class Shape(NamedTuple):
+    """A step's sizes: ``batch_size`` signal groups wanted, rounds of ``gen_batch_size``, ``max_gen_rounds``."""
+
+    batch: int
+    gen: int
+    rounds: int
+
+
+def expected_rounds(batch: int, gen: int, rate: float, cap: int) -> float:
+    """Rounds DAPO's dynamic sampling takes on average to gather ``batch`` groups with signal, ``gen`` groups a
+    round each with signal at ``rate``, at most ``cap``: ``sum over k < cap of P(Bin(k x gen, rate) < batch)``,
+    each term by the normal approximation with a continuity correction (the sum of the first k rounds' signal
+    groups is Bin(k x gen, rate); the step goes on to round k + 1 while it is short)."""
+    out = 1.0  # the first round always runs
+    for k in range(1, cap):
+        mean, var = k * gen * rate, k * gen * rate * (1.0 - rate)
+        if var <= 0.0:
+            short = mean < batch
+        else:
+            short = 0.5 * (1.0 + math.erf((batch - 0.5 - mean) / math.sqrt(2.0 * var)))
+        out += float(short)
+    return out
+
+
 _SALT = np.uint64(0x5A0D17A0D17C0FFE)  # keeps the audit's hash apart from the streams' permutations
 _BUDGET_KEY = 2**40 + 0xB0D6E7  # the rounds' budgets: a "dataset key" no dataset has (crc32s of names: < 2**32)
 _COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips")
-_SUMS = ("audit_pass", "drawn_pass")
+_SUMS = ("audit_pass", "drawn_pass", "dapo_groups")
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -130,12 +169,19 @@ class Diagnosis:
             self.step[f"{name}_signal"] += int(np.count_nonzero(signal & sel))
             self.step[f"{name}_pass"] += float(means[sel].sum())
 
-    def finish(self, out: dict[str, Any], bound: bool, counts: tuple[int, int, int, int], audit_share: float) -> None:
-        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``gen/exhausted``, ``gen/unsolved`` and
-        their totals to ``out``; advance the totals and the window (``counts``: the step's generated, trained,
-        too-easy and too-hard groups); warn (once per run) when the numbers say so."""
+    def finish(
+        self, out: dict[str, Any], bound: bool, counts: tuple[int, int, int, int], audit_share: float, shape: Shape
+    ) -> None:
+        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``snooze/saved/*``, ``gen/exhausted``,
+        ``gen/unsolved`` and their totals to ``out``; advance the totals and the window (``counts``: the step's
+        generated, trained, too-easy and too-hard groups; ``shape``: the step's sizes); warn (once per run) when
+        the numbers say so."""
         s, t = self.step, self.totals
-        for k in t:
+        for k in _COUNTS:
+            t[k] += s[k]
+        s["dapo_groups"] = self._dapo_groups(shape)
+        out["snooze/saved/dapo_groups"], out["snooze/saved/groups"] = s["dapo_groups"], s["dapo_groups"] - counts[0]
+        for k in _SUMS:
             t[k] += s[k]
         self._rates(out, "snooze/", s)
         self._rates(out, "total/", t)
@@ -148,6 +194,22 @@ class Diagnosis:
             log.warning(_BOUND_WARNINGS[side], EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0)
         self._warn_audit(audit_share)
         self.start_step()
+
+    def _dapo_groups(self, shape: Shape) -> float:
+        """Groups DAPO would have generated this step (``snooze/saved/dapo_groups``): rounds of
+        ``gen_batch_size`` until ``batch_size`` groups with signal, at most ``max_gen_rounds``, at DAPO's signal
+        rate, the rate of the step's encounters with the ones skipped (and not rolled out) at the run's audited
+        signal rate so far (shrunk towards the drawn rate: without the audit no saving is claimed)."""
+        s = self.step
+        skipped = max(s["skips"] - s["audit_groups"], 0)
+        met = s["drawn_groups"] + s["audit_groups"] + skipped
+        if not met:
+            return 0.0
+        drawn = _rate(s["drawn_signal"], s["drawn_groups"])
+        t = self.totals  # the audited rate, shrunk by PRIOR_GROUPS towards the drawn one: no saving claimed unmeasured
+        audited = (t["audit_signal"] + PRIOR_GROUPS * drawn) / (t["audit_groups"] + PRIOR_GROUPS)
+        signal = s["drawn_signal"] + s["audit_signal"] + skipped * audited
+        return shape.gen * expected_rounds(shape.batch, shape.gen, signal / met, shape.rounds)
 
     def cumulative(self) -> dict[str, Any]:
         """The run's totals as metrics (``total/audit_*``, ``total/drawn_*``), as :meth:`finish` adds them."""

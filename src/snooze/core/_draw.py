@@ -98,9 +98,9 @@ def _encounters_for(table: PromptTable, k: int) -> int:
     return max(int(k * 1.1 * n / awake) + 16, _MIN_CHUNK)
 
 
-def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, share: float) -> _Peek:
-    """The next (up to) ``m`` encounters of the current epoch, ``share`` of the skipped ones audited; changes
-    nothing."""
+def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, share: float, budget: int) -> _Peek:
+    """The next (up to) ``m`` encounters of the current epoch, ``share`` of the skipped ones audited (none when
+    the round's ``budget`` is spent; the skipped ones are counted all the same); changes nothing."""
     rows = stream.peek(m)  # [m] rows, distinct within an epoch
     counter = table.counter[rows]
     awake = counter == 0
@@ -112,6 +112,8 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, sha
     if not share:
         return _Peek(rows, awake, counter, masked, None, None)
     auditable = ~awake & ((table.flags[rows] & EXCLUDED) == 0) if table.n_blocked else ~awake
+    if budget <= 0:
+        return _Peek(rows, awake, counter, masked, np.zeros(rows.shape[0], dtype=bool), auditable)
     audit = auditable & (audit_uniform(stream.seed, stream.key, stream.epoch, rows) < share)
     return _Peek(rows, awake | audit, counter, masked, audit, auditable)
 
@@ -148,7 +150,7 @@ def walk(
     """Walk the mixed stream of the datasets with a weight above 0 (``only``: of that one dataset)
     until ``need`` awake prompts are met, fewer when the data runs out. ``drawn``: each dataset's
     encounters so far in the mixed stream (where its stride schedule starts)."""
-    walker = _Walker(tables, streams, policy, weights, drawn, audit if budget > 0 else 0.0, budget)
+    walker = _Walker(tables, streams, policy, weights, drawn, audit, budget)
     among = range(len(tables)) if only is None else (only,)
     while need > 0:
         active = walker.active(among)
@@ -203,7 +205,9 @@ class _Walker:
 
     def one(self, d: int, need: int) -> int | None:
         """One pass over one dataset (the mixed stream is its own stream): awake prompts met, ``None`` if none left."""
-        peek = _peek(self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need), self.audit)
+        peek = _peek(
+            self.tables[d], self.streams[d], self.policy, _encounters_for(self.tables[d], need), self.audit, self.budget
+        )
         if peek.audit is not None:
             _trim_audits(peek.audit, peek.awake, self.budget)
         cut, met = _cut(peek.awake, need)
@@ -343,7 +347,7 @@ def _mixed_pass(
     # encounters to examine at once: sized from the share awake, so one pass usually does
     m = max(int(sum(p[d] * _encounters_for(tables[d], need) for d in active)), 64)
     want = np.where(on, np.ceil(m * p).astype(np.int64) + 1, 0)
-    peeks = {d: _peek(tables[d], streams[d], policy, int(want[d]), share) for d in active}
+    peeks = {d: _peek(tables[d], streams[d], policy, int(want[d]), share, budget) for d in active}
     counts = np.zeros(D, dtype=np.int64)
     for d, pk in peeks.items():
         counts[d] = pk.rows.shape[0]  # short where an epoch ends

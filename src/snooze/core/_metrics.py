@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from snooze.core._audit import Diagnosis
+from snooze.core._audit import Diagnosis, Shape
 from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
@@ -64,6 +64,7 @@ class StepEnd(NamedTuple):
     bound: bool = False  # max_gen_rounds was reached with the batch not full
     audit: float = 0.0  # SchedulerConfig.audit (named in the audit's warning)
     in_flight: int = 0  # candidates issued and not reported at the step's end
+    shape: Shape = Shape(1, 1, 1)  # batch_size, gen_batch_size, max_gen_rounds (DAPO's step, for snooze/saved/*)
 
 
 class StepMetrics:
@@ -154,7 +155,7 @@ class StepMetrics:
         self._generation(out, gen, train, placed, end)
         self._advance_totals(gen, train, placed, end)
         easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
-        self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit)
+        self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit, end.shape)
         self._per_dataset(out, placed, end)
         self.start_step()
         return out | self.cumulative()
@@ -173,6 +174,9 @@ class StepMetrics:
         out: dict[str, Any] = self.diagnosis.cumulative()
         out |= {f"total/{key}": int(value) for key, value in t.items()}
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
+        dapo = self.diagnosis.totals["dapo_groups"]  # (an estimate: docs/metrics.md, snooze/saved/*)
+        out["total/saved_dapo_groups"] = dapo
+        out["total/saved_ratio"] = dapo / t["gen_groups"] if t["gen_groups"] else 1.0
         return out
 
     def _generation(

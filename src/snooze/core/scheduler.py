@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._audit import audit_budget
+from snooze.core._audit import Shape, audit_budget
 from snooze.core._checks import is_int
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
@@ -326,6 +326,7 @@ class Scheduler:
             closed.bound,
             cfg.audit,
             len(parts.pending),
+            Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds),
         )
         batch.metrics = self.last_metrics = parts.step_metrics.finish(end)
         parts.step.next_step()
