@@ -22,7 +22,14 @@ from snooze.core.errors import DataError
 from snooze.experiments.summary import headline, stat
 from snooze.experiments.summary_file import DAPO, read_regime, read_summary
 
-__all__ = ["paired", "family_rows", "family_markdown", "write_family", "DAPO"]
+__all__ = ["paired", "family_rows", "family_markdown", "write_family", "pooled", "qualifies", "DAPO", "BAR"]
+
+BAR = {"mean_gap": -0.5, "interval_low": -1.0, "regime_gap": -1.5, "saving": 1.3}
+"""What a candidate default is held to, over every regime and seed paired with DAPO: a mean late gap of at least
+-0.5 points with its 90% interval's lower end at -1.0 or above, no regime's mean gap below -1.5, and at least
+1.3x fewer generated groups than DAPO (the geometric mean over the regimes of each regime's mean ratio)."""
+_T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 8: 1.860, 10: 1.812, 15: 1.753, 20: 1.725}
+"""Two-sided 90% Student t quantiles by degrees of freedom (1.645 beyond the table)."""
 
 _REDO = "rerun the regime (benchmarks/family.py --regimes NAME) to rewrite it"
 
@@ -125,3 +132,47 @@ def write_family(out: Path, regimes: Sequence[str]) -> str:
     except ImportError:
         pass
     return text
+
+
+def _t90(df: int) -> float:
+    below = [k for k in _T90 if k <= df]
+    return _T90[max(below)] if below and df <= max(_T90) else 1.645
+
+
+def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per arm, over every regime and seed paired with DAPO: the mean late gap (points) with its 90% interval (a
+    t interval over the pairs), each regime's mean gap, the worst of them, the geometric mean over the regimes of
+    the mean ratio of generated groups, and whether :data:`BAR` is met (:func:`qualifies`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for arm in rows["arms"]:
+        if arm == DAPO:
+            continue
+        regimes = {name: table[arm] for name, table in rows["regimes"].items() if arm in table}
+        gaps = [g for p in regimes.values() for g in p["gap"]["by_seed"] if g is not None and not math.isnan(g)]
+        ratios = [p["ratio"]["mean"] for p in regimes.values()]
+        if not gaps or not ratios:
+            continue
+        n, mean = len(gaps), sum(gaps) / len(gaps)
+        sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1)) if n > 1 else math.nan
+        half = _t90(n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
+        entry = {
+            "pairs": n,
+            "mean_gap": mean,
+            "interval": [mean - half, mean + half],
+            "regime_gaps": {name: p["gap"]["mean"] for name, p in regimes.items()},
+            "worst_regime_gap": min(p["gap"]["mean"] for p in regimes.values()),
+            "saving": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
+        }
+        entry["qualifies"] = qualifies(entry)
+        out[arm] = entry
+    return out
+
+
+def qualifies(entry: Mapping[str, Any]) -> bool:
+    """Whether a :func:`pooled` entry meets :data:`BAR`."""
+    return bool(
+        entry["mean_gap"] >= BAR["mean_gap"]
+        and entry["interval"][0] >= BAR["interval_low"]
+        and entry["worst_regime_gap"] >= BAR["regime_gap"]
+        and entry["saving"] >= BAR["saving"]
+    )
