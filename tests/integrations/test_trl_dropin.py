@@ -122,7 +122,7 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(
 ) -> None:
     from datasets import Dataset
 
-    from snooze.integrations._trl_data import prompt_key
+    from snooze.integrations.trl._data import prompt_key
 
     with_ids = Dataset.from_list([{"id": f"r{i}", "prompt": p} for i, p in enumerate(tiny.LINES)])
     src = _trainer(model_name, tmp_path, data=with_ids).scheduler.sources[0]
@@ -136,7 +136,7 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(
         keyed.id_of(r): keyed.record(r)["prompt"] for r in range(len(keyed))
     }
     # repeated prompts: each row stays a prompt of its own (key, key#2, ...), and the trainer says so
-    with caplog.at_level("WARNING", logger="snooze.integrations._trl_data"):
+    with caplog.at_level("WARNING", logger="snooze.integrations.trl._data"):
         dup = _trainer(
             model_name, tmp_path, data=tiny.prompts(lines=["simple is", "flat is", "simple is", "simple is"])
         )

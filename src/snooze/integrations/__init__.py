@@ -5,7 +5,7 @@ Each adapter lives in its own module and imports its framework when that module 
 
 - :mod:`snooze.integrations.trl`: ``SnoozeGRPOTrainer``, a TRL ``GRPOTrainer`` whose generation step
   draws prompts from the scheduler and trains only on signal groups, on one process or many (extra
-  ``[trl]``; its multi-process layout and rank checks are in ``_trl_dist``).
+  ``[trl]``; its multi-process layout and rank checks are in ``trl._dist``).
 - :mod:`snooze.integrations.verl`: ``SnoozeTrainer``, verl 0.9's synchronous v1 trainer with its
   prompts drawn from the scheduler and the scheduler's step loop in its replay buffer, registered as
   ``trainer.v1.trainer_mode=snooze`` (extra ``[verl]``).

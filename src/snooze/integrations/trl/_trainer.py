@@ -1,4 +1,4 @@
-"""TRL integration: a ``GRPOTrainer`` whose prompts come from a :class:`~snooze.Scheduler`.
+"""``SnoozeGRPOTrainer``: TRL's ``GRPOTrainer`` whose generation step runs the scheduler's step loop.
 
 Why an override of the generation step (and not a sampler + callback pair): TRL's ``RepeatSampler``
 fixes the generation batch before anything is generated, and nothing after generation may change its
@@ -6,22 +6,11 @@ size. Dynamic sampling needs to generate *again* within one optimisation step un
 enough signal groups, which only the generation step itself can do. So
 :class:`SnoozeGRPOTrainer` overrides ``_generate_and_score_completions``: it ignores the prompts the
 dataloader drew and runs the scheduler's step loop (docs/concepts.md, "The step loop") instead, calling TRL's own
-generation and scoring once per round, then hands TRL the signal groups it kept::
-
-    trainer = SnoozeGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=ds)
-    trainer.train()
-
-built exactly as ``GRPOTrainer`` is: the scheduler comes from ``train_dataset`` and ``args``
-(:mod:`snooze.integrations._trl_data`), its settings from ``snooze_config``.
+generation and scoring once per round, then hands TRL the signal groups it kept.
 
 Everything else is TRL's: the loss, the advantages within each kept group (``scale_rewards``), the
-reference model, vLLM. The scheduler's metrics go into TRL's logs under ``snooze/`` and its state is
-saved into every TRL checkpoint (``checkpoint-N/snooze/``) and restored by ``resume_from_checkpoint``.
-
-On N processes (``accelerate launch``, ``torchrun``; DDP, DeepSpeed ZeRO, vLLM server or colocate)
-every rank runs the same scheduler on the gathered rewards and generates its own slice of each round
-(:mod:`snooze.integrations._trl_dist`); the ranks compare a digest of the scheduler after every step.
-Limits (see ``docs/integrations/trl.md``): text prompts only; data parallelism only.
+reference model, vLLM. On N processes every rank runs the same scheduler on the gathered rewards and
+generates its own slice of each round (:mod:`snooze.integrations.trl._dist`).
 """
 
 from __future__ import annotations
@@ -36,12 +25,12 @@ import numpy as np
 
 from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
-from snooze.integrations import _trl_checks as checks
-from snooze.integrations import _trl_data as data
-from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
-from snooze.integrations._trl_checks import check_trl
+from snooze.integrations.trl import _checks as checks
+from snooze.integrations.trl import _data as data
+from snooze.integrations.trl import _dist as dist
+from snooze.integrations.trl._checks import check_trl
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
@@ -66,7 +55,7 @@ __all__ = [
 
 check_trl(trl.__version__, GRPOTrainer)
 
-from snooze.integrations._trl_callbacks import (  # noqa: E402  (after the version check: it imports transformers)
+from snooze.integrations.trl._callbacks import (  # noqa: E402  (after the version check: it imports transformers)
     STATE_DIR,
     PoolEpochCallback,
     SnoozeCheckpointCallback,
@@ -83,7 +72,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     """TRL's ``GRPOTrainer`` with snooze's dynamic sampling, filtering and snoozing.
 
     Built exactly as ``GRPOTrainer`` (``model``, ``reward_funcs``, ``args``, ``train_dataset``, ...): the
-    scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations._trl_data` says how:
+    scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations.trl._data` says how:
     ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
     - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no
@@ -100,7 +89,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
-    digest the processes compared (``_trl_dist.STEP_FIELDS``).
+    digest the processes compared (``_dist.STEP_FIELDS``).
     """
 
     def __init__(
