@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 WORDS = (
@@ -38,6 +39,19 @@ LINES = [  # prompt-only rows, as TRL's "zen" test dataset (17 + 2 lines of the 
     "dense",
 ]
 TEST_LINES = ["readability counts", "errors never pass", "simple is"]
+
+
+def since(package: str, version: str, what: str) -> pytest.MarkDecorator:
+    """Skip a test of ``what``, which ``package`` (``trl``, ``transformers``) has only from ``version`` on: the TRL
+    tests also run against the oldest TRL of the supported range (scripts/test_trl_oldest.sh)."""
+    from importlib.metadata import version as installed
+
+    from packaging.version import Version
+
+    have = installed(package)
+    return pytest.mark.skipif(
+        Version(have) < Version(version), reason=f"{what} needs {package} >= {version} ({package} {have} installed)"
+    )
 
 
 def tokenizer() -> Any:

@@ -227,6 +227,7 @@ def test_the_logged_epoch_is_passes_over_the_schedulers_pool(model_name: str, tm
     assert epochs[-1] > 4 / len(tiny.LINES)
 
 
+@tiny.since("trl", "1.7.0", "trl.rewards.get_repetition_penalty_reward")
 def test_trls_own_reward_functions_train_with_the_built_scheduler(model_name: str, tmp_path: Path) -> None:
     """trl.rewards' accuracy (0/1, or None), format (0/1), length and repetition penalties (in [-1, 0]): their sum
     leaves the range the weights imply when each function is taken to score in [0, 1], (0, 4). The built

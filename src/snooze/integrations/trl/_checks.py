@@ -1,43 +1,131 @@
-"""What the TRL adapter refuses before training: a TRL it was not built for, a scheduler TRL's sizes do
-not fit, tensor parallelism; and when a checkpoint can fall between two generations.
+"""What the TRL adapter refuses before training: a TRL release outside the tested range or whose internals
+changed, a scheduler TRL's sizes do not fit, tensor parallelism; and when a checkpoint can fall between
+two generations.
 
-Pure functions of TRL's classes and ``GRPOConfig`` values; :mod:`snooze.integrations.trl` calls them
-at import and in ``SnoozeGRPOTrainer.__init__``.
+Pure functions of TRL's classes and config values; the trainers call them in ``__init__``, before TRL loads
+anything (a model included).
+
+**The TRL range.** The adapter overrides or calls a few private methods of TRL's trainers (:data:`SYNC`,
+:data:`ASYNC`: names and parameters, from ``inspect.signature``). Every release from :data:`OLDEST` to
+:data:`NEWEST` is tested (CI runs the TRL test files on both ends). A release below the range is refused; a
+release above it is accepted, with a warning, as long as the internals below are unchanged; internals that
+differ are refused on any release, naming the range, rather than met as a ``TypeError`` (or a silently wrong
+batch) in the middle of a run.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
+from collections.abc import Mapping
 from typing import Any
 
 from snooze import IntegrationError, SchedulerConfig
 
-SUPPORTED = "1.16"  # the TRL minor version whose private GRPOTrainer methods this integration overrides
-TESTED = "1.16.0"
-OVERRIDDEN = {  # GRPOTrainer's private methods the adapter overrides and calls, with their parameters
-    "_generate_and_score_completions": ("self", "inputs"),
-    "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
-    "_load_optimizer_and_scheduler": ("self", "checkpoint"),
+__all__ = [
+    "OLDEST",
+    "NEWEST",
+    "RANGE",
+    "SYNC",
+    "ASYNC",
+    "check_trl",
+    "internals_of",
+    "check_compatible",
+    "off_boundary_saves",
+]
+
+log = logging.getLogger(__name__)
+
+OLDEST = "1.0.0"  # the oldest TRL release the adapter is tested with (CI's second TRL job: scripts/test_trl_oldest.sh)
+NEWEST = "1.16.0"  # the newest TRL release the adapter is tested with (the [trl] extra's upper bound)
+RANGE = f"trl>={OLDEST},<={NEWEST}"
+INSTALL = f"pip install '{RANGE}' (snooze's [trl] extra; docs/integrations/trl.md)"
+
+SYNC: dict[str, dict[str, tuple[str, ...]]] = {  # GRPOTrainer's methods SnoozeGRPOTrainer overrides and calls
+    "GRPOTrainer": {
+        "_generate_and_score_completions": ("self", "inputs"),
+        "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
+        "_load_optimizer_and_scheduler": ("self", "checkpoint"),
+    },
+}
+ASYNC: dict[str, dict[str, tuple[str, ...]]] = {  # trl.experimental.async_grpo's, for SnoozeAsyncGRPOTrainer
+    "AsyncGRPOTrainer": {
+        "get_train_dataloader": ("self",),
+        "_save_checkpoint": ("self", "model", "trial"),
+        "_inner_training_loop": ("self", "args", "kwargs"),
+    },
+    "AsyncRolloutWorker": {
+        "__init__": ("self", "queue_maxsize", "child_ready_timeout", "loop_kwargs"),
+        "stop": ("self",),
+    },
+    "_AsyncRolloutLoop": {"_repeat_iterator": ("self",), "_score_group": ("self", "group")},
+    "RolloutQueueDataset": {
+        "__init__": (
+            "self",
+            "rollout_queue",
+            "model_version_fn",
+            "check_health_fn",
+            "stale_after_s",
+            "metrics",
+            "max_staleness",
+            "poll_interval_s",
+            "report_to",
+        ),
+    },
 }
 
 
-def check_trl(version: str, trainer: type) -> None:
-    """Refuse a TRL whose private methods the adapter cannot rely on: another minor version, or a
-    ``GRPOTrainer`` lacking one of :data:`OVERRIDDEN` with its parameters. Run at import."""
-    fix = f"install trl=={TESTED} transformers==5.24.0 (snooze's [trl] extra; docs/integrations/trl.md)"
-    if not str(version).startswith(SUPPORTED + "."):
+def _release(version: str) -> tuple[int, ...] | None:
+    """``"1.16.0"`` -> ``(1, 16, 0)``; pre-releases and local builds compare by their release numbers."""
+    try:
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # pragma: no cover - TRL depends on packaging
+        return None
+    try:
+        return Version(str(version)).release
+    except InvalidVersion:
+        return None
+
+
+def internals_of(classes: Mapping[str, Any], wanted: Mapping[str, Mapping[str, tuple[str, ...]]]) -> list[str]:
+    """What differs between ``classes`` (name -> class) and the methods and parameters ``wanted``; empty when
+    nothing does."""
+    differ = []
+    for owner, methods in wanted.items():
+        cls = classes.get(owner)
+        for name, params in methods.items():
+            method = getattr(cls, name, None) if cls is not None else None
+            found = None if method is None else tuple(inspect.signature(method).parameters)
+            if found != params:
+                have = "is missing" if found is None else f"takes {found}, not {params}"
+                differ.append(f"{owner}.{name} {have}")
+    return differ
+
+
+def check_trl(version: str, classes: Mapping[str, Any], wanted: Mapping[str, Mapping[str, tuple[str, ...]]]) -> None:
+    """Refuse a TRL below :data:`RANGE`, or one whose ``classes`` differ from the methods ``wanted``
+    (:data:`SYNC`, :data:`ASYNC`); warn of a release above the range whose internals match. Run when a trainer
+    is built, before TRL loads anything."""
+    release, oldest, newest = _release(version), _release(OLDEST), _release(NEWEST)
+    if release is not None and oldest is not None and release < oldest:
         raise IntegrationError(
-            f"snooze.integrations.trl supports trl {SUPPORTED}.x (tested with {TESTED}); trl {version} is installed. "
-            f"Its GRPOTrainer internals, which the adapter overrides, change between minor versions: {fix}"
+            f"snooze.integrations.trl supports {RANGE}; trl {version} is installed, older than the oldest release "
+            f"tested, whose GRPOTrainer internals the adapter relies on: {INSTALL}"
         )
-    for name, params in OVERRIDDEN.items():
-        method = getattr(trainer, name, None)
-        found = None if method is None else tuple(inspect.signature(method).parameters)
-        if found != params:
-            have = "is missing" if found is None else f"takes {found}, not {params}"
-            raise IntegrationError(
-                f"trl {version}: GRPOTrainer.{name} {have}; the adapter is tested with trl {TESTED}: {fix}"
-            )
+    differ = internals_of(classes, wanted)
+    if differ:
+        raise IntegrationError(
+            f"trl {version}: {'; '.join(differ)}. The adapter overrides these TRL internals and is tested with "
+            f"{RANGE}: {INSTALL}"
+        )
+    if release is not None and newest is not None and release > newest:
+        log.warning(
+            "trl %s is newer than the newest release snooze is tested with (%s); the internals it relies on are "
+            "unchanged, so it runs, untested. Report what breaks, or install %s",
+            version,
+            NEWEST,
+            RANGE,
+        )
 
 
 def check_compatible(cfg: SchedulerConfig, args: Any, group_size: int, world: int, parallelism: Any) -> None:

@@ -30,7 +30,6 @@ from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_c
 from snooze.integrations.trl import _checks as checks
 from snooze.integrations.trl import _data as data
 from snooze.integrations.trl import _dist as dist
-from snooze.integrations.trl._checks import check_trl
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
@@ -38,10 +37,7 @@ try:
     import trl
     from trl import GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise IntegrationError(
-        f"snooze.integrations.trl needs TRL ({exc}); install it with: "
-        "pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
-    ) from exc
+    raise IntegrationError(f"snooze.integrations.trl needs TRL ({exc}); install it with: {checks.INSTALL}") from exc
 
 __all__ = [
     "SnoozeGRPOTrainer",
@@ -50,12 +46,9 @@ __all__ = [
     "STATE_DIR",
     "METRIC_PREFIX",
     "DIST_PREFIX",
-    "check_trl",
 ]
 
-check_trl(trl.__version__, GRPOTrainer)
-
-from snooze.integrations.trl._callbacks import (  # noqa: E402  (after the version check: it imports transformers)
+from snooze.integrations.trl._callbacks import (  # noqa: E402  (after TRL: it imports transformers)
     STATE_DIR,
     PoolEpochCallback,
     SnoozeCheckpointCallback,
@@ -101,6 +94,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         on_batch: Callable[[Batch], None] | None = None,
         **kwargs: Any,
     ) -> None:
+        checks.check_trl(trl.__version__, {"GRPOTrainer": GRPOTrainer}, checks.SYNC)  # before TRL loads anything
         if scheduler is not None and not isinstance(scheduler, Scheduler):
             raise IntegrationError(
                 "scheduler must be a snooze.Scheduler (or None: built from train_dataset), "
@@ -297,7 +291,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if template is None:  # pragma: no cover - every process generates rows in every round
             raise IntegrationError(f"step {batch.step}: this process generated nothing it could pad with")
         rows = concat_rows(parts + ([inert_copy(template, short)] if short else []), self._pad_id())
-        rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum()  # all ranks' loss tokens
+        # all ranks' loss tokens; at least 1, as TRL >= 1.9 clamps it: a step of inert rows only is no 0/0 before
+        rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum().clamp(min=1)
         if self._world > 1:
             train = self._metrics["train"]
             train[METRIC_PREFIX + DIST_PREFIX + "pad_groups"].append(float(self._pad_groups))
@@ -329,7 +324,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         return parts, counts
 
     def _pad_id(self) -> int:
-        pad = self._tokenizer.pad_token_id
+        tok = getattr(self, "_tokenizer", None)  # TRL >= 1.4; before, the processing class (or its tokenizer)
+        if tok is None:
+            tok = getattr(self.processing_class, "tokenizer", self.processing_class)
+        pad = tok.pad_token_id
         return int(pad) if pad is not None else 0
 
     # -- logs, reward log, state ----------------------------------------------------------------
