@@ -23,6 +23,7 @@ import numpy as np
 
 import snooze
 from snooze.integrations.trl import _dist as dist
+from snooze.integrations.trl import _face as face
 
 
 def simulate(
@@ -30,12 +31,14 @@ def simulate(
 ) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     pass_rate = rng.beta(*beta, size=pool)
-    cfg = snooze.SchedulerConfig(batch_size=batch, group_size=G, policy="snooze", snooze_factor=5, max_gen_rounds=8)
+    cfg = snooze.SchedulerConfig(
+        batch_size=batch, group_size=G, policy="snooze", options={"factor": 5}, max_gen_rounds=8
+    )
     sched = snooze.Scheduler({"d": snooze.Source.from_ids("d", np.arange(pool))}, cfg, seed=seed)
     real = pad = kept_rows = trained_rows = 0
     for _ in range(steps):
         spread: dict[int, np.ndarray] = {}
-        while not sched.batch_full and sched.round < cfg.max_gen_rounds:
+        while face.wants_round(sched):
             cands = sched.propose()
             if not cands:
                 break

@@ -73,7 +73,7 @@ def _trainer(tmp: Path, max_steps: int, scorer: Scorer, batches: list[Any]) -> A
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
     torch.set_num_threads(2)
-    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="snooze", snooze_factor=5, max_gen_rounds=3)
+    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, policy="snooze", options={"factor": 5}, max_gen_rounds=3)
     sched = snooze.Scheduler({"toy": RECORDS}, cfg, seed=0)
     args = GRPOConfig(
         output_dir=str(tmp / "out"),

@@ -115,7 +115,12 @@ def build(out: Path, G: int, max_steps: int, seed: int = 0, gen: int = 3) -> tup
     world = int(os.environ.get("WORLD_SIZE", "1"))
     batch_size = 2
     cfg = snooze.SchedulerConfig(
-        batch_size=batch_size, group_size=G, gen_batch_size=gen, policy="snooze", snooze_factor=5, max_gen_rounds=3
+        batch_size=batch_size,
+        group_size=G,
+        gen_batch_size=gen,
+        policy="snooze",
+        options={"factor": 5},
+        max_gen_rounds=3,
     )
     sched = snooze.Scheduler({"toy": RECORDS}, cfg, seed=seed)
     accumulate = 2 if batch_size * G % (world * 2) == 0 else 1  # TRL: generation batch = per device x world x this

@@ -30,6 +30,7 @@ from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_c
 from snooze.integrations.trl import _checks as checks
 from snooze.integrations.trl import _data as data
 from snooze.integrations.trl import _dist as dist
+from snooze.integrations.trl import _face as face
 from snooze.logs import RewardLogWriter, truncate_log, write_groups
 
 try:
@@ -215,10 +216,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
 
     # -- the step loop --------------------------------------------------------------------------
     def _scheduled_generation(self) -> dict[str, Any]:
-        sched, cfg = self.scheduler, self.scheduler.config
+        sched = self.scheduler
         last: dict[str, Any] | None = None
         self._step_crc, self._pad_groups = 0, 0
-        while not sched.batch_full and sched.round < cfg.max_gen_rounds:
+        while face.wants_round(sched):
             cands = sched.propose()
             self._agree(
                 f"step {sched.step_index}, round {sched.round}", dist.ROUND_FIELDS, dist.round_digest(sched, cands)
@@ -318,7 +319,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 batch.step,
                 missing,
             )
-        carried = set(self.scheduler.batch.ticket.tolist())  # surplus carried into the next step
+        carried = face.carried(self.scheduler, batch)  # surplus carried into the next step
         self._rows = {t: v for t, v in self._rows.items() if t in carried}
         self._spread = {t: v for t, v in self._spread.items() if t in carried}
         return parts, counts
