@@ -27,7 +27,6 @@ from ``GRPOConfig``), or a whole ``SchedulerConfig`` (its sizes must then be TRL
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 from collections import Counter
@@ -38,7 +37,6 @@ from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
 
 __all__ = [
     "DATASET",
-    "check_data",
     "prompt_key",
     "source_of",
     "scheduler_config",
@@ -55,28 +53,6 @@ DATASET = "train"
 
 SET_BY_TRL = ("batch_size", "group_size", "shuffle")
 """SchedulerConfig fields that follow GRPOConfig (num_generations, generation_batch_size, shuffle_dataset)."""
-
-
-def check_data(
-    signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any], scheduler: Scheduler | None
-) -> Source | None:
-    """What the trainer checks before TRL loads anything: ``train_dataset`` (bound from the trainer's arguments as
-    ``GRPOTrainer.__init__``'s ``signature`` binds it) must be data the scheduler can hold, and a given scheduler's
-    prompts must be its prompts. Returns the scheduler's one dataset when the trainer is to build it (``None``
-    when a scheduler is given, or when what was passed is not a ``datasets.Dataset``: TRL then refuses it itself)."""
-    from datasets import Dataset
-
-    try:
-        train_dataset = signature.bind(None, *args, **kwargs).arguments.get("train_dataset")
-    except TypeError:  # arguments GRPOTrainer does not take: TRL says which
-        return None
-    refuse_dataset(train_dataset)
-    if not isinstance(train_dataset, Dataset):
-        return None
-    if scheduler is not None:
-        check_same_prompts(scheduler, train_dataset)
-        return None
-    return source_of(train_dataset)
 
 
 def refuse_dataset(train_dataset: Any) -> None:

@@ -27,6 +27,7 @@ from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfi
 from snooze.core.checkpoint import load_state
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
+from snooze.integrations.trl import _build as build
 from snooze.integrations.trl import _checks as checks
 from snooze.integrations.trl import _data as data
 from snooze.integrations.trl import _dist as dist
@@ -36,7 +37,7 @@ from snooze.logs import RewardLogWriter, truncate_log, write_groups
 try:
     import torch
     import trl
-    from trl import GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(f"snooze.integrations.trl needs TRL ({exc}); install it with: {checks.INSTALL}") from exc
 
@@ -96,26 +97,15 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         checks.check_trl(trl.__version__, {"GRPOTrainer": GRPOTrainer}, checks.SYNC)  # before TRL loads anything
-        if scheduler is not None and not isinstance(scheduler, Scheduler):
-            raise IntegrationError(
-                "scheduler must be a snooze.Scheduler (or None: built from train_dataset), "
-                f"got {type(scheduler).__name__}"
-            )
-        if scheduler is not None and snooze_config is not None:
-            raise IntegrationError(
-                "pass either scheduler= (built by hand) or snooze_config= (the trainer builds it), not both"
-            )
-        if on_batch is not None and not callable(on_batch):
-            raise IntegrationError(
-                f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}"
-            )
+        build.check_own(scheduler, snooze_config, on_batch)
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
-        source = data.check_data(
-            inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler
-        )  # before TRL loads anything
+        bound = build.bind(GRPOTrainer.__init__, args, kwargs)
+        if bound is not None:  # (else TRL refuses its arguments itself, below)
+            scheduler = _scheduler_before_loading(bound, scheduler, snooze_config)
+            args, kwargs = bound.args[1:], bound.kwargs
         super().__init__(*args, **kwargs)
-        if scheduler is None:
-            scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=int(self.args.seed))
+        if scheduler is None:  # pragma: no cover - TRL refuses arguments its signature does not bind
+            raise IntegrationError("GRPOTrainer's arguments could not be read: the scheduler was not built")
         self.scheduler = scheduler
         self.on_batch = on_batch
         self.last_digest: list[int] = []
@@ -132,16 +122,6 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
         self.add_callback(SnoozeCheckpointCallback(scheduler))
         self.add_callback(PoolEpochCallback(scheduler))
-
-    def _own_config(self, given: SchedulerConfig | Mapping[str, Any] | None) -> SchedulerConfig:
-        G = int(self.num_generations)
-        trl_fields = {
-            "batch_size": self.args.generation_batch_size // G,
-            "group_size": G,
-            "shuffle": bool(self.args.shuffle_dataset),
-        }
-        weights = self.reward_weights.detach().float().cpu().tolist()
-        return data.scheduler_config(given, trl_fields, data.reward_range_of(weights))
 
     @property
     def _world(self) -> int:
@@ -380,6 +360,19 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
+
+
+def _scheduler_before_loading(
+    bound: inspect.BoundArguments, scheduler: Scheduler | None, snooze_config: Any
+) -> Scheduler:
+    """The scheduler, built and checked against TRL's sizes from GRPOTrainer's bound arguments, before TRL loads
+    the model: a bad snooze_config, scheduler or dataset fails here, in milliseconds."""
+    args = build.fill_args(bound, GRPOConfig, "GRPO")
+    G = int(args.num_generations)
+    sizes = {"batch_size": args.generation_batch_size // G, "group_size": G, "shuffle": bool(args.shuffle_dataset)}
+    sched = build.build_scheduler(bound, scheduler, snooze_config, sizes, build.reward_weights(bound, args), args.seed)
+    checks.check_compatible(sched.config, args, G, int(args.world_size), getattr(args, "parallelism_config", None))
+    return sched
 
 
 def _trl_record(c: Candidate) -> dict[str, Any]:
