@@ -68,6 +68,20 @@ def tokenizer() -> Any:
     return out
 
 
+RESPONSE_TEMPLATE = {  # how transformers parses an assistant turn of CHAT (TRL's async rollout worker needs one)
+    "defaults": {"role": "assistant"},
+    "start_anchor": "assistant",
+    "fields": {"content": {"close_pattern": r"\s*<eos>\s*", "content": "text"}},
+}
+
+
+def chat_tokenizer() -> Any:
+    """:func:`tokenizer` with a response template, for TRL's async rollout worker (it parses each completion)."""
+    tok = tokenizer()
+    tok.response_template = RESPONSE_TEMPLATE
+    return tok
+
+
 def _config(vocab_size: int, **kw: Any) -> Any:
     from transformers import LlamaConfig
 

@@ -73,10 +73,13 @@ def build_scheduler(
     trl_fields: Mapping[str, Any],
     weights: list[float],
     seed: int,
+    sources: Mapping[str, str] = data.SYNC_SOURCES,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Scheduler:
     """The trainer's scheduler, checked against ``train_dataset``: ``scheduler`` itself when given (its prompts
     must be the dataset's), else one built over the dataset's rows with ``snooze_config`` laid over the sizes
-    ``trl_fields`` TRL sets and the range of the weighted reward sum."""
+    ``trl_fields`` TRL sets (``sources``: where each comes from) and the range of the weighted reward sum, over
+    ``defaults``."""
     train_dataset = bound.arguments.get("train_dataset")
     data.refuse_dataset(train_dataset)
     from datasets import Dataset
@@ -88,5 +91,5 @@ def build_scheduler(
     if scheduler is not None:
         data.check_same_prompts(scheduler, train_dataset)
         return scheduler
-    config = data.scheduler_config(snooze_config, trl_fields, data.reward_range_of(weights))
+    config = data.scheduler_config(snooze_config, trl_fields, data.reward_range_of(weights), sources, defaults)
     return Scheduler({data.DATASET: data.source_of(train_dataset)}, config, seed=seed)

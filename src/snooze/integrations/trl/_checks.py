@@ -28,6 +28,8 @@ __all__ = [
     "RANGE",
     "SYNC",
     "ASYNC",
+    "ASYNC_OLDEST",
+    "ASYNC_RANGE",
     "check_trl",
     "internals_of",
     "check_compatible",
@@ -41,24 +43,31 @@ NEWEST = "1.16.0"  # the newest TRL release the adapter is tested with (the [trl
 RANGE = f"trl>={OLDEST},<={NEWEST}"
 INSTALL = f"pip install '{RANGE}' (snooze's [trl] extra; docs/integrations/trl.md)"
 
-SYNC: dict[str, dict[str, tuple[str, ...]]] = {  # GRPOTrainer's methods SnoozeGRPOTrainer overrides and calls
+SYNC: dict[str, dict[str, tuple[str, ...] | None]] = {  # GRPOTrainer's methods SnoozeGRPOTrainer overrides and calls
     "GRPOTrainer": {
         "_generate_and_score_completions": ("self", "inputs"),
         "_calculate_rewards": ("self", "inputs", "prompts", "completions", "completion_ids_list"),
         "_load_optimizer_and_scheduler": ("self", "checkpoint"),
     },
 }
-ASYNC: dict[str, dict[str, tuple[str, ...]]] = {  # trl.experimental.async_grpo's, for SnoozeAsyncGRPOTrainer
+ASYNC_OLDEST = "1.16.0"  # the async trainer's: TRL's AsyncGRPOTrainer is experimental and changes every release
+ASYNC_RANGE = f"trl>={ASYNC_OLDEST},<={NEWEST}"
+ASYNC: dict[str, dict[str, tuple[str, ...] | None]] = {  # trl.experimental.async_grpo's, for SnoozeAsyncGRPOTrainer
     "AsyncGRPOTrainer": {
         "get_train_dataloader": ("self",),
         "_save_checkpoint": ("self", "model", "trial"),
-        "_inner_training_loop": ("self", "args", "kwargs"),
+        "_load_optimizer_and_scheduler": ("self", "checkpoint"),
     },
     "AsyncRolloutWorker": {
         "__init__": ("self", "queue_maxsize", "child_ready_timeout", "loop_kwargs"),
-        "stop": ("self",),
+        "_loop_cls": None,  # (an attribute: the loop class the worker spawns)
     },
-    "_AsyncRolloutLoop": {"_repeat_iterator": ("self",), "_score_group": ("self", "group")},
+    "_AsyncRolloutLoop": {
+        "_repeat_iterator": ("self",),
+        "_generate_one": ("self", "prompt", "tool_dict", "tools", "group_id"),
+        "_score_group": ("self", "group"),
+        "_push_metrics": ("self", "values"),
+    },
     "RolloutQueueDataset": {
         "__init__": (
             "self",
@@ -87,14 +96,21 @@ def _release(version: str) -> tuple[int, ...] | None:
         return None
 
 
-def internals_of(classes: Mapping[str, Any], wanted: Mapping[str, Mapping[str, tuple[str, ...]]]) -> list[str]:
-    """What differs between ``classes`` (name -> class) and the methods and parameters ``wanted``; empty when
-    nothing does."""
+Wanted = Mapping[str, Mapping[str, "tuple[str, ...] | None"]]
+
+
+def internals_of(classes: Mapping[str, Any], wanted: Wanted) -> list[str]:
+    """What differs between ``classes`` (name -> class) and the methods and parameters ``wanted`` (``None``: an
+    attribute that must exist); empty when nothing does."""
     differ = []
     for owner, methods in wanted.items():
         cls = classes.get(owner)
         for name, params in methods.items():
             method = getattr(cls, name, None) if cls is not None else None
+            if params is None:
+                if method is None:
+                    differ.append(f"{owner}.{name} is missing")
+                continue
             found = None if method is None else tuple(inspect.signature(method).parameters)
             if found != params:
                 have = "is missing" if found is None else f"takes {found}, not {params}"
@@ -102,21 +118,23 @@ def internals_of(classes: Mapping[str, Any], wanted: Mapping[str, Mapping[str, t
     return differ
 
 
-def check_trl(version: str, classes: Mapping[str, Any], wanted: Mapping[str, Mapping[str, tuple[str, ...]]]) -> None:
-    """Refuse a TRL below :data:`RANGE`, or one whose ``classes`` differ from the methods ``wanted``
-    (:data:`SYNC`, :data:`ASYNC`); warn of a release above the range whose internals match. Run when a trainer
-    is built, before TRL loads anything."""
-    release, oldest, newest = _release(version), _release(OLDEST), _release(NEWEST)
+def check_trl(version: str, classes: Mapping[str, Any], wanted: Wanted, oldest_tested: str = OLDEST) -> None:
+    """Refuse a TRL below ``trl>=oldest_tested,<=NEWEST`` (:data:`RANGE`; the async trainer's: :data:`ASYNC_RANGE`),
+    or one whose ``classes`` differ from the methods ``wanted`` (:data:`SYNC`, :data:`ASYNC`); warn of a release
+    above the range whose internals match. Run when a trainer is built, before TRL loads anything."""
+    supported = f"trl>={oldest_tested},<={NEWEST}"
+    install = f"pip install '{supported}' (snooze's [trl] extra; docs/integrations/trl.md)"
+    release, oldest, newest = _release(version), _release(oldest_tested), _release(NEWEST)
     if release is not None and oldest is not None and release < oldest:
         raise IntegrationError(
-            f"snooze.integrations.trl supports {RANGE}; trl {version} is installed, older than the oldest release "
-            f"tested, whose GRPOTrainer internals the adapter relies on: {INSTALL}"
+            f"snooze.integrations.trl supports {supported}; trl {version} is installed, older than the oldest release "
+            f"tested, whose trainer internals the adapter relies on: {install}"
         )
     differ = internals_of(classes, wanted)
     if differ:
         raise IntegrationError(
             f"trl {version}: {'; '.join(differ)}. The adapter overrides these TRL internals and is tested with "
-            f"{RANGE}: {INSTALL}"
+            f"{supported}: {install}"
         )
     if release is not None and newest is not None and release > newest:
         log.warning(

@@ -54,6 +54,14 @@ DATASET = "train"
 SET_BY_TRL = ("batch_size", "group_size", "shuffle")
 """SchedulerConfig fields that follow GRPOConfig (num_generations, generation_batch_size, shuffle_dataset)."""
 
+SYNC_SOURCES = {
+    "config": "GRPOConfig",
+    "batch_size": "generation_batch_size / num_generations",
+    "group_size": "num_generations",
+    "shuffle": "shuffle_dataset",
+}
+"""Where each field of :data:`SET_BY_TRL` comes from, for the error that names it."""
+
 
 def refuse_dataset(train_dataset: Any) -> None:
     """Refuse what the scheduler cannot hold, before TRL builds anything: no dataset, or a streaming one."""
@@ -150,11 +158,18 @@ def reward_range_of(weights: Sequence[float]) -> tuple[float, float]:
     return (float(low), float(high)) if high > low else (0.0, 1.0)
 
 
-def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[float, float]) -> SchedulerConfig:
-    """The trainer's SchedulerConfig: ``given`` (None, a mapping of fields, or a SchedulerConfig) with the
-    fields of :data:`SET_BY_TRL` equal to ``trl``'s."""
+def scheduler_config(
+    given: Any,
+    trl: Mapping[str, Any],
+    reward_range: tuple[float, float],
+    sources: Mapping[str, str] = SYNC_SOURCES,
+    defaults: Mapping[str, Any] | None = None,
+) -> SchedulerConfig:
+    """The trainer's SchedulerConfig: ``given`` (None, a mapping of fields, or a SchedulerConfig) with the fields
+    TRL sets (``trl``: :data:`SET_BY_TRL` for ``GRPOTrainer``; ``sources`` says where each comes from) equal to
+    TRL's. A mapping is laid over the reward range, ``out_of_range="accept"`` and ``defaults``."""
     if isinstance(given, SchedulerConfig):
-        _check_set_by_trl({k: getattr(given, k) for k in SET_BY_TRL}, trl, "snooze_config=SchedulerConfig(...)")
+        _check_set_by_trl({k: getattr(given, k) for k in trl}, trl, sources, "snooze_config=SchedulerConfig(...)")
         return given
     if given is not None and not isinstance(given, Mapping):
         raise IntegrationError(
@@ -162,20 +177,17 @@ def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[flo
             f"or None, got {type(given).__name__}"
         )
     fields = dict(given or {})
-    _check_set_by_trl({k: fields[k] for k in SET_BY_TRL if k in fields}, trl, "snooze_config")
-    return SchedulerConfig(**{"reward_range": reward_range, "out_of_range": "accept", **fields, **trl})
+    _check_set_by_trl({k: fields[k] for k in trl if k in fields}, trl, sources, "snooze_config")
+    base = {"reward_range": reward_range, "out_of_range": "accept", **(defaults or {})}
+    return SchedulerConfig(**{**base, **fields, **trl})
 
 
-def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], what: str) -> None:
-    source = {
-        "batch_size": "generation_batch_size / num_generations",
-        "group_size": "num_generations",
-        "shuffle": "shuffle_dataset",
-    }
-    clash = [f"{k}={v!r} (GRPOConfig: {source[k]} = {trl[k]!r})" for k, v in have.items() if v != trl[k]]
+def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], sources: Mapping[str, str], what: str) -> None:
+    config = sources.get("config", "GRPOConfig")
+    clash = [f"{k}={v!r} ({config}: {sources[k]} = {trl[k]!r})" for k, v in have.items() if v != trl[k]]
     if clash:
         raise IntegrationError(
-            f"{what}: {', '.join(clash)}. These follow GRPOConfig: set them as above, or leave them out of a mapping "
+            f"{what}: {', '.join(clash)}. These follow {config}: set them as above, or leave them out of a mapping "
             "(snooze_config={'policy': ...}) and the trainer fills them in"
         )
 
