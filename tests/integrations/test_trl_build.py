@@ -122,3 +122,103 @@ def test_the_same_trainer_with_good_input_does_load_the_model(loads: list[str], 
             model=str(tmp_path / "no_such_model"), reward_funcs=tiny.reward_len, args=args, train_dataset=_rows()
         )
     assert loads and loads[0].endswith("no_such_model")
+
+
+# -- the async trainer -----------------------------------------------------------------------------------------
+
+ASYNC_CASES = [
+    "tools",
+    "environment",
+    "own worker",
+    "token budget",
+    "rows not whole groups",
+    "no reward",
+    "bad config",
+    "TRL's size",
+    "duplicate ids",
+]
+
+
+def _async_bad_inputs() -> list[tuple[str, dict[str, Any], dict[str, Any], type[Exception], str]]:
+    from datasets import Dataset
+
+    def tool(x: int) -> int:
+        """A tool.
+
+        Args:
+            x: a number.
+        """
+        return x
+
+    return [
+        ("tools", {"tools": [tool]}, {}, snooze.IntegrationError, "does not take tools=: a conversation"),
+        ("environment", {"environment_factory": object}, {}, snooze.IntegrationError, "environment_factory="),
+        ("own worker", {"rollout_worker": object()}, {}, snooze.IntegrationError, "rollout_worker="),
+        ("token budget", {}, {"token_budget": 512}, snooze.IntegrationError, "token_budget=512: .* batches rows by"),
+        ("rows not whole groups", {}, {"per_device_train_batch_size": 6}, snooze.IntegrationError, "6 rows a step"),
+        ("no reward", {"reward_funcs": None}, {}, snooze.IntegrationError, "needs reward_funcs"),
+        ("bad config", {"snooze_config": {"max_staleness": -1}}, {}, snooze.ConfigError, "max_staleness"),
+        (
+            "TRL's size",
+            {"snooze_config": {"batch_size": 3}},
+            {},
+            snooze.IntegrationError,
+            r"batch_size=3 \(AsyncGRPOConfig: per_device_train_batch_size x gradient_accumulation_steps",
+        ),
+        (
+            "duplicate ids",
+            {"train_dataset": Dataset.from_list([{"id": 1, "prompt": "a"}, {"id": 1, "prompt": "b"}])},
+            {},
+            snooze.DataError,
+            "id 1 appears 2 times",
+        ),
+    ]
+
+
+ASYNC = tiny.since("trl", "1.16.0", "SnoozeAsyncGRPOTrainer")  # snooze.integrations.trl._checks.ASYNC_OLDEST
+
+
+@ASYNC
+@pytest.mark.parametrize("case", ASYNC_CASES)
+def test_the_async_trainer_refuses_bad_input_before_any_model_loads(
+    case: str, loads: list[str], tmp_path: Path
+) -> None:
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    from snooze.integrations.trl import SnoozeAsyncGRPOTrainer
+
+    name, given, config, error, match = next(c for c in _async_bad_inputs() if c[0] == case)
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path),
+        **{"per_device_train_batch_size": 8, "num_generations": 4, "use_cpu": True, "bf16": False, **config},
+    )
+    kwargs = {"reward_funcs": tiny.reward_len, "train_dataset": _rows(), **given}
+    start = time.perf_counter()
+    with pytest.raises(error, match=match):
+        SnoozeAsyncGRPOTrainer(model=str(tmp_path / "no_such_model"), args=args, **kwargs)
+    took = time.perf_counter() - start
+    assert loads == [], f"{name}: TRL loaded {loads} before the refusal"
+    assert took < LIMIT_S, f"{name}: refused after {took:.3f} s"
+    print(f"async, {name}: refused in {took * 1000:.1f} ms")
+
+
+@ASYNC
+def test_a_trl_whose_async_internals_differ_is_refused_naming_the_async_range(
+    monkeypatch: pytest.MonkeyPatch, loads: list[str], tmp_path: Path
+) -> None:
+    """A simulated TRL whose rollout loop has no _push_metrics, then one older than the async trainer's floor."""
+    import trl
+    from trl.experimental.async_grpo import async_rollout_worker as worker
+
+    from snooze.integrations.trl import SnoozeAsyncGRPOTrainer
+    from snooze.integrations.trl import _checks as checks
+
+    monkeypatch.delattr(worker._AsyncRolloutLoop, "_push_metrics")
+    with pytest.raises(snooze.IntegrationError, match=r"_AsyncRolloutLoop\._push_metrics is missing") as info:
+        SnoozeAsyncGRPOTrainer(model=str(tmp_path / "no_such_model"), reward_funcs=tiny.reward_len)
+    assert f"pip install '{checks.ASYNC_RANGE}'" in str(info.value)
+    monkeypatch.undo()
+    monkeypatch.setattr(trl, "__version__", "1.15.0")
+    with pytest.raises(snooze.IntegrationError, match=r"supports trl>=1\.16\.0,<=1\.16\.0; trl 1\.15\.0 is installed"):
+        SnoozeAsyncGRPOTrainer(model=str(tmp_path / "no_such_model"), reward_funcs=tiny.reward_len)
+    assert loads == []

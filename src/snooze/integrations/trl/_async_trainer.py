@@ -37,14 +37,15 @@ try:
     from trl.experimental.async_grpo import AsyncGRPOConfig, AsyncGRPOTrainer
     from trl.experimental.async_grpo import async_grpo_trainer as trl_trainer
     from trl.experimental.async_grpo import async_rollout_worker as trl_worker
-except ImportError as exc:  # pragma: no cover - a TRL without trl.experimental.async_grpo
+
+    from snooze.integrations.trl._async_worker import Inherited, SnoozeRolloutLoop
+except ImportError as exc:  # a TRL without trl.experimental.async_grpo, or with another one
     raise IntegrationError(
-        f"SnoozeAsyncGRPOTrainer needs TRL's AsyncGRPOTrainer (trl.experimental.async_grpo: {exc}); install "
-        f"'{checks.ASYNC_RANGE}'"
+        f"SnoozeAsyncGRPOTrainer needs TRL's AsyncGRPOTrainer as {checks.ASYNC_RANGE} has it ({exc}): "
+        f"pip install '{checks.ASYNC_RANGE}'"
     ) from exc
 
 from snooze.integrations.trl._async_run import AsyncRun, ScheduledQueue  # noqa: E402  (after TRL)
-from snooze.integrations.trl._async_worker import Inherited, SnoozeRolloutLoop  # noqa: E402
 from snooze.integrations.trl._callbacks import STATE_DIR, no_state  # noqa: E402
 
 __all__ = ["SnoozeAsyncGRPOTrainer", "ASYNC_SOURCES"]
