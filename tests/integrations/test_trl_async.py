@@ -190,6 +190,27 @@ def test_a_checkpoint_holds_the_state_of_its_step_and_resumes_from_it_exactly(fr
     assert [x for x in lines if x["step"] < 2] == [x for x in before if x["step"] < 2]
 
 
+def test_training_stops_after_the_step_that_used_the_data_up(stand_in: Any, tmp_path: Path) -> None:
+    """With one pass over the prompts (``epochs=1``) the run ends after the step that drew the last of them, though
+    TRL's dataloader reads a step ahead and ``max_steps`` is far."""
+    from integrations import _trl_async as job
+
+    batches: list[Any] = []
+    trainer = job.trainer(
+        stand_in.model,
+        stand_in.server.url,
+        tmp_path / "out",
+        snooze_config={"policy": "dynamic_sampling", "epochs": 1},
+        on_batch=batches.append,
+        max_steps=50,
+        save_strategy="no",
+    )
+    trainer.train()
+    last = trainer.run.exhausted_after
+    assert last is not None and trainer.state.global_step == last + 1 < 50
+    assert sum(b.metrics["gen/groups"] for b in batches) == len(job.RECORDS)  # every prompt once, none twice
+
+
 def _launch(folder: Path, model: str, name: str, checkpoint: Path | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, str(JOB), str(folder), model, name, *([str(checkpoint)] if checkpoint else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}

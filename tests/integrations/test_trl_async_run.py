@@ -179,17 +179,44 @@ def test_old_states_are_not_kept() -> None:
     assert sorted(run.snapshots) == [3, 4, 5]
 
 
-def test_used_up_data_stops_after_its_step_and_nothing_left_is_an_error() -> None:
+def test_used_up_data_stops_after_its_step_and_nothing_at_all_is_an_error() -> None:
     run, sent = _run(epochs=1, rows_per_step=4)
     while run.exhausted_after is None:
         run.issue()
         for t in list(run.out):
             run.report(_scored(t, SIGNAL))
-        run.close()
+        last = run.close()
     assert run.exhausted_after == 1 and len(sent) == len(RECORDS)  # 4 drawn a step (the window), 8 prompts
-    assert run.closable()
+    assert run.closable()  # TRL reads one step ahead before it stops: that step is the last one's rows, inert
+    ahead = run.close()
+    assert [r.group_id for r in ahead] == [r.group_id for r in last] and not any(r.advantage for r in ahead)
+    assert run.exhausted_after == 1  # (the step read ahead does not move it)
+    nothing, _ = _run()
+    nothing.scheduler.set_excluded("d", [r["id"] for r in RECORDS])
+    assert nothing.closable()
     with pytest.raises(snooze.IntegrationError, match="nothing could be generated"):
-        run.close()
+        nothing.close()
+
+
+def test_once_the_data_is_used_up_a_step_waits_for_every_candidate_out() -> None:
+    run, sent = _run(epochs=1)
+    run.issue()
+    run.report(_scored(0, SIGNAL))
+    run.report(_scored(1, SIGNAL))
+    run.close()  # step 0: full, tickets 2 and 3 out
+    run.issue()  # 4, 5
+    run.report(_scored(2, SIGNAL))
+    run.report(_scored(3, SIGNAL))
+    run.close()  # step 1: full with step 0's, 4 and 5 out
+    run.issue()  # 6, 7: the last prompts
+    assert run.scheduler.exhausted and len(sent) == len(RECORDS) and run.exhausted_after is None
+    for t in (4, 5, 6):
+        run.report(_scored(t, FLAT))
+        assert not run.closable()  # 4 and 5 were drawn in step 1, yet step 2 waits: they are the last to come
+    run.report(_scored(7, SIGNAL))
+    assert run.closable()
+    run.close()
+    assert run.exhausted_after == 2
 
 
 def test_the_queue_hands_rows_of_closed_steps_and_times_out_without_losing_anything() -> None:

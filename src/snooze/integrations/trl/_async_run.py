@@ -12,9 +12,12 @@ optimizer step. Here that queue runs the scheduler (docs/integrations/trl.md, "T
   then (the core's rule), unless it is too stale for ``SchedulerConfig.max_staleness`` (steps between its draw
   and its report), has no signal, or is over a quota.
 - **Closing.** The step closes when its batch is full, or, once no round can be drawn, when every candidate it
-  drew is back (a short batch: ``on_short``). Its rows go to TRL, exactly ``rows_per_step`` of them, the number
-  TRL trains on in one optimizer step: a short batch is filled with copies of its rows (or of the step's
-  zero-signal rows) whose advantage is 0, which carry no gradient.
+  drew is back (every candidate out, once the data is used up): a short batch, ``on_short``. Training stops
+  after the step that closes with the data used up and nothing out. The step's rows go to TRL, exactly
+  ``rows_per_step`` of them, the number TRL trains on in one optimizer step: a short batch is filled with copies
+  of its rows (or of the step's zero-signal rows) whose advantage is 0, which carry no gradient. Once the data is
+  used up, the steps TRL still reads ahead (never trained: the trainer stops first) are such copies of the last
+  step's rows.
 - **State.** At each close the scheduler's state is kept (:attr:`AsyncRun.snapshots`): TRL's dataloader reads
   ahead into the next step before the optimizer step ends, so the state a checkpoint of step ``N`` must hold
   is the one at the close of step ``N - 1``, candidates out included. On resume those candidates are issued
@@ -77,8 +80,9 @@ class AsyncRun:
         self.rows: dict[int, list[Any]] = {}  # ticket -> rows, for groups reported this step and groups carried
         self.snapshots: dict[int, dict[str, Any]] = {}  # steps finished -> the state at that close
         self.metrics: dict[int, dict[str, float]] = {}  # step -> its metrics, flushed when TRL ends that step
-        self.exhausted_after: int | None = None  # the step that used the data up
+        self.exhausted_after: int | None = None  # the step that closed with the data used up and nothing out
         self._reissue = False
+        self._last_rows: list[Any] = []  # the last step's: what fills the steps TRL reads ahead once data is used up
         self._writer: RewardLogWriter | None = None
         self._resumed = False
 
@@ -125,12 +129,14 @@ class AsyncRun:
     # -- closing --------------------------------------------------------------------------------------------------
     def closable(self) -> bool:
         """Whether the open step can close: its batch is full, or no round can be drawn and none of its own
-        candidates is out."""
+        candidates is out (none at all, once the data is used up)."""
         sched = self.scheduler
         if sched.batch_full:
             return True
         if face.wants_round(sched):
             return False
+        if sched.exhausted:  # the data is used up: what is out is all that will still come
+            return not self.out
         return all(step != sched.step_index for _, step in self.out.values())
 
     def close(self) -> list[Any]:
@@ -157,7 +163,7 @@ class AsyncRun:
             log.warning(
                 "step %d: %d carried group(s) had no rows (resumed run); trained without them", batch.step, missing
             )
-        if sched.exhausted:
+        if sched.exhausted and not self.out and self.exhausted_after is None:
             log.info("every dataset is used up after step %d; stopping training", batch.step)
             self.exhausted_after = batch.step
         if self.on_batch is not None:
@@ -172,15 +178,16 @@ class AsyncRun:
                 "TRL trains on in one step (a conversation became several rows?)"
             )
         short = self.rows_per_step - len(rows)
-        source = rows or seen
+        source = rows or seen or (self._last_rows if self.exhausted_after is not None else [])
         if short and not source:
             raise IntegrationError(
                 f"step {batch.step}: nothing could be generated (every dataset is used up, or every prompt is "
                 "asleep or retired); lower max_steps, raise SchedulerConfig.epochs, or set epochs=None"
             )
-        if short and not rows:
+        if short and not rows and source is not self._last_rows:
             log.warning("step %d: no group carried signal; this step trains on zero-advantage rows only", batch.step)
         rows += [dataclasses.replace(source[i % len(source)], advantage=0.0) for i in range(short)]
+        self._last_rows = rows
         return short
 
     # -- reward log and state ---------------------------------------------------------------------------------------
