@@ -232,3 +232,11 @@ def test_the_queue_hands_rows_of_closed_steps_and_times_out_without_losing_anyth
     source.put(_scored(1, SIGNAL))
     rows = [q.get(timeout=1.0) for _ in range(4)]
     assert [r.group_id for r in rows] == [0, 0, 1, 1] and run.scheduler.step_index == 1
+
+
+def test_the_benchmark_of_the_kept_states_runs() -> None:
+    """benchmarks/trl_async_state.py, whose figures docs/integrations/trl.md quotes, on a small pool."""
+    import trl_async_state
+
+    took, mb = trl_async_state.measure(1000, 1)
+    assert 0 < took < 5 and 0 < mb < 1
