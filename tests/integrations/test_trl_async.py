@@ -222,61 +222,59 @@ def _complete(out: Path) -> list[int]:
     return sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if (p / "trainer_state.json").exists())
 
 
-def test_a_run_killed_mid_step_loses_no_prompt(stand_in: Any, tmp_path: Path) -> None:
-    """A real run in a process of its own, killed with SIGKILL once checkpoint-2 is written and step 2 has
-    reports, then resumed (here) from its last whole checkpoint. Every candidate the checkpoint's state had issued
-    was reported before it, or is issued again after the resume and reported: counted."""
+def _kill_once_step_has_reports(tmp_path: Path, model: str, step: int) -> list[dict[str, Any]]:
+    """Run the job in a process of its own; SIGKILL it once checkpoint-``step`` is whole and step ``step`` has
+    reports. Returns its events."""
     from integrations import _trl_async as job
 
-    proc = _launch(tmp_path, stand_in.model, "killed")
+    proc = _launch(tmp_path, model, "killed")
     events = job.Events(tmp_path / "events.killed.jsonl")
     deadline = time.monotonic() + 300
-    while not (2 in _complete(tmp_path / "out") and any(e["step"] >= 2 for e in events.read()[-3:])):
+    while not (step in _complete(tmp_path / "out") and any(e["step"] >= step for e in events.read()[-3:])):
         assert proc.poll() is None, f"the run ended before it was killed:\n{proc.stdout.read()[-3000:]}"  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "no checkpoint-2 within 300 s"
+        assert time.monotonic() < deadline, f"no checkpoint-{step} within 300 s"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
+    return events.read()
 
+
+def test_a_run_killed_mid_step_loses_no_prompt(stand_in: Any, tmp_path: Path) -> None:
+    """A real run in a process of its own, killed with SIGKILL once checkpoint-2 is written and step 2 has
+    reports, then resumed (here) from its last whole checkpoint. Every candidate the checkpoint's state had issued
+    was reported before it, or is issued again after the resume: counted."""
+    from integrations import _trl_async as job
+
+    before = _kill_once_step_has_reports(tmp_path, stand_in.model, 2)
     last = max(_complete(tmp_path / "out"))
     ckpt = tmp_path / "out" / f"checkpoint-{last}"
     state = load_state(ckpt / "snooze")
     issued_at_ckpt = int(state["meta"]["next_ticket"])
     pending = [int(t) for t in state["arrays"]["pending"][:, 0]] if state["arrays"]["pending"].size else []
-    before = events.read()
     reported_before = {e["ticket"] for e in before if e["event"] == "reported" and e["step"] < last}
     killed_mid_step = [e for e in before if e["event"] == "reported" and e["step"] >= last]
     assert killed_mid_step, "the kill came between steps, not in one"
 
-    after = job.Events(tmp_path / "events.resumed.jsonl")
-    asked_before = len(stand_in.server.asked)
+    after, asked_before = job.Events(tmp_path / "events.resumed.jsonl"), len(stand_in.server.asked)
     trainer = job.trainer(
-        stand_in.model,
-        stand_in.server.url,
-        tmp_path / "out",
-        after,
-        reward_log=tmp_path / "rewards.jsonl",
-        max_steps=last + 2,
-        save_steps=1,
+        stand_in.model, stand_in.server.url, tmp_path / "out", after, max_steps=last + 2, save_steps=1
     )
     trainer.train(resume_from_checkpoint=str(ckpt))
+    reissued = [e for e in after.read() if e["event"] == "issued"][: len(pending)]
     reported_after = [e["ticket"] for e in after.read() if e["event"] == "reported"]
-    reissued = [e["ticket"] for e in after.read() if e["event"] == "issued"][: len(pending)]
+    asked = [_prompt_ids()[tuple(q)] for q in stand_in.server.asked[asked_before:]]
 
-    # the count: every ticket the checkpoint's state had issued was reported before it, or is issued again after the
-    # resume (first, under its ticket), asked of the server, and reported once it is back
+    # the count: every ticket the checkpoint's state had issued was reported before it, or is issued again after
+    # the resume: first, under its ticket, with its prompt, asked of the server, and reported once it is back
     assert len(reported_before) + len(pending) == issued_at_ckpt
     assert reported_before | set(pending) == set(range(issued_at_ckpt)) and not reported_before & set(pending)
-    assert reissued == pending
+    first_issue = {e["ticket"]: e["id"] for e in reversed(before) if e["event"] == "issued"}
+    assert [(e["ticket"], e["id"]) for e in reissued] == [(t, first_issue[t]) for t in pending]
+    assert all(e["id"] in asked for e in reissued), "a re-issued prompt never reached the server"
     assert all(reported_after.count(t) <= 1 for t in pending)  # (one still out when the run ends is not back)
-    asked = [_prompt_ids()[tuple(q)] for q in stand_in.server.asked[asked_before:]]
-    out_ids = [c.id for c in trainer.scheduler.pending_candidates() if c.ticket in pending] + [
-        e["id"] for e in after.read() if e["event"] == "reported" and e["ticket"] in pending
-    ]
-    assert sorted(out_ids) == sorted(e["id"] for e in after.read() if e["event"] == "issued" and e["ticket"] in pending)
-    assert all(rid in asked for rid in out_ids), "a re-issued prompt never reached the server"
     print(
         f"checkpoint-{last}: {issued_at_ckpt} issued = {len(reported_before)} reported before it + {len(pending)} out, "
-        f"re-issued and reported after the resume; the killed step had {len(killed_mid_step)} report(s)"
+        f"re-issued after the resume ({sum(reported_after.count(t) for t in pending)} back before the end); the "
+        f"killed step had {len(killed_mid_step)} report(s)"
     )

@@ -219,6 +219,22 @@ def test_once_the_data_is_used_up_a_step_waits_for_every_candidate_out() -> None
     assert run.exhausted_after == 2
 
 
+def test_quotas_hold_each_datasets_share_of_the_batch_whatever_order_groups_come_back() -> None:
+    half = {"a": RECORDS[:4], "b": [{**r, "id": f"b{i}"} for i, r in enumerate(RECORDS[4:])]}
+    config = snooze.SchedulerConfig(batch_size=2, group_size=G, mix="quota", weights={"a": 1.0, "b": 1.0})
+    sent: list[tuple[int, str]] = []
+    run = AsyncRun(snooze.Scheduler(half, config), lambda t, r: sent.append((t, r["id"])), 4, 4)
+    run.issue()
+    by_ticket = dict(sent)
+    a_first = sorted(by_ticket, key=lambda t: not by_ticket[t].startswith("q"))  # every 'a' group back first
+    for t in a_first:
+        run.report(_scored(t, SIGNAL))
+        if run.closable():
+            break
+    batch_ids = {by_ticket[r.group_id] for r in run.close()}
+    assert {i[0] for i in batch_ids} == {"q", "b"}  # one group of each dataset, though 'a' came back first
+
+
 def test_the_queue_hands_rows_of_closed_steps_and_times_out_without_losing_anything() -> None:
     run, sent = _run()
     source: queue.Queue[Any] = queue.Queue()

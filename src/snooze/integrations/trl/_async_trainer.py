@@ -198,27 +198,32 @@ def _steps_of(checkpoint: Path) -> int:
     return int(name.removeprefix("checkpoint-"))
 
 
-def _scheduler_before_loading(
-    bound: inspect.BoundArguments, scheduler: Scheduler | None, snooze_config: Any
-) -> tuple[Scheduler, int]:
-    """The scheduler and TRL's rows per step, from AsyncGRPOTrainer's bound arguments, before TRL loads anything."""
-    given = bound.arguments
-    for name, why in REFUSED.items():
-        if given.get(name) is not None:
-            raise IntegrationError(f"SnoozeAsyncGRPOTrainer does not take {name}=: {why}")
-    if not given.get("reward_funcs"):
-        raise IntegrationError(
-            "SnoozeAsyncGRPOTrainer needs reward_funcs (rewards owned by an environment are refused)"
-        )
-    args = build.fill_args(bound, AsyncGRPOConfig, "AsyncGRPO")
+def _batch_by_count(args: Any) -> None:
+    """TRL's ``token_budget``, set to 0 when unset: rows are batched by count, so one scheduler batch is one step."""
     if args.token_budget is None:
-        args.token_budget = 0  # rows batched by count: one scheduler batch is one optimizer step
+        args.token_budget = 0
     if args.token_budget != 0:
         raise IntegrationError(
             f"AsyncGRPOConfig.token_budget={args.token_budget}: SnoozeAsyncGRPOTrainer batches rows by count (one "
             "scheduler batch is one optimizer step); leave token_budget unset or 0 and size steps with "
             "per_device_train_batch_size x gradient_accumulation_steps"
         )
+
+
+def _scheduler_before_loading(
+    bound: inspect.BoundArguments, scheduler: Scheduler | None, snooze_config: Any
+) -> tuple[Scheduler, int]:
+    """The scheduler and TRL's rows per step, from AsyncGRPOTrainer's bound arguments, before TRL loads anything."""
+    given = bound.arguments
+    refused = [name for name in REFUSED if given.get(name) is not None]
+    if refused:
+        raise IntegrationError(f"SnoozeAsyncGRPOTrainer does not take {refused[0]}=: {REFUSED[refused[0]]}")
+    if not given.get("reward_funcs"):
+        raise IntegrationError(
+            "SnoozeAsyncGRPOTrainer needs reward_funcs (rewards owned by an environment are refused)"
+        )
+    args = build.fill_args(bound, AsyncGRPOConfig, "AsyncGRPO")
+    _batch_by_count(args)
     G = int(args.num_generations)
     rows = int(args.per_device_train_batch_size) * int(args.gradient_accumulation_steps) * int(args.world_size)
     if rows % G:
