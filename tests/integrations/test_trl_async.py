@@ -24,6 +24,7 @@ pytest.importorskip("trl", reason="needs the [trl] extra")
 pytest.importorskip("aiohttp", reason="TRL's async rollout worker speaks HTTP with aiohttp")
 torch = pytest.importorskip("torch")
 
+import snooze  # noqa: E402
 from integrations import _trl_tiny as tiny  # noqa: E402
 from snooze.core.checkpoint import load_state  # noqa: E402
 from snooze.integrations.trl import _checks as checks  # noqa: E402
@@ -188,6 +189,13 @@ def test_a_checkpoint_holds_the_state_of_its_step_and_resumes_from_it_exactly(fr
     lines = [json.loads(x) for x in (folder / "r.jsonl").read_text().splitlines()]
     before = [json.loads(x) for x in (fresh.folder / "r.jsonl").read_text().splitlines()]
     assert [x for x in lines if x["step"] < 2] == [x for x in before if x["step"] < 2]
+    # a checkpoint without the scheduler's state (a plain AsyncGRPOTrainer's) is refused, nothing changed
+    plain = folder / "checkpoint-4"
+    plain.mkdir()
+    state_before = trainer.scheduler.state_dict()
+    with pytest.raises(snooze.StateError, match="not written by SnoozeAsyncGRPOTrainer"):
+        trainer.restore_scheduler(plain)
+    assert _same_state(trainer.scheduler.state_dict(), state_before)
 
 
 def test_training_stops_after_the_step_that_used_the_data_up(stand_in: Any, tmp_path: Path) -> None:

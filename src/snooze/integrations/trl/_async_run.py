@@ -124,7 +124,11 @@ class AsyncRun:
         rewards = np.where(np.isnan(rewards), float(sched.config.reward_range[0]), rewards)  # unscorable: the low end
         sched.report([cand], rewards[None, :])
         write_groups(self._log(), sched.step_index, [cand], rewards[None, :])
-        self.rows[cand.ticket] = list(item.samples)
+        rows = list(item.samples)
+        for row in rows:  # TRL's sample/time_in_queue_s: from the group's scoring to its step's handing over
+            if getattr(row, "enqueued_at", 0) is None:
+                row.enqueued_at = item.enqueued_at
+        self.rows[cand.ticket] = rows
 
     # -- closing --------------------------------------------------------------------------------------------------
     def closable(self) -> bool:
