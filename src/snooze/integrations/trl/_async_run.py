@@ -135,11 +135,11 @@ class AsyncRun:
         """Whether the open step can close: its batch is full, or no round can be drawn and none of its own
         candidates is out (none at all, once the data is used up)."""
         sched = self.scheduler
-        if sched.batch_full:
+        if face.batch_full(sched):
             return True
         if face.wants_round(sched):
             return False
-        if sched.exhausted:  # the data is used up: what is out is all that will still come
+        if face.exhausted(sched):  # the data is used up: what is out is all that will still come
             return not self.out
         return all(step != sched.step_index for _, step in self.out.values())
 
@@ -167,7 +167,7 @@ class AsyncRun:
             log.warning(
                 "step %d: %d carried group(s) had no rows (resumed run); trained without them", batch.step, missing
             )
-        if sched.exhausted and not self.out and self.exhausted_after is None:
+        if face.exhausted(sched) and not self.out and self.exhausted_after is None:
             log.info("every dataset is used up after step %d; stopping training", batch.step)
             self.exhausted_after = batch.step
         if self.on_batch is not None:

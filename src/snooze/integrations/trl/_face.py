@@ -6,13 +6,9 @@ Numpy-only (no TRL), so the benchmarks and the multi-process helpers use them to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
-
 from snooze import Batch, Scheduler
 
-__all__ = ["wants_round", "in_batch", "carried"]
+__all__ = ["wants_round", "batch_full", "exhausted", "carried"]
 
 
 def wants_round(sched: Scheduler) -> bool:
@@ -22,10 +18,16 @@ def wants_round(sched: Scheduler) -> bool:
     return not sched.batch_full and sched.round < sched.config.max_gen_rounds and not sched.exhausted
 
 
-def in_batch(sched: Scheduler, tickets: Sequence[int]) -> np.ndarray:
-    """``[len(tickets)]``: whether each reported candidate's group is in the batch being built."""
-    # issue 39: becomes sched.in_batch(candidates)
-    return np.isin(np.asarray(tickets, dtype=np.int64), sched.batch.ticket)
+def batch_full(sched: Scheduler) -> bool:
+    """Whether the batch being built has no slot left."""
+    # issue 39: becomes sched.room() == 0
+    return bool(sched.batch_full)
+
+
+def exhausted(sched: Scheduler) -> bool:
+    """Whether no dataset can issue another candidate (finite epochs used up, or every prompt retired)."""
+    # issue 39: Scheduler.exhausted (public); kept here beside the questions that move
+    return bool(sched.exhausted)
 
 
 def carried(sched: Scheduler, batch: Batch) -> set[int]:
