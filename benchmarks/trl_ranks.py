@@ -1,6 +1,6 @@
 """What ``SnoozeGRPOTrainer``'s multi-process layout costs: pad groups generated, inert rows trained.
 
-The real :class:`~snooze.Scheduler` and the real layout (``snooze.integrations._trl_dist``) on
+The real :class:`~snooze.Scheduler` and the real layout (``snooze.integrations.trl._dist``) on
 synthetic rewards: each prompt has a pass rate drawn once from Beta(a, b), each completion passes
 with it. Per configuration it prints, over the run:
 
@@ -22,7 +22,7 @@ import dataclasses
 import numpy as np
 
 import snooze
-from snooze.integrations import _trl_dist as dist
+from snooze.integrations.trl import _dist as dist
 
 
 def simulate(
@@ -37,7 +37,7 @@ def simulate(
     real = pad = kept_rows = trained_rows = 0
     for _ in range(steps):
         spread: dict[int, np.ndarray] = {}
-        while not sched.batch_full and sched.round < cfg.max_gen_rounds:
+        while sched.wants_round():
             cands = sched.propose()
             if not cands:
                 break

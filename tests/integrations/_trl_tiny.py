@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
 WORDS = (
@@ -40,6 +41,19 @@ LINES = [  # prompt-only rows, as TRL's "zen" test dataset (17 + 2 lines of the 
 TEST_LINES = ["readability counts", "errors never pass", "simple is"]
 
 
+def since(package: str, version: str, what: str) -> pytest.MarkDecorator:
+    """Skip a test of ``what``, which ``package`` (``trl``, ``transformers``) has only from ``version`` on: the TRL
+    tests also run against the oldest TRL of the supported range (scripts/test_trl_oldest.sh)."""
+    from importlib.metadata import version as installed
+
+    from packaging.version import Version
+
+    have = installed(package)
+    return pytest.mark.skipif(
+        Version(have) < Version(version), reason=f"{what} needs {package} >= {version} ({package} {have} installed)"
+    )
+
+
 def tokenizer() -> Any:
     from tokenizers import Tokenizer
     from tokenizers.models import WordLevel
@@ -52,6 +66,20 @@ def tokenizer() -> Any:
     out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     out.chat_template = CHAT
     return out
+
+
+RESPONSE_TEMPLATE = {  # how transformers parses an assistant turn of CHAT (TRL's async rollout worker needs one)
+    "defaults": {"role": "assistant"},
+    "start_anchor": "assistant",
+    "fields": {"content": {"close_pattern": r"\s*<eos>\s*", "content": "text"}},
+}
+
+
+def chat_tokenizer() -> Any:
+    """:func:`tokenizer` with a response template, for TRL's async rollout worker (it parses each completion)."""
+    tok = tokenizer()
+    tok.response_template = RESPONSE_TEMPLATE
+    return tok
 
 
 def _config(vocab_size: int, **kw: Any) -> Any:

@@ -277,39 +277,47 @@ def test_mismatched_group_size_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "drop", "match"),
+    ("version", "change", "match"),
     [
-        ("1.15.2", None, r"supports trl 1\.16\.x \(tested with 1\.16\.0\); trl 1\.15\.2 is installed"),
-        ("1.17.0", None, "trl 1.17.0 is installed"),
-        ("1.16.3", "_calculate_rewards", r"GRPOTrainer\._calculate_rewards is missing"),
+        ("0.29.1", None, r"supports trl>=1\.0\.0,<=1\.16\.0; trl 0\.29\.1 is installed, older than the oldest"),
+        ("1.16.0", "_calculate_rewards", r"trl 1\.16\.0: GRPOTrainer\._calculate_rewards is missing"),
         (
-            "1.16.3",
+            "1.17.0",
             "_load_optimizer_and_scheduler",
             r"_load_optimizer_and_scheduler takes \('self', 'checkpoint', 'extra'\)",
         ),
     ],
 )
-def test_a_trl_whose_internals_the_adapter_cannot_rely_on_is_refused_at_import(
-    version: str, drop: str | None, match: str
+def test_a_trl_below_the_range_or_with_other_internals_is_refused_before_the_model_loads(
+    monkeypatch: pytest.MonkeyPatch, version: str, change: str | None, match: str
 ) -> None:
-    """The guard run at import: the installed TRL (the tested one) passes; another minor version, or a
-    GRPOTrainer without an overridden method or with other parameters, is an IntegrationError saying what
-    to install."""
+    """A simulated TRL: an older release, or a GRPOTrainer whose overridden methods are gone or take other
+    parameters. The trainer refuses it when built, naming the supported range and the install line, before
+    TRL loads anything: the model name is a folder that does not exist, which from_pretrained would refuse."""
     import trl
     from trl import GRPOTrainer
 
-    from snooze.integrations.trl import check_trl
+    from snooze.integrations.trl import SnoozeGRPOTrainer
 
-    check_trl(trl.__version__, GRPOTrainer)  # what this venv has passes
-    fake: type = GRPOTrainer
-    if drop == "_calculate_rewards":  # a class with the other two methods only
-        fake = type(
-            "GRPOTrainer",
-            (),
-            {k: getattr(GRPOTrainer, k) for k in ("_generate_and_score_completions", "_load_optimizer_and_scheduler")},
-        )
-    elif drop is not None:  # the method with another parameter list
-        fake = type("GRPOTrainer", (GRPOTrainer,), {drop: lambda self, checkpoint, extra: None})
+    monkeypatch.setattr(trl, "__version__", version)
+    if change == "_calculate_rewards":
+        monkeypatch.delattr(GRPOTrainer, change)
+    elif change is not None:
+        monkeypatch.setattr(GRPOTrainer, change, lambda self, checkpoint, extra: None)
     with pytest.raises(snooze.IntegrationError, match=match) as info:
-        check_trl(version, fake)
-    assert "install trl==1.16.0" in str(info.value)
+        SnoozeGRPOTrainer(model="/no/such/model", reward_funcs=Scorer(), train_dataset=None)
+    assert "pip install 'trl>=1.0.0,<=1.16.0'" in str(info.value)
+
+
+def test_a_trl_newer_than_the_range_with_the_same_internals_runs_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from trl import GRPOTrainer
+
+    from snooze.integrations.trl import _checks as checks
+
+    with caplog.at_level("WARNING", logger="snooze.integrations.trl._checks"):
+        checks.check_trl("1.16.0", {"GRPOTrainer": GRPOTrainer}, checks.SYNC)  # the newest tested: silent
+        assert not caplog.records
+        checks.check_trl("1.17.0", {"GRPOTrainer": GRPOTrainer}, checks.SYNC)
+    assert "trl 1.17.0 is newer than the newest release snooze is tested with (1.16.0)" in caplog.text

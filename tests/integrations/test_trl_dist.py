@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import snooze
-from snooze.integrations import _trl_dist as dist
+from snooze.integrations.trl import _dist as dist
 
 
 @pytest.mark.parametrize(

@@ -122,7 +122,7 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(
 ) -> None:
     from datasets import Dataset
 
-    from snooze.integrations._trl_data import prompt_key
+    from snooze.integrations.trl._data import prompt_key
 
     with_ids = Dataset.from_list([{"id": f"r{i}", "prompt": p} for i, p in enumerate(tiny.LINES)])
     src = _trainer(model_name, tmp_path, data=with_ids).scheduler.sources[0]
@@ -136,7 +136,7 @@ def test_ids_come_from_an_id_column_or_a_stable_key_of_the_prompt(
         keyed.id_of(r): keyed.record(r)["prompt"] for r in range(len(keyed))
     }
     # repeated prompts: each row stays a prompt of its own (key, key#2, ...), and the trainer says so
-    with caplog.at_level("WARNING", logger="snooze.integrations._trl_data"):
+    with caplog.at_level("WARNING", logger="snooze.integrations.trl._data"):
         dup = _trainer(
             model_name, tmp_path, data=tiny.prompts(lines=["simple is", "flat is", "simple is", "simple is"])
         )
@@ -227,6 +227,7 @@ def test_the_logged_epoch_is_passes_over_the_schedulers_pool(model_name: str, tm
     assert epochs[-1] > 4 / len(tiny.LINES)
 
 
+@tiny.since("trl", "1.7.0", "trl.rewards.get_repetition_penalty_reward")
 def test_trls_own_reward_functions_train_with_the_built_scheduler(model_name: str, tmp_path: Path) -> None:
     """trl.rewards' accuracy (0/1, or None), format (0/1), length and repetition penalties (in [-1, 0]): their sum
     leaves the range the weights imply when each function is taken to score in [0, 1], (0, 4). The built

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import snooze
 from snooze.core._checks import is_int
-from snooze.integrations._trl_data import reward_range_of, scheduler_config
+from snooze.integrations.trl._data import reward_range_of, scheduler_config
 
 TRL = {"batch_size": 2, "group_size": 4, "shuffle": True}
 VALUES: list[Any] = [True, False, 0, 1, 2, 4, 2.0, 4.0, 0.5, "4", None, [4], 10**400, math.nan, math.inf, -2]

@@ -191,6 +191,7 @@ def test_train_with_iterable_dataset(names: dict[str, str], tmp_path: Path, monk
     train_and_check(trainer, trace)
 
 
+@tiny.since("trl", "1.7.0", "TRL's warning of a sequence-level loss summed over tokens")
 def test_warning_raised_sequence_level_with_token_summed_loss(
     names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -191,7 +191,7 @@ def run(out: Path, name: str, rank: int) -> dict[str, Any]:
     if name == "flipped":
         trainer.flip_at = 1
     if name == "damaged" and rank == 1:  # this process alone cannot read the state (its node's copy is damaged)
-        import snooze.integrations.trl as adapter
+        import snooze.integrations.trl._trainer as adapter
 
         def damaged(path: Any) -> Any:
             raise snooze.StateError(f"{path}: simulated damage on this node only")

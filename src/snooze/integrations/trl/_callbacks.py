@@ -10,7 +10,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from snooze import Scheduler
-from snooze.integrations._trl_data import pool_passes
+from snooze.integrations.trl._data import pool_passes
 
 __all__ = ["STATE_DIR", "PoolEpochCallback", "SnoozeCheckpointCallback", "no_state"]
 

@@ -1,4 +1,4 @@
-"""TRL integration: a ``GRPOTrainer`` whose prompts come from a :class:`~snooze.Scheduler`.
+"""``SnoozeGRPOTrainer``: TRL's ``GRPOTrainer`` whose generation step runs the scheduler's step loop.
 
 Why an override of the generation step (and not a sampler + callback pair): TRL's ``RepeatSampler``
 fixes the generation batch before anything is generated, and nothing after generation may change its
@@ -6,22 +6,11 @@ size. Dynamic sampling needs to generate *again* within one optimisation step un
 enough signal groups, which only the generation step itself can do. So
 :class:`SnoozeGRPOTrainer` overrides ``_generate_and_score_completions``: it ignores the prompts the
 dataloader drew and runs the scheduler's step loop (docs/concepts.md, "The step loop") instead, calling TRL's own
-generation and scoring once per round, then hands TRL the signal groups it kept::
-
-    trainer = SnoozeGRPOTrainer(model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=ds)
-    trainer.train()
-
-built exactly as ``GRPOTrainer`` is: the scheduler comes from ``train_dataset`` and ``args``
-(:mod:`snooze.integrations._trl_data`), its settings from ``snooze_config``.
+generation and scoring once per round, then hands TRL the signal groups it kept.
 
 Everything else is TRL's: the loss, the advantages within each kept group (``scale_rewards``), the
-reference model, vLLM. The scheduler's metrics go into TRL's logs under ``snooze/`` and its state is
-saved into every TRL checkpoint (``checkpoint-N/snooze/``) and restored by ``resume_from_checkpoint``.
-
-On N processes (``accelerate launch``, ``torchrun``; DDP, DeepSpeed ZeRO, vLLM server or colocate)
-every rank runs the same scheduler on the gathered rewards and generates its own slice of each round
-(:mod:`snooze.integrations._trl_dist`); the ranks compare a digest of the scheduler after every step.
-Limits (see ``docs/integrations/trl.md``): text prompts only; data parallelism only.
+reference model, vLLM. On N processes every rank runs the same scheduler on the gathered rewards and
+generates its own slice of each round (:mod:`snooze.integrations.trl._dist`).
 """
 
 from __future__ import annotations
@@ -35,26 +24,22 @@ from typing import Any
 import numpy as np
 
 from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
-from snooze.core._checks import is_int
 from snooze.core.checkpoint import load_state
-from snooze.integrations import _trl_checks as checks
-from snooze.integrations import _trl_data as data
-from snooze.integrations import _trl_dist as dist
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
-from snooze.integrations._trl_checks import check_trl
+from snooze.integrations.trl import _build as build
+from snooze.integrations.trl import _checks as checks
+from snooze.integrations.trl import _data as data
+from snooze.integrations.trl import _dist as dist
 from snooze.logs import RewardLogWriter, check_metrics_mode, framework_metrics, truncate_log, write_groups
 from snooze.logs.dashboard import PREFIX
 
 try:
     import torch
     import trl
-    from trl import GRPOTrainer
+    from trl import GRPOConfig, GRPOTrainer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise IntegrationError(
-        f"snooze.integrations.trl needs TRL ({exc}); install it with: "
-        "pip install trl==1.16.0 transformers==5.24.0 (snooze's [trl] extra)"
-    ) from exc
+    raise IntegrationError(f"snooze.integrations.trl needs TRL ({exc}); install it with: {checks.INSTALL}") from exc
 
 __all__ = [
     "SnoozeGRPOTrainer",
@@ -63,12 +48,9 @@ __all__ = [
     "STATE_DIR",
     "METRIC_PREFIX",
     "DIST_PREFIX",
-    "check_trl",
 ]
 
-check_trl(trl.__version__, GRPOTrainer)
-
-from snooze.integrations._trl_callbacks import (  # noqa: E402  (after the version check: it imports transformers)
+from snooze.integrations.trl._callbacks import (  # noqa: E402  (after TRL: it imports transformers)
     STATE_DIR,
     PoolEpochCallback,
     SnoozeCheckpointCallback,
@@ -85,7 +67,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     """TRL's ``GRPOTrainer`` with snooze's dynamic sampling, filtering and snoozing.
 
     Built exactly as ``GRPOTrainer`` (``model``, ``reward_funcs``, ``args``, ``train_dataset``, ...): the
-    scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations._trl_data` says how:
+    scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations.trl._data` says how:
     ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
     - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no
@@ -99,12 +81,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
       written by the main process only).
     - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
-    - ``snooze_metrics``: ``"full"`` (default) logs every scheduler metric in TRL's logs, ``"compact"`` the five
-      of :data:`snooze.logs.DASHBOARD` (docs/sizing.md).
 
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
-    digest the processes compared (``_trl_dist.STEP_FIELDS``).
+    digest the processes compared (``_dist.STEP_FIELDS``).
     """
 
     def __init__(
@@ -118,26 +98,16 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         **kwargs: Any,
     ) -> None:
         self._metrics_mode = check_metrics_mode(snooze_metrics, "snooze_metrics")
-        if scheduler is not None and not isinstance(scheduler, Scheduler):
-            raise IntegrationError(
-                "scheduler must be a snooze.Scheduler (or None: built from train_dataset), "
-                f"got {type(scheduler).__name__}"
-            )
-        if scheduler is not None and snooze_config is not None:
-            raise IntegrationError(
-                "pass either scheduler= (built by hand) or snooze_config= (the trainer builds it), not both"
-            )
-        if on_batch is not None and not callable(on_batch):
-            raise IntegrationError(
-                f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}"
-            )
+        checks.check_trl(trl.__version__, {"GRPOTrainer": GRPOTrainer}, checks.SYNC)  # before TRL loads anything
+        build.check_own(scheduler, snooze_config, on_batch)
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
-        source = data.check_data(
-            inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler
-        )  # before TRL loads anything
+        bound = build.bind(GRPOTrainer.__init__, args, kwargs)
+        if bound is not None:  # (else TRL refuses its arguments itself, below)
+            scheduler = _scheduler_before_loading(bound, scheduler, snooze_config)
+            args, kwargs = bound.args[1:], bound.kwargs
         super().__init__(*args, **kwargs)
-        if scheduler is None:
-            scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=self._seed())
+        if scheduler is None:  # pragma: no cover - TRL refuses arguments its signature does not bind
+            raise IntegrationError("GRPOTrainer's arguments could not be read: the scheduler was not built")
         self.scheduler = scheduler
         self.on_batch = on_batch
         self.last_digest: list[int] = []
@@ -154,23 +124,6 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
         self.add_callback(SnoozeCheckpointCallback(scheduler))
         self.add_callback(PoolEpochCallback(scheduler))
-
-    def _own_config(self, given: SchedulerConfig | Mapping[str, Any] | None) -> SchedulerConfig:
-        G = int(self.num_generations)
-        trl_fields = {
-            "batch_size": self.args.generation_batch_size // G,
-            "group_size": G,
-            "shuffle": bool(self.args.shuffle_dataset),
-        }
-        weights = self.reward_weights.detach().float().cpu().tolist()
-        return data.scheduler_config(given, trl_fields, data.reward_range_of(weights))
-
-    def _seed(self) -> int:
-        """``GRPOConfig.seed`` as it is (``int()`` read ``True`` as 1 and ``0.9`` as 0)."""
-        seed = self.args.seed
-        if not is_int(seed) or seed < 0:
-            raise IntegrationError(f"GRPOConfig.seed={seed!r}: must be an integer >= 0 (it seeds the scheduler)")
-        return int(seed)
 
     @property
     def _world(self) -> int:
@@ -321,7 +274,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if template is None:  # pragma: no cover - every process generates rows in every round
             raise IntegrationError(f"step {batch.step}: this process generated nothing it could pad with")
         rows = concat_rows(parts + ([inert_copy(template, short)] if short else []), self._pad_id())
-        rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum()  # all ranks' loss tokens
+        # all ranks' loss tokens; at least 1, as TRL >= 1.9 clamps it: a step of inert rows only is no 0/0 before
+        rows["num_items_in_batch"] = self.accelerator.gather(count_loss_tokens(rows)).sum().clamp(min=1)
         if self._world > 1 and self._metrics_mode == "full":
             train = self._metrics["train"]
             train[METRIC_PREFIX + DIST_PREFIX + "pad_groups"].append(float(self._pad_groups))
@@ -353,7 +307,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         return parts, counts
 
     def _pad_id(self) -> int:
-        pad = self._tokenizer.pad_token_id
+        tok = getattr(self, "_tokenizer", None)  # TRL >= 1.4; before, the processing class (or its tokenizer)
+        if tok is None:
+            tok = getattr(self.processing_class, "tokenizer", self.processing_class)
+        pad = tok.pad_token_id
         return int(pad) if pad is not None else 0
 
     # -- logs, reward log, state ----------------------------------------------------------------
@@ -405,6 +362,19 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             if self._reward_log is not None:
                 self._reward_log.close()
                 self._reward_log = None
+
+
+def _scheduler_before_loading(
+    bound: inspect.BoundArguments, scheduler: Scheduler | None, snooze_config: Any
+) -> Scheduler:
+    """The scheduler, built and checked against TRL's sizes from GRPOTrainer's bound arguments, before TRL loads
+    the model: a bad snooze_config, scheduler or dataset fails here, in milliseconds."""
+    args = build.fill_args(bound, GRPOConfig, "GRPO")
+    G = int(args.num_generations)
+    sizes = {"batch_size": args.generation_batch_size // G, "group_size": G, "shuffle": bool(args.shuffle_dataset)}
+    sched = build.build_scheduler(bound, scheduler, snooze_config, sizes, build.reward_weights(bound, args), args.seed)
+    checks.check_compatible(sched.config, args, G, int(args.world_size), getattr(args, "parallelism_config", None))
+    return sched
 
 
 def _trl_record(c: Candidate) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from ``GRPOConfig``), or a whole ``SchedulerConfig`` (its sizes must then be TRL
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import math
@@ -40,7 +39,6 @@ from snooze.core._checks import finite_float, is_int
 
 __all__ = [
     "DATASET",
-    "check_data",
     "prompt_key",
     "source_of",
     "scheduler_config",
@@ -58,27 +56,13 @@ DATASET = "train"
 SET_BY_TRL = ("batch_size", "group_size", "shuffle")
 """SchedulerConfig fields that follow GRPOConfig (num_generations, generation_batch_size, shuffle_dataset)."""
 
-
-def check_data(
-    signature: inspect.Signature, args: tuple[Any, ...], kwargs: Mapping[str, Any], scheduler: Scheduler | None
-) -> Source | None:
-    """What the trainer checks before TRL loads anything: ``train_dataset`` (bound from the trainer's arguments as
-    ``GRPOTrainer.__init__``'s ``signature`` binds it) must be data the scheduler can hold, and a given scheduler's
-    prompts must be its prompts. Returns the scheduler's one dataset when the trainer is to build it (``None``
-    when a scheduler is given, or when what was passed is not a ``datasets.Dataset``: TRL then refuses it itself)."""
-    from datasets import Dataset
-
-    try:
-        train_dataset = signature.bind(None, *args, **kwargs).arguments.get("train_dataset")
-    except TypeError:  # arguments GRPOTrainer does not take: TRL says which
-        return None
-    refuse_dataset(train_dataset)
-    if not isinstance(train_dataset, Dataset):
-        return None
-    if scheduler is not None:
-        check_same_prompts(scheduler, train_dataset)
-        return None
-    return source_of(train_dataset)
+SYNC_SOURCES = {
+    "config": "GRPOConfig",
+    "batch_size": "generation_batch_size / num_generations",
+    "group_size": "num_generations",
+    "shuffle": "shuffle_dataset",
+}
+"""Where each field of :data:`SET_BY_TRL` comes from, for the error that names it."""
 
 
 def refuse_dataset(train_dataset: Any) -> None:
@@ -182,11 +166,18 @@ def reward_range_of(weights: Sequence[float]) -> tuple[float, float]:
     return (float(low), float(high)) if high > low else (0.0, 1.0)
 
 
-def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[float, float]) -> SchedulerConfig:
-    """The trainer's SchedulerConfig: ``given`` (None, a mapping of fields, or a SchedulerConfig) with the
-    fields of :data:`SET_BY_TRL` equal to ``trl``'s."""
+def scheduler_config(
+    given: Any,
+    trl: Mapping[str, Any],
+    reward_range: tuple[float, float],
+    sources: Mapping[str, str] = SYNC_SOURCES,
+    defaults: Mapping[str, Any] | None = None,
+) -> SchedulerConfig:
+    """The trainer's SchedulerConfig: ``given`` (None, a mapping of fields, or a SchedulerConfig) with the fields
+    TRL sets (``trl``: :data:`SET_BY_TRL` for ``GRPOTrainer``; ``sources`` says where each comes from) equal to
+    TRL's. A mapping is laid over the reward range, ``out_of_range="accept"`` and ``defaults``."""
     if isinstance(given, SchedulerConfig):
-        _check_set_by_trl({k: getattr(given, k) for k in SET_BY_TRL}, trl, "snooze_config=SchedulerConfig(...)")
+        _check_set_by_trl({k: getattr(given, k) for k in trl}, trl, sources, "snooze_config=SchedulerConfig(...)")
         return given
     if given is not None and not isinstance(given, Mapping):
         raise IntegrationError(
@@ -197,20 +188,17 @@ def scheduler_config(given: Any, trl: Mapping[str, Any], reward_range: tuple[flo
     keys = [k for k in fields if not isinstance(k, str)]
     if keys:  # SchedulerConfig(**{1: 2}) was a TypeError
         raise IntegrationError(f"snooze_config: field names are strings (SchedulerConfig's fields), got {keys}")
-    _check_set_by_trl({k: fields[k] for k in SET_BY_TRL if k in fields}, trl, "snooze_config")
-    return SchedulerConfig(**{"reward_range": reward_range, "out_of_range": "accept", **fields, **trl})
+    _check_set_by_trl({k: fields[k] for k in trl if k in fields}, trl, sources, "snooze_config")
+    base = {"reward_range": reward_range, "out_of_range": "accept", **(defaults or {})}
+    return SchedulerConfig(**{**base, **fields, **trl})
 
 
-def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], what: str) -> None:
-    source = {
-        "batch_size": "generation_batch_size / num_generations",
-        "group_size": "num_generations",
-        "shuffle": "shuffle_dataset",
-    }
-    clash = [f"{k}={v!r} (GRPOConfig: {source[k]} = {trl[k]!r})" for k, v in have.items() if not _same(v, trl[k])]
+def _check_set_by_trl(have: Mapping[str, Any], trl: Mapping[str, Any], sources: Mapping[str, str], what: str) -> None:
+    config = sources.get("config", "GRPOConfig")
+    clash = [f"{k}={v!r} ({config}: {sources[k]} = {trl[k]!r})" for k, v in have.items() if not _same(v, trl[k])]
     if clash:
         raise IntegrationError(
-            f"{what}: {', '.join(clash)}. These follow GRPOConfig: set them as above, or leave them out of a mapping "
+            f"{what}: {', '.join(clash)}. These follow {config}: set them as above, or leave them out of a mapping "
             "(snooze_config={'policy': ...}) and the trainer fills them in"
         )
 
@@ -219,7 +207,9 @@ def _same(given: Any, trl: Any) -> bool:
     """``given`` is TRL's value as it is: ``True`` is not 1, nor ``4.0`` 4, nor ``1`` True (each was taken)."""
     if isinstance(trl, bool):
         return isinstance(given, bool) and given == trl
-    return is_int(given) and given == trl
+    if is_int(trl):
+        return is_int(given) and given == trl
+    return bool(given == trl)
 
 
 def check_same_prompts(sched: Scheduler, train_dataset: Any) -> None:
