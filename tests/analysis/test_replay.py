@@ -109,7 +109,7 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
 
     log = _write(tmp_path / "log.jsonl", LINES)
     assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--factors", "1,2"]) == 0
-    data = json.loads((tmp_path / "out" / "replay.json").read_text())
+    data = json.loads((tmp_path / "out" / "replay.json").read_text())["policies"]
     assert list(data) == ["filter", "snooze:1", "snooze:2"]
     assert data["snooze:2"]["missed_signal_groups"] == 1
     assert (tmp_path / "out" / "replay.png").stat().st_size > 1000
@@ -221,7 +221,9 @@ def test_policies_that_do_not_replay_are_refused_with_the_reason(tmp_path) -> No
     for cfg in (snooze.SchedulerConfig(policy="predictive"), snooze.SchedulerConfig(skip="history")):
         with pytest.raises(snooze.ConfigError, match="does not replay from a log"):
             replay_policies(log, [ReplayPolicy("x", None, config=cfg)])
-    backoff = ReplayPolicy("snooze-backoff", None, config=snooze.SchedulerConfig(snooze_factor=2, backoff=2.0))
+    backoff = ReplayPolicy(
+        "snooze-backoff", None, config=snooze.SchedulerConfig(policy="snooze", options={"factor": 2, "backoff": 2.0})
+    )
     assert (
         replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1
     )  # every counter policy replays, backoff too

@@ -352,7 +352,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if not self.accelerator.is_main_process:  # one writer: every rank holds the same rewards
             return None
         if self._reward_log is None and self._reward_log_path is not None:
-            self._reward_log = open_log(self._reward_log_path, self._resumed)
+            self._reward_log = open_log(self._reward_log_path, self._resumed, self.scheduler.config, "snooze.trl")
         return self._reward_log
 
     def restore_scheduler(self, checkpoint: str | Path) -> None:

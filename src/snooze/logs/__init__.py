@@ -6,6 +6,7 @@ reward log) and the figures and run summaries (reading the metrics log). Formats
 ``docs/reward-log.md`` and ``docs/metrics.md``.
 """
 
+from snooze.logs._header import RewardLogHeader, is_header
 from snooze.logs._jsonl import read_lines, truncate_log
 from snooze.logs._metrics_log import LATE_EVALS, METRICS_FILE, MetricsLogWriter, late_evaluations, read_metrics
 from snooze.logs._reward_log import (
@@ -19,6 +20,8 @@ from snooze.logs._reward_log import (
 
 __all__ = [
     "RewardLog",
+    "RewardLogHeader",
+    "is_header",
     "RewardLogWriter",
     "read_reward_log",
     "write_groups",

@@ -162,7 +162,7 @@ class SnoozeRun:
     # -- reward log and state -------------------------------------------------------------------
     def _log(self) -> RewardLogWriter | None:
         if self._writer is None and self.options.reward_log is not None:
-            self._writer = open_log(self.options.reward_log, resumed=self._append_log)
+            self._writer = open_log(self.options.reward_log, self._append_log, self.config, "snooze.verl")
         return self._writer
 
     def save(self, folder: Path, in_flight: bool = False) -> None:
