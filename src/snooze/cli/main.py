@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, str] = {
     "baseline": "snooze.cli.baseline",
     "stratify": "snooze.cli.stratify",
     "replay": "snooze.cli.replay",
+    "import": "snooze.cli.importer",
 }
 
 
