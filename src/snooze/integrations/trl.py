@@ -72,6 +72,7 @@ from snooze.integrations._trl_callbacks import (  # noqa: E402  (after the versi
     SnoozeCheckpointCallback,
     no_state,
 )
+from snooze.integrations._trl_reward_log import RewardLogger  # noqa: E402,F401  (a plain GRPOTrainer's reward log)
 
 log = logging.getLogger(__name__)
 
