@@ -39,6 +39,7 @@ from snooze.core.checkpoint import load_state
 from snooze.integrations import _trl_checks as checks
 from snooze.integrations import _trl_data as data
 from snooze.integrations import _trl_dist as dist
+from snooze.integrations._curriculum import curriculum_of, restore_curriculum
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.integrations._trl_checks import check_trl
@@ -98,6 +99,9 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
       written by the main process only).
     - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
+    - ``curriculum``: a curriculum file (``snooze stratify``'s ``curriculum.json``; ``snooze baseline --dataset``
+      names the rows as this trainer does) or a :class:`~snooze.Curriculum`: applied to the scheduler, updated
+      after each step, its state saved in each checkpoint (``checkpoint-N/snooze_curriculum.json``).
 
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
@@ -111,6 +115,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         snooze_config: SchedulerConfig | Mapping[str, Any] | None = None,
         reward_log: str | Path | None = None,
         on_batch: Callable[[Batch], None] | None = None,
+        curriculum: Any = None,
         **kwargs: Any,
     ) -> None:
         if scheduler is not None and not isinstance(scheduler, Scheduler):
@@ -127,6 +132,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 f"on_batch must be a function of a snooze.Batch (or None), got {type(on_batch).__name__}"
             )
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
+        self._curriculum = curriculum_of(curriculum, "curriculum")  # read and checked before TRL loads anything
         source = data.check_data(
             inspect.signature(GRPOTrainer.__init__), args, kwargs, scheduler
         )  # before TRL loads anything
@@ -134,6 +140,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if scheduler is None:
             scheduler = Scheduler({data.DATASET: source}, self._own_config(snooze_config), seed=int(self.args.seed))
         self.scheduler = scheduler
+        if self._curriculum is not None:
+            self._curriculum.apply(scheduler)  # its first stage (a resume restores the stage it was in)
         self.on_batch = on_batch
         self.last_digest: list[int] = []
         self._reward_log: RewardLogWriter | None = None
@@ -147,7 +155,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._check_compatible()
         self._warn_off_boundary_saves()
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
-        self.add_callback(SnoozeCheckpointCallback(scheduler))
+        self.add_callback(SnoozeCheckpointCallback(scheduler, self._curriculum))
         self.add_callback(PoolEpochCallback(scheduler))
 
     def _own_config(self, given: SchedulerConfig | Mapping[str, Any] | None) -> SchedulerConfig:
@@ -245,6 +253,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 break
             last = self._generate_round(cands)
         batch = sched.finish_step()
+        if self._curriculum is not None:
+            self._curriculum.update(sched, batch.metrics)  # the next stage, when its condition holds
         self.last_digest = dist.step_digest(sched, self._step_crc)
         self._agree(f"after step {batch.step}", dist.STEP_FIELDS, self.last_digest)
         out = self._assemble(batch, last)
@@ -373,6 +383,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if not folder.is_dir():
             raise StateError(no_state(Path(checkpoint)))
         self.scheduler.load_state_dict(load_state(folder))
+        restore_curriculum(self._curriculum, Path(checkpoint), self.scheduler)
         self._rows.clear()
         self._spread.clear()
         self._resumed = True

@@ -54,6 +54,11 @@ class SnoozeOptions:
     poll_interval: float = 2.0
     """Seconds between looks at TransferQueue while groups are still being generated (verl's default)."""
 
+    curriculum: Path | None = None
+    """A curriculum file (``snooze stratify``'s ``curriculum.json``, its ids ``(data_source, extra_info.index)``
+    as ``snooze baseline --dataset`` writes them): applied to the scheduler, updated after each step, its state
+    saved with each checkpoint. The sync trainer only."""
+
 
 _OWN = tuple(f.name for f in dataclasses.fields(SnoozeOptions) if f.name != "scheduler")
 
@@ -223,10 +228,29 @@ def read_options(config: Any, verl_mode: str = "sync") -> SnoozeOptions:
     seed = 0 if seed is None else seed
     if not is_int(seed) or seed < 0:
         raise IntegrationError(f"{OPTIONS_KEY}.seed={seed!r}: must be an integer >= 0")
+    curriculum = _curriculum(opts.get("curriculum"), verl_mode)
     return SnoozeOptions(
         scheduler=scheduler,
         seed=seed,
         reward_log=_reward_log(opts, config),
         reward_metric=metric,
         poll_interval=float(poll),
+        curriculum=curriculum,
     )
+
+
+def _curriculum(value: Any, verl_mode: str) -> Path | None:
+    """The curriculum file's path, read and checked now (on the driver, before any worker starts)."""
+    if value is None:
+        return None
+    if verl_mode != "sync":
+        raise IntegrationError(
+            f"{OPTIONS_KEY}.curriculum: the async modes do not take a curriculum (a stage change while groups of the "
+            "last stage are in flight is not handled); use trainer.v1.trainer_mode=snooze"
+        )
+    if not isinstance(value, str) or not value:
+        raise IntegrationError(f"{OPTIONS_KEY}.curriculum={value!r}: pass the path of a curriculum file")
+    from snooze.core.curriculum import Curriculum
+
+    Curriculum.from_file(value)  # a ConfigError naming the file and field, now rather than at the first step
+    return Path(value)
