@@ -30,7 +30,7 @@ Step = list[tuple[str, list[float], str]]
 RESPONSE = "1 2 3"  # every rollout's response text (what verl dumps as "output")
 
 
-WORDS = ["q", "gsm", "math", "user", ":"] + [str(i) for i in range(40)]
+WORDS = ["q", "gsm", "math", "user", ":"] + [str(i) for i in range(100)]
 
 
 def tokenizer() -> Any:
@@ -153,3 +153,20 @@ def write_generations(folder: Path, step: int, rows: dict[str, list[Any]]) -> No
     n = len(rows["input"])
     extra = {k: v for k, v in rows.items() if k not in ("input", "score")}
     RayPPOTrainer._write_generations(rows["input"], [RESPONSE] * n, [None] * n, rows["score"], extra, str(folder), step)
+
+
+def example_steps(
+    steps: int = 8, prompts: int = 16, per_step: int = 8, group: int = 4, seed: int = 0
+) -> dict[int, Step]:
+    """A small run's dump (docs/your-run.md): ``prompts`` prompts of fixed pass rates, ``per_step`` of them a step
+    in turn (each met ``steps * per_step / prompts`` times), groups of ``group`` Bernoulli rewards; steps from 1."""
+    rng = np.random.default_rng(seed)
+    rates = np.resize([1.0, 1.0, 0.9, 0.5, 0.2, 0.0, 1.0, 0.7], prompts)
+    out: dict[int, Step] = {}
+    for s in range(steps):
+        picks = [(s * per_step + j) % prompts for j in range(per_step)]
+        out[s + 1] = [
+            (f"q {'gsm' if i % 2 else 'math'} {i}", (rng.uniform(size=group) < rates[i]).astype(float).tolist(), str(i))
+            for i in picks
+        ]
+    return out

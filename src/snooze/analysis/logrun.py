@@ -104,6 +104,8 @@ def logged_run(
         )
     sizes, notes, overridden = _sizes(log, header, given, override)
     shape = StepShape.infer(log, **sizes)
+    if header.dynamic_sampling is False:
+        notes = []  # the sizes feed only the step simulation, which does not hold for such a log
     warnings = _warnings(header.policy, header.dynamic_sampling)
     sim_na = None
     if header.dynamic_sampling is False:

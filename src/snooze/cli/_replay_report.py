@@ -37,6 +37,8 @@ def print_log(log: Any, run: Any) -> None:
     )
     if run.has_header:
         h = log.header
+        if run.sim_na is not None:  # the sizes feed only the step simulation: say what the header says
+            sizes = ", ".join(f"{k} {v}" for k, v in h.sizes().items()) or "batch sizes not in the header"
         low, high = h.reward_range
         print(
             f"run (from the header, written by {h.source or 'an unnamed writer'}): policy {h.policy}, "

@@ -22,8 +22,8 @@ unless the environment names it), the dataset the environment (``env.name``, els
 that did not run) leaves its group incomplete, and so does a group prime-rl cancelled as too stale.
 
 Each step's batch is filled in rollouts, not groups, and groups arrive across steps, so the header leaves
-``batch_size`` null; prime-rl trains on the groups as they come (no regeneration for groups without
-signal), so the run is taken as ``policy: grpo``, ``dynamic_sampling: false``.
+``batch_size`` null (``max_gen_rounds`` 1); prime-rl trains on the groups as they come (no regeneration for
+groups without signal), so the run is taken as ``policy: grpo``, ``dynamic_sampling: false``.
 """
 
 from __future__ import annotations
@@ -170,6 +170,7 @@ def read_prime_rl(
     report.prompts = len({(g.dataset, g.id) for g in groups})
     header = RewardLogHeader(
         group_size=report.group_size,
+        max_gen_rounds=1,
         policy="grpo",
         dynamic_sampling=False,
         reward_range=rr,
