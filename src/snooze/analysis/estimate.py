@@ -59,6 +59,20 @@ def _interval(values: np.ndarray, level: float) -> list[float] | None:
     return [float(lo), float(hi)]
 
 
+def _resampled(stats: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """``[policies, resamples, 4]``: sums of ``stats`` (``[policies, P, 4]``) over prompts drawn with replacement."""
+    n_policies, n_prompts, _ = stats.shape
+    rng = np.random.default_rng(seed)
+    flat = stats.transpose(1, 0, 2).reshape(n_prompts, -1)  # [P, policies * 4]: one product for all
+    boots = []
+    for start in range(0, resamples, _CHUNK):
+        b = min(_CHUNK, resamples - start)
+        draws = rng.integers(0, n_prompts, size=(b, n_prompts)) + n_prompts * np.arange(b)[:, None]  # [b, P]
+        counts = np.bincount(draws.ravel(), minlength=b * n_prompts).reshape(b, n_prompts)  # times each prompt drawn
+        boots.append((counts.astype(np.float64) @ flat).reshape(b, n_policies, 4).transpose(1, 0, 2))
+    return np.concatenate(boots, axis=1)
+
+
 def headline(
     prompt: np.ndarray,
     signal: np.ndarray,
@@ -84,15 +98,7 @@ def headline(
         m = np.bincount(prompt, weights=mask & signal, minlength=n_prompts)
         cols.append(np.stack([base[0], k, base[1], m], axis=1).astype(np.float64))
     stats = np.stack(cols, axis=0) if cols else np.zeros((0, n_prompts, 4))  # [policies, P, 4]
-    rng = np.random.default_rng(seed)
-    flat = stats.transpose(1, 0, 2).reshape(n_prompts, -1)  # [P, policies * 4]: one product for all
-    boots = []
-    for start in range(0, resamples, _CHUNK):
-        b = min(_CHUNK, resamples - start)
-        draws = rng.integers(0, n_prompts, size=(b, n_prompts)) + n_prompts * np.arange(b)[:, None]  # [b, P]
-        counts = np.bincount(draws.ravel(), minlength=b * n_prompts).reshape(b, n_prompts)  # times each prompt drawn
-        boots.append((counts.astype(np.float64) @ flat).reshape(b, len(cols), 4).transpose(1, 0, 2))
-    sums = np.concatenate(boots, axis=1)  # [policies, resamples, 4]
+    sums = _resampled(stats, resamples, seed)  # [policies, resamples, 4]
     out: dict[str, dict[str, Any]] = {}
     for q, name in enumerate(skipped):
         total = stats[q].sum(axis=0)

@@ -26,8 +26,8 @@ OPTIONS = ("samples", "seed", "chunk")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from snooze.cli._options import _pair, add_options, integer
-    from snooze.cli._paths import input_file, output_file, output_folder
+    from snooze.cli._options import add_options
+    from snooze.cli._paths import output_file, output_folder
     from snooze.experiments.baseline import BaselineConfig
     from snooze.experiments.profiles import PROFILES
 
@@ -50,6 +50,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(its last checkpoint); with --dataset, a Hugging Face causal LM (a local folder or a hub name); "
         "repeat for several models",
     )
+    _add_dataset_options(parser)
+    parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
+    parser.add_argument(
+        "--cache",
+        type=output_folder,
+        default=None,
+        help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)",
+    )
+    sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
+    add_options(sampling, BaselineConfig, OPTIONS)
+    add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    """``--dataset`` and what goes with it (a Hugging Face causal LM as ``--model``)."""
+    from snooze.cli._options import _pair, integer
+    from snooze.cli._paths import input_file
+
     own = parser.add_argument_group("your dataset (--dataset, with any Hugging Face causal LM as --model)")
     own.add_argument(
         "--dataset",
@@ -83,16 +101,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
     )
-    parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
-    parser.add_argument(
-        "--cache",
-        type=output_folder,
-        default=None,
-        help="warm-up cache folder, as for snooze compare (default $SNOOZE_CACHE_DIR or ~/.cache/snooze)",
-    )
-    sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
-    add_options(sampling, BaselineConfig, OPTIONS)
-    add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")
 
 
 def _named(text: str) -> tuple[str, str]:

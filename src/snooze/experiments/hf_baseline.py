@@ -190,6 +190,24 @@ def _load(name: str) -> tuple[Any, Any]:
     return tok, model.eval()
 
 
+def _generate(tok: Any, model: Any, part: Sequence[PromptRow], samples: int, temperature: float, new: int) -> list[str]:
+    """``samples`` sampled completions of each prompt of ``part``, prompt-major (``[len(part) * samples]``)."""
+    import torch
+
+    enc = tok([_prompt_text(tok, r.prompt) for r in part], return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        gen = model.generate(
+            **enc,
+            do_sample=True,
+            temperature=temperature,
+            top_k=0,
+            max_new_tokens=new,
+            num_return_sequences=samples,
+            pad_token_id=tok.pad_token_id,
+        )  # [len(part) * samples, prompt + new]
+    return list(tok.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True))
+
+
 def hf_completions(
     model_name: str,
     label: str,
@@ -214,20 +232,7 @@ def hf_completions(
     out: list[dict[str, Any]] = []
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
-        enc = tok(
-            [_prompt_text(tok, r.prompt) for r in part], return_tensors="pt", padding=True, add_special_tokens=False
-        )
-        with torch.no_grad():
-            gen = model.generate(
-                **enc,
-                do_sample=True,
-                temperature=temperature,
-                top_k=0,
-                max_new_tokens=max_new_tokens,
-                num_return_sequences=samples,
-                pad_token_id=tok.pad_token_id,
-            )  # [chunk * samples, prompt + new]
-        texts = tok.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+        texts = _generate(tok, model, part, samples, temperature, max_new_tokens)
         for r, rewards in zip(part, _rewards(reward, part, texts, samples)):
             bad = [x for x in rewards if x < low or x > high]
             if bad:
