@@ -53,9 +53,9 @@ def crash_check(out: Path, ref: Path) -> dict[str, int]:
             got["orphan_logs"] += int(bool(metrics or rewards))
             continue
         want_m = [x for x in _metrics(ref / rel / "metrics.jsonl") if x["step"] < step]
-        want_r = [x for x in _reward_lines(ref / rel / "rewards.jsonl") if json.loads(x)["step"] < step]
+        want_r = [x for x in _reward_lines(ref / rel / "rewards.jsonl") if json.loads(x).get("step", -1) < step]
         have_m = [x for x in metrics if x["step"] < step]
-        have_r = [x for x in rewards if json.loads(x)["step"] < step]
+        have_r = [x for x in rewards if json.loads(x).get("step", -1) < step]  # the header (no step) counts too
         got["lost"] += max(0, len(want_m) - len(have_m)) + max(0, len(want_r) - len(have_r))
         got["mismatched"] += int(have_m != want_m[: len(have_m)] or have_r != want_r[: len(have_r)])
     return got

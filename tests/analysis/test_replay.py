@@ -109,7 +109,7 @@ def test_cli_writes_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFi
 
     log = _write(tmp_path / "log.jsonl", LINES)
     assert main(["replay", str(log), "--out", str(tmp_path / "out"), "--factors", "1,2"]) == 0
-    data = json.loads((tmp_path / "out" / "replay.json").read_text())
+    data = json.loads((tmp_path / "out" / "replay.json").read_text())["policies"]
     assert list(data) == ["filter", "snooze:1", "snooze:2"]
     assert data["snooze:2"]["missed_signal_groups"] == 1
     assert (tmp_path / "out" / "replay.png").stat().st_size > 1000

@@ -22,7 +22,21 @@ from snooze.cli.main import SUBCOMMANDS, _build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUPS = [{"step": s, "dataset": "d", "id": 1, "rewards": r} for s, r in enumerate([[0, 1], [1, 1]])]
-LOG = "".join(json.dumps(g) + "\n" for g in GROUPS)
+HEADER = {  # the run's sizes: replay reads them instead of warning that it guesses them (docs/reward-log.md)
+    "format": "snooze-reward-log",
+    "version": 1,
+    "group_size": 2,
+    "batch_size": 1,
+    "gen_batch_size": 1,
+    "max_gen_rounds": 8,
+    "policy": "dynamic_sampling",
+    "dynamic_sampling": True,
+    "options": None,
+    "reward_range": [0.0, 1.0],
+    "carry_surplus": False,
+    "source": "snooze.trainer",
+}
+LOG = "".join(json.dumps(g) + "\n" for g in [HEADER, *GROUPS])
 
 
 def test_version_is_the_packages(capsys: pytest.CaptureFixture[str]) -> None:

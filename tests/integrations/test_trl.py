@@ -138,7 +138,8 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     assert ours == {logged_name(k) for k in batches[-1].metrics} and len(ours) == len(batches[-1].metrics) > 60
     assert not [k for h in trainer.state.log_history for k in h if k.startswith("snooze/snooze/")]
     # 5. the reward log has one line per generated group, in order
-    lines = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    header, *lines = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    assert (header["source"], header["group_size"], header["policy"]) == ("snooze.trl", 4, "snooze")
     assert len(lines) * 4 == len(scorer.scored) and [x["step"] for x in lines] == sorted(x["step"] for x in lines)
 
     # 6. resume from checkpoint-2: the restored scheduler carries on from step 2, easy prompts stay asleep
@@ -152,7 +153,7 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
     totals_at_2 = batches[1].metrics["total/gen_groups"]
     assert batches2[0].metrics["total/gen_groups"] == totals_at_2 + batches2[0].metrics["gen/groups"]
     assert not EASY & set(scorer2.scored)
-    lines2 = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()]
+    lines2 = [json.loads(x) for x in (tmp_path / "rewards.jsonl").read_text().splitlines()][1:]  # header kept
     assert [x["step"] for x in lines2 if x["step"] < 2] == [x["step"] for x in lines if x["step"] < 2]
     assert len([x for x in lines2 if x["step"] >= 2]) * 4 == len(scorer2.scored)
 

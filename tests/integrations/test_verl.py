@@ -92,7 +92,8 @@ def test_the_dataloader_path_submits_only_the_schedulers_prompts_and_easy_ones_s
         trained.append(_keys(batch))
         end_step(trainer, batch)
     submitted = [k for sub in rollout.submitted for k in sub]
-    log = [json.loads(line) for line in (tmp_path / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()]
+    header, *log = [json.loads(x) for x in (tmp_path / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()]
+    assert header["source"] == "snooze.verl" and header["dynamic_sampling"] is True
     assert submitted == [(r["dataset"], r["id"]) for r in log]  # every submitted prompt was issued and reported
     for key in EASY:  # drawn once, found too easy, then asleep for SnoozeOptions.factor=5 encounters
         assert submitted.count(key) == 1
@@ -279,7 +280,7 @@ def test_state_round_trips_through_verls_checkpoint_folder(tmp_path: Path) -> No
     step(trainer)  # step 3 of the first run
     expected = rollout.submitted[-1]
     log = tmp_path / "ckpt" / "snooze_rewards.jsonl"
-    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()) == 2
+    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()[1:]) == 2
 
     clear_transfer_queue()
     resumed_rollout = Rollout()
@@ -289,7 +290,7 @@ def test_state_round_trips_through_verls_checkpoint_folder(tmp_path: Path) -> No
     restored = resumed.snooze.scheduler.state_dict()
     assert all(np.array_equal(restored["arrays"][k], v) for k, v in snapshot["arrays"].items())
     assert int(snapshot["arrays"]["ds0.counter"].max()) > 0  # sleeping prompts are in the state
-    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()) == 1  # step 2 cut from the log
+    assert max(json.loads(line)["step"] for line in log.read_text().splitlines()[1:]) == 1  # step 2 cut off
     resumed.global_steps += 1  # fit() moves to step 3
     step(resumed)
     assert resumed_rollout.submitted[0] == expected

@@ -90,7 +90,7 @@ def _inflight(folder: Path, step: int) -> dict[str, int]:
 
 def _rewards(folder: Path) -> list[dict[str, Any]]:
     lines = (folder / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return [json.loads(line) for line in lines[1:]]  # after the header
 
 
 def _exact_counts(folder: Path, cancelled: float) -> dict[str, Any]:

@@ -119,7 +119,7 @@ def _state(folder: Path, step: int) -> dict[str, Any]:
 def _rewards(folder: Path) -> list[dict[str, Any]]:
     """The snooze reward log: one line per group the scheduler was told about."""
     lines = (folder / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return [json.loads(line) for line in lines[1:]]  # after the header
 
 
 def _groups(folder: Path) -> list[tuple[int, str, Any, list[float]]]:

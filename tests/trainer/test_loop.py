@@ -68,7 +68,14 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any],
         "eval/accuracy",
     ):
         assert key in first, key
-    groups = _lines(tmp_path / "a" / REWARDS_FILE)
+    header, *groups = _lines(tmp_path / "a" / REWARDS_FILE)  # the header names the run's loop and policy
+    assert header["format"] == "snooze-reward-log" and header["source"] == "snooze.trainer"
+    assert (header["batch_size"], header["group_size"], header["policy"], header["options"]["factor"]) == (
+        4,
+        4,
+        "snooze",
+        2,
+    )
     assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards"}
 
 

@@ -67,7 +67,7 @@ def test_stages_switch_at_their_step_and_their_exclusions_hold(tmp_path: Path) -
     _train(tmp_path, _curriculum([{"step": 3}]), steps=7)
     metrics = _lines(tmp_path / METRICS_FILE)
     assert [m["curriculum/stage"] for m in metrics] == [0, 0, 0, 1, 1, 1, 1]
-    groups = _lines(tmp_path / REWARDS_FILE)
+    groups = _lines(tmp_path / REWARDS_FILE)[1:]  # after the header
     early, late = [g for g in groups if g["step"] < 3], [g for g in groups if g["step"] >= 3]
     assert len(early) == 3 * SCHED.batch_size and len(late) == 4 * SCHED.batch_size
     # stage 0: only rev (count has weight 0), none of its hidden prompts; dropped prompts never

@@ -122,10 +122,11 @@ def test_the_trained_batch_is_k_steps_old_and_its_ratio_is_against_the_generatin
     # one update per batch: on-policy the ratio is 1 up to float error; from weights 2 updates old it is not
     assert all(abs(x["train/ratio_max"] - 1) < 1e-3 for x in trained[0])
     assert max(x["train/ratio_max"] for x in trained[2] if x["train/staleness"] == 2) > 1.01
-    assert lines[0][-1]["total/gen_groups"] == len(_logs(tmp_path / "k0")[1].splitlines())
-    assert lines[2][-1]["total/gen_groups"] == len(_logs(tmp_path / "k2")[1].splitlines())
+    # the reward logs: a header line, then one line per generated group
+    assert lines[0][-1]["total/gen_groups"] == len(_logs(tmp_path / "k0")[1].splitlines()[1:])
+    assert lines[2][-1]["total/gen_groups"] == len(_logs(tmp_path / "k2")[1].splitlines()[1:])
     # the reward log's step is the step the group is trained in: 6 batches, none generated past the last step
-    steps = {json.loads(x)["step"] for x in _logs(tmp_path / "k2")[1].splitlines()}
+    steps = {json.loads(x)["step"] for x in _logs(tmp_path / "k2")[1].splitlines()[1:]}
     assert steps == set(range(6))
 
 

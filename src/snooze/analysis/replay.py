@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from snooze.analysis._chains import Encounters, walk
+from snooze.analysis.estimate import RESAMPLES, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core._checks import as_int
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
@@ -231,11 +232,18 @@ def _simulated(
 
 
 def replay_policies(
-    log: RewardLog, policies: list[ReplayPolicy], config: SchedulerConfig | None = None, shape: StepShape | None = None
+    log: RewardLog,
+    policies: list[ReplayPolicy],
+    config: SchedulerConfig | None = None,
+    shape: StepShape | None = None,
+    resamples: int = RESAMPLES,
 ) -> dict[str, dict[str, Any]]:
     """:func:`replay` for each policy, keyed by policy name (classification done once).
 
-    With ``shape`` each summary also gets ``simulated``: the step loop rebuilt over the kept lines
+    Each summary gets ``headline`` (:func:`snooze.analysis.estimate.headline`: the groups the policy would
+    have generated for the log's signal groups, with a bootstrap interval over the log's prompts of
+    ``resamples`` resamples, and the share of its skipped encounters that had signal). With ``shape`` each
+    summary also gets ``simulated``: the step loop rebuilt over the kept lines
     (:func:`~snooze.analysis.stepsim.simulate_steps`) against the same loop over every line, compared
     over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, and
     ``dapo_sim_matches_log`` (the loop over every line reproduces the logged step count: the shape is right).
@@ -253,11 +261,15 @@ def replay_policies(
     names = {n: i for i, n in enumerate(sorted(set(log.datasets)))}
     dataset = np.fromiter((names[n] for n in log.datasets), dtype=np.int64, count=len(log))
     out: dict[str, dict[str, Any]] = {}
+    masks: dict[str, np.ndarray] = {}
     for pol in policies:
         skipped, regressed = walk(enc, replayed[pol.name], outcomes, log.rewards, cfg.reward_range)
+        masks[pol.name] = skipped
         out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
         if shape is not None and dapo is not None:
             out[pol.name]["simulated"] = _simulated(
                 signal, skipped, dataset, dapo, int(np.unique(log.steps).shape[0]), shape
             )
+    for name, best in headline(prompt, signal, masks, resamples).items():
+        out[name]["headline"] = best
     return out

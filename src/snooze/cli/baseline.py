@@ -1,4 +1,6 @@
-"""``snooze baseline``: baseline completions of the built-in tasks' RL pool, for ``snooze stratify``."""
+"""``snooze baseline``: baseline completions for ``snooze stratify``: of the built-in tasks' RL pool with the
+reference model's checkpoints, or (``--dataset``) of a training run's own dataset with any Hugging Face causal LM
+(:mod:`snooze.experiments.hf_baseline`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from typing import Any
 
 from snooze.core.errors import ConfigError
 
-HELP = "Sample baseline completions of the built-in tasks with one or more checkpoints (input of snooze stratify)."
+HELP = (
+    "Sample baseline completions (input of snooze stratify): of the built-in tasks with reference checkpoints, or "
+    "of your dataset (--dataset) with any Hugging Face causal LM."
+)
 
 
 PROFILE_OPTIONS = ("temperature", "pool_size", "test_size")
@@ -42,13 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="[NAME=]PATH",
         help="checkpoint: a .pt state dict, a folder with model.pt, or a run folder of snooze compare or train() "
-        "(its last checkpoint); repeat for several models",
+        "(its last checkpoint); with --dataset, a Hugging Face causal LM (a local folder or a hub name); "
+        "repeat for several models",
     )
-    parser.add_argument(
-        "--warmup",
-        action="store_true",
-        help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
-    )
+    _add_dataset_options(parser)
     parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
     parser.add_argument(
         "--cache",
@@ -59,6 +61,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling = parser.add_argument_group("sampling (BaselineConfig fields)")
     add_options(sampling, BaselineConfig, OPTIONS)
     add_options(sampling, BaselineConfig, PROFILE_OPTIONS, unset="the profile's, else {default}")
+
+
+def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
+    """``--dataset`` and what goes with it (a Hugging Face causal LM as ``--model``)."""
+    from snooze.cli._options import _pair, integer
+    from snooze.cli._paths import input_file
+
+    own = parser.add_argument_group("your dataset (--dataset, with any Hugging Face causal LM as --model)")
+    own.add_argument(
+        "--dataset",
+        type=input_file,
+        default=None,
+        metavar="FILE",
+        help="the training run's dataset, JSONL or Parquet: verl's (data_source, prompt, reward_model, extra_info) "
+        "or TRL's (prompt, optional id and answer columns); ids as the verl or TRL adapter names the rows",
+    )
+    own.add_argument(
+        "--reward",
+        default=None,
+        metavar="FILE.py:NAME",
+        help="reward function: verl's custom reward form (compute_score(data_source, solution_str, ground_truth, "
+        "extra_info)) or TRL's (f(prompts, completions, **columns)); default: 1 when the row's answer is in the "
+        "completion",
+    )
+    own.add_argument(
+        "--max-new-tokens", type=integer, default=256, help="tokens generated per completion (default 256)"
+    )
+    own.add_argument(
+        "--reward-range",
+        type=_pair,
+        default=(0.0, 1.0),
+        metavar="LOW,HIGH",
+        help="where the reward function's rewards lie (default 0,1); scaled to [0, 1] for stratify. "
+        "A negative LOW needs the = form: --reward-range=-1,1.",
+    )
+    parser.add_argument(
+        "--warmup",
+        action="store_true",
+        help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
+    )
 
 
 def _named(text: str) -> tuple[str, str]:
@@ -117,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
     from snooze.trainer.tasks import parse_tasks
 
     torch.set_num_threads(os.cpu_count() or 1)
+    if args.dataset is not None:
+        return _run_hf(args)
+    if args.reward is not None:
+        raise ConfigError("--reward scores completions of --dataset; the built-in tasks have their own verifier")
     if not args.model and not args.warmup:
         raise ConfigError("no models: pass --model [NAME=]PATH (repeatable) and/or --warmup")
     profile = None
@@ -165,6 +211,69 @@ def run(args: argparse.Namespace) -> int:
     )
     for name in models:
         mine = [r for r in rows if r["model"] == name]
+        rate = sum(sum(r["rewards"]) for r in mine) / max(1, cfg.samples * len(mine))
+        print(f"  {name}: mean pass rate {rate:.3f}")
+    return 0
+
+
+def _hf_label(text: str) -> tuple[str, str]:
+    """``NAME=PATH`` or a path or hub name (its last part is the model's name in the rows)."""
+    name, sep, path = text.partition("=")
+    if not sep:
+        name, path = text.rstrip("/").rsplit("/", 1)[-1], text
+    if not name or "/" in name:
+        raise ConfigError(f"--model {text!r}: the model name must be non-empty and without '/'; use NAME=PATH")
+    return name, path
+
+
+def _run_hf(args: argparse.Namespace) -> int:
+    """``--dataset``: baseline completions of the dataset's prompts from Hugging Face causal LMs."""
+    from snooze.cli._options import build, values
+    from snooze.core._checks import check_reward_range
+    from snooze.experiments.baseline import BaselineConfig, write_completions
+    from snooze.experiments.hf_baseline import hf_completions, load_reward, read_prompts
+
+    clash = [
+        flag
+        for flag, given in (("--warmup", args.warmup), ("--profile", args.profile), ("--tasks", args.tasks))
+        if given
+    ]
+    clash += ["--" + k.replace("_", "-") for k in values(args, ("pool_size", "test_size"))]
+    if clash:
+        raise ConfigError(f"{', '.join(clash)}: for the built-in tasks; --dataset samples your dataset's prompts")
+    if not args.model:
+        raise ConfigError("--dataset needs --model [NAME=]NAME_OR_PATH (a Hugging Face causal LM; repeatable)")
+    cfg = build(BaselineConfig, {**values(args, OPTIONS), **values(args, ("temperature",))})
+    reward_range = check_reward_range(args.reward_range, "--reward-range")
+    reward = load_reward(args.reward) if args.reward is not None else None
+    rows, kind = read_prompts(args.dataset)
+    print(f"{args.dataset}: {len(rows):,} prompts, named as the {kind} adapter names them")
+    out: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    labels = [_hf_label(text) for text in args.model]
+    if len({n for n, _ in labels}) < len(labels):
+        raise ConfigError("two --model share a name; name them NAME=PATH")
+    for name, path in labels:
+        print(f"  sampling {name} ({path})...", flush=True)
+        out += hf_completions(
+            path,
+            name,
+            rows,
+            cfg.samples,
+            cfg.temperature,
+            args.max_new_tokens,
+            cfg.chunk,
+            cfg.seed,
+            reward,
+            reward_range,
+        )
+    write_completions(out, args.out)
+    print(
+        f"wrote {len(out):,} rows ({len(labels)} model(s) x {len(rows):,} prompts x {cfg.samples} samples) to "
+        f"{args.out} in {time.perf_counter() - t0:.1f}s"
+    )
+    for name, _ in labels:
+        mine = [r for r in out if r["model"] == name]
         rate = sum(sum(r["rewards"]) for r in mine) / max(1, cfg.samples * len(mine))
         print(f"  {name}: mean pass rate {rate:.3f}")
     return 0

@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "stratify": "snooze.cli.stratify",
     "replay": "snooze.cli.replay",
     "check-verl": "snooze.cli.check_verl",
+    "import": "snooze.cli.importer",
 }
 
 SIGPIPE_STATUS = 141

@@ -1,4 +1,7 @@
-"""``snooze replay LOG --out DIR``: what would filter / snooze:k have saved on a logged run?"""
+"""``snooze replay LOG --out DIR``: what would filter / snooze:k have saved on a logged run?
+
+The log's header gives the run's sizes and policy (:mod:`snooze.analysis.logrun`); the output is one
+headline line per policy and a details section (:mod:`snooze.cli._replay_report`), and ``replay.json``."""
 
 from __future__ import annotations
 
@@ -7,7 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-HELP = "Replay a reward log under filter and snooze:k and report the groups each would have skipped."
+HELP = (
+    "Replay a reward log under filter and snooze:k: the groups each would have generated (with an interval) "
+    "and the signal it would have skipped."
+)
 
 
 def _factors(text: str) -> list[int]:
@@ -28,7 +34,7 @@ SCHEDULER_OPTIONS = ("group_size", "reward_range", "easy_threshold", "hard_thres
 """Fields of :class:`~snooze.SchedulerConfig` the replay classifies groups with (``group_size``: the log's)."""
 
 SHAPE_OPTIONS = ("batch_size", "gen_batch_size", "max_gen_rounds")
-"""Fields of :class:`~snooze.analysis.StepShape`, the logged run's step loop (inferred when not given)."""
+"""Fields of :class:`~snooze.analysis.StepShape`, the logged run's step loop (the header's, else inferred)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,89 +58,52 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-plot", action="store_true", help="skip replay.png")
     classify = parser.add_argument_group("classification (SchedulerConfig fields)")
-    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[:1], unset="the log's first line")
-    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[1:])
-    add_options(
-        parser.add_argument_group("the logged run's step loop (StepShape fields)"),
-        StepShape,
-        SHAPE_OPTIONS,
-        unset="inferred from the log",
-    )
-
-
-def _pct(value: object) -> str:
-    return "n/a" if value is None else f"{100 * float(value):.1f}%"  # type: ignore[arg-type]
-
-
-def _table(results: dict[str, dict[str, object]]) -> str:
-    cols = (
-        "policy",
-        "skipped groups",
-        "saved",
-        "missed signal",
-        "of signal",
-        "@ equal signal",
-        "step sim",
-        "regressed",
-    )
-    widths = (16, 16, 8, 15, 11, 16, 10, 11)
-    rows = ["".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cols, widths)))]
-    rows.append("-" * sum(widths))
-    for name, r in results.items():
-        cells = (
-            name,
-            f"{r['skipped_groups']:,}",
-            _pct(r["saved_frac"]),
-            f"{r['missed_signal_groups']:,}",
-            _pct(r["missed_signal_frac"]),
-            _pct(r["predicted_saved_frac"]),
-            _pct(r.get("simulated", {}).get("saved_frac")),  # type: ignore[attr-defined]
-            f"{r['regressed']:,}",
-        )
-        rows.append("".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths))))
-    return "\n".join(rows)
-
-
-def _print_sim_note(results: dict[str, dict[str, Any]], shape: Any) -> None:
-    if shape is None:
-        print("step sim: n/a (no generation batch size could be inferred; pass --gen-batch-size)")
-        return
-    first = next(iter(results.values()))["simulated"]
-    print(
-        f"step sim: batch_size={shape.batch_size}, gen_batch_size={shape.gen_batch_size}, "
-        f"max_gen_rounds={shape.max_gen_rounds}; generation saved over the steps both loops complete"
-        + (
-            ""
-            if first["dapo_sim_matches_log"]
-            else " -- WARNING: the loop over every line does not reproduce the logged steps; check these sizes"
-        )
+    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[:1], unset="the log's header, else its first line")
+    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[1:2], unset="the log's header, else 0,1")
+    add_options(classify, SchedulerConfig, SCHEDULER_OPTIONS[2:])
+    loop = parser.add_argument_group("the logged run's step loop (StepShape fields)")
+    add_options(loop, StepShape, SHAPE_OPTIONS, unset="the log's header, else inferred from the log")
+    loop.add_argument(
+        "--override-header",
+        action="store_true",
+        help="use the sizes and reward range given here where they contradict the log's header "
+        "(without it such an option is refused)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from snooze.analysis import StepShape, policy_names, replay_policies
+    from snooze.analysis import policy_names, replay_policies
+    from snooze.analysis.logrun import logged_run
+    from snooze.analysis.replay import StepShape
     from snooze.cli._options import build, naming_options, values
+    from snooze.cli._replay_report import print_details, print_headline, print_log
     from snooze.core.config import SchedulerConfig
+    from snooze.core.errors import ConfigError
     from snooze.logs import read_reward_log
 
     options = values(args, SCHEDULER_OPTIONS)
     cfg = build(SchedulerConfig, options)  # checked before the log is read
-    log = read_reward_log(args.log, group_size=args.group_size, reward_range=cfg.reward_range)
-    cfg = cfg.replace(group_size=log.group_size)
+    log = read_reward_log(args.log, group_size=args.group_size, reward_range=options.get("reward_range"))
+    if log.header is not None and "reward_range" in options and cfg.reward_range != log.header.reward_range:
+        if not args.override_header:
+            raise ConfigError(
+                f"{args.log}: --reward-range {cfg.reward_range} contradicts the log's header "
+                f"({list(log.header.reward_range)}); leave it out, or pass --override-header to use yours"
+            )
+    reward_range = options.get("reward_range") or (log.header.reward_range if log.header else cfg.reward_range)
+    cfg = cfg.replace(group_size=log.group_size, reward_range=reward_range)
     shape_options = values(args, SHAPE_OPTIONS)
     with naming_options(StepShape, shape_options):
-        shape = StepShape.infer(log, **shape_options)
+        run_info = logged_run(log, **shape_options, override=args.override_header)
+    shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "replay.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    n_prompts = len(set(zip(log.datasets, log.ids, strict=False)))
-    print(
-        f"{args.log}: {len(log):,} groups of {log.group_size} rollouts, {n_prompts:,} prompts, "
-        f"steps {int(log.steps[0])}..{int(log.steps[-1])}"
-    )
-    print(_table(results))
-    _print_sim_note(results, shape)
+    report = {"log": _log_info(log, run_info), "policies": results}
+    (out / "replay.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    print_log(log, run_info)
+    print_headline(results)
+    print_details(results, run_info)
     if not args.no_plot:
         from snooze.plots import plot_replay
 
@@ -145,3 +114,21 @@ def run(args: argparse.Namespace) -> int:
         "(see docs/offline-analysis.md)"
     )
     return 0
+
+
+def _log_info(log: Any, run: Any) -> dict[str, Any]:
+    """What ``replay.json`` records of the log and of what the replay took its run to be."""
+    shape = run.shape
+    return {
+        "path": str(log.path),
+        "groups": len(log),
+        "group_size": log.group_size,
+        "header": json.loads(log.header.to_line()) if log.header is not None else None,
+        "policy": run.policy,
+        "dynamic_sampling": run.dynamic_sampling,
+        "step_loop": None if shape is None else {k: getattr(shape, k) for k in SHAPE_OPTIONS},
+        "assumed": run.assumed,
+        "overridden": run.overridden,
+        "step_sim_na": run.sim_na,
+        "warnings": run.warnings,
+    }

@@ -12,14 +12,16 @@ Each adapter lives in its own module and imports its framework when that module 
   prompts drawn from the scheduler and the scheduler's step loop in its replay buffer, registered as
   ``trainer.v1.trainer_mode=snooze`` (extra ``[verl]``).
 
-Both write the per-group reward log of :mod:`snooze.logs`.
+Both write the per-group reward log of :mod:`snooze.logs`; ``RewardLogger`` writes it for a plain TRL
+``GRPOTrainer`` run (a callback and a wrapper of its reward functions, snooze choosing nothing).
 """
 
 from snooze._lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(
-        ["SnoozeGRPOTrainer", "SnoozeAsyncGRPOTrainer", "SnoozeCheckpointCallback"], "snooze.integrations.trl"
+        ["SnoozeGRPOTrainer", "SnoozeAsyncGRPOTrainer", "SnoozeCheckpointCallback", "RewardLogger"],
+        "snooze.integrations.trl",
     ),
     **dict.fromkeys(["SnoozeTrainer"], "snooze.integrations.verl"),
 }

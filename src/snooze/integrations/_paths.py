@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError
-from snooze.logs import RewardLogWriter
+from snooze.logs import RewardLogHeader, RewardLogWriter
 
 __all__ = ["log_path", "open_log"]
 
@@ -36,9 +36,10 @@ def log_path(value: Any, name: str) -> Path:
     return path
 
 
-def open_log(path: Path, resumed: bool) -> RewardLogWriter:
+def open_log(path: Path, resumed: bool, config: Any = None, source: str = "") -> RewardLogWriter:
     """The run's reward log: appended to on resume; on a fresh run an earlier run's non-empty log at
-    ``path`` is first renamed ``<name>.earlier-N<suffix>`` (the first free N) and a warning names it."""
+    ``path`` is first renamed ``<name>.earlier-N<suffix>`` (the first free N) and a warning names it.
+    ``config``: the run's :class:`~snooze.SchedulerConfig`, written as the log's header (a new log's first line)."""
     if not resumed and path.is_file() and path.stat().st_size > 0:
         n = 1
         while (aside := path.with_name(f"{path.stem}.earlier-{n}{path.suffix}")).exists():
@@ -47,4 +48,5 @@ def open_log(path: Path, resumed: bool) -> RewardLogWriter:
         log.warning(
             "%s held an earlier run's reward log; this fresh run moved it to %s and starts a new one", path, aside
         )
-    return RewardLogWriter(path, append=resumed)
+    header = RewardLogHeader.of_config(config, source) if config is not None else None
+    return RewardLogWriter(path, append=resumed, header=header)

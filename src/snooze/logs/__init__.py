@@ -7,6 +7,7 @@ reward log) and the figures and run summaries (reading the metrics log). Formats
 the ``compact`` metrics mode, and the names scheduler metrics are logged under in TRL and verl.
 """
 
+from snooze.logs._header import RewardLogHeader, is_header
 from snooze.logs._jsonl import read_lines, truncate_log
 from snooze.logs._metrics_log import LATE_EVALS, METRICS_FILE, MetricsLogWriter, late_evaluations, read_metrics
 from snooze.logs._reward_log import (
@@ -21,6 +22,8 @@ from snooze.logs.dashboard import DASHBOARD, METRICS_MODES, check_metrics_mode, 
 
 __all__ = [
     "RewardLog",
+    "RewardLogHeader",
+    "is_header",
     "RewardLogWriter",
     "read_reward_log",
     "write_groups",

@@ -130,13 +130,17 @@ def read_lines(path: str | os.PathLike[str], fast: Fast | None = None) -> Iterat
 
 def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
     """Drop every line whose ``step`` is ``>= from_step`` (the steps a resumed run will redo), and a last
-    line cut short. Returns how many lines were dropped; a missing file is fine (nothing logged yet)."""
+    line cut short; a header first line (the reward log's) is kept. Returns how many lines were dropped; a
+    missing file is fine (nothing logged yet)."""
     p = Path(path)
     if not p.exists():
         return 0
     kept: list[str] = []
     dropped = 0
     for number, text, obj in _parsed(p):
+        if obj is not None and "format" in obj and not kept and not dropped:  # a reward log's header stays
+            kept.append(text if text.endswith("\n") else text + "\n")
+            continue
         step = obj.get("step") if obj is not None else None
         if obj is not None and not (is_int(step) and 0 <= step <= INT64_MAX):  # (-1 was kept, as a step before all)
             raise fail(

@@ -2,16 +2,19 @@
 
 ::
 
+    {"format": "snooze-reward-log", "version": 1, "group_size": 4, "batch_size": 16, ...}
     {"step": 3, "dataset": "gsm8k", "id": "q-17", "rewards": [1.0, 0.0, 1.0, 1.0]}
 
-Each line of a prompt ``(dataset, id)`` is one *encounter* of that prompt. The reference trainer and
-the TRL and verl adapters write this format; :class:`RewardLogWriter` is the one writer they share
-(:func:`write_groups` writes a round straight from the candidates). Extra fields on a line are
-allowed and ignored by the readers here.
+The first line may be a header (:class:`~snooze.logs.RewardLogHeader`: the run's sizes, policy and reward
+range); every writer in snooze writes one. Each other line of a prompt ``(dataset, id)`` is one *encounter*
+of that prompt. The reference trainer, the TRL and verl adapters and the importers write this format;
+:class:`RewardLogWriter` is the one writer they share (:func:`write_groups` writes a round straight from
+the candidates). Extra fields on a line are allowed and ignored by the readers here.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -32,6 +35,7 @@ from snooze.core._checks import (  # steps and integer ids are held as int64
 )
 from snooze.core.errors import DataError
 from snooze.core.types import Candidate
+from snooze.logs._header import RewardLogHeader, is_header
 from snooze.logs._jsonl import LineWriter, fail, read_lines
 
 __all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
@@ -63,6 +67,10 @@ class RewardLog:
 
     lines: np.ndarray
     """``int64 [N]``: 1-based line number of each group in the file (blank lines are skipped)."""
+
+    header: RewardLogHeader | None = None
+    """The log's header line, or ``None`` for a log without one (written by hand, or by a snooze before
+    headers): then a reader has to infer the run's sizes and cannot know its policy."""
 
     @property
     def group_size(self) -> int:
@@ -153,24 +161,51 @@ def _rewards_array(rows: list[Any]) -> np.ndarray:
     return np.asarray([[float(x) for x in r.split(",")] if isinstance(r, str) else r for r in rows], dtype=np.float64)
 
 
-def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[list[Any], ...]:
+def _header(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> tuple[Any, ...]:
+    """The header (or ``None``) and the lines after it; a given ``group_size`` other than the header's is an error."""
+    first = next(lines, None)
+    if first is None or not is_header(first[1]):
+        return None, ([first] if first is not None else [])
+    header = RewardLogHeader.from_line(first[1], path, first[0])
+    if group_size is not None and group_size != header.group_size:
+        raise fail(
+            path,
+            first[0],
+            "group_size",
+            f"the header says groups of {header.group_size}, but {group_size} was asked for (--group-size)",
+        )
+    return header, []
+
+
+def _parse_lines(
+    lines: Iterator[tuple[int, Any]], path: str, group_size: int | None
+) -> tuple[RewardLogHeader | None, tuple[list[Any], ...]]:
+    header, pending = _header(lines, path, group_size)
     steps: list[int] = []
     datasets: list[str] = []
     ids: list[str | int] = []
     rewards: list[Any] = []  # each a list of numbers, or the checked text of a line in the writer's form
     numbers: list[int] = []
-    want = group_size
-    for line_no, obj in lines:
+    want = header.group_size if header is not None else group_size
+    for line_no, obj in itertools.chain(pending, lines):
         if isinstance(obj, tuple):
             step, dataset, pid, row = obj
             size = row.count(",") + 1
         else:
+            if is_header(obj):
+                raise fail(path, line_no, "format", "a header can only be the first line (two logs joined into one?)")
             step, dataset, pid, row = _check_line(obj, path, line_no)
             size = len(row)
         if want is None:
             want = size
         if size != want:
-            source = "--group-size" if group_size is not None else f"line {numbers[0]}"
+            source = (
+                "the header"
+                if header is not None
+                else "--group-size"
+                if group_size is not None
+                else f"line {numbers[0]}"
+            )
             raise fail(path, line_no, "rewards", f"{size} rewards, but {source} has {want}: groups must all be size G")
         if steps and step < steps[-1]:
             raise fail(
@@ -185,21 +220,24 @@ def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | 
         ids.append(pid)
         rewards.append(row)
         numbers.append(line_no)
-    return steps, datasets, ids, rewards, numbers
+    return header, (steps, datasets, ids, rewards, numbers)
 
 
 def read_reward_log(
-    path: str | os.PathLike[str], group_size: int | None = None, reward_range: tuple[float, float] = (0.0, 1.0)
+    path: str | os.PathLike[str], group_size: int | None = None, reward_range: tuple[float, float] | None = None
 ) -> RewardLog:
     """Read and check a reward log. Any bad line raises :class:`~snooze.DataError` naming file, line and field.
 
-    ``group_size``: the expected G (``None``: the first line's). Every reward must be finite and in
-    ``reward_range``; ``G >= 2`` (a group of one has no spread).
+    ``group_size``: the expected G (``None``: the header's, else the first line's; one that contradicts the
+    header is an error). Every reward must be finite and in ``reward_range`` (``None``: the header's, else
+    ``[0, 1]``); ``G >= 2`` (a group of one has no spread).
     """
     name = str(path)
     if not os.path.exists(name):
         raise DataError(f"{name}: reward log not found")
-    steps, datasets, ids, rows, lines = _parse_lines(read_lines(path, _canonical), name, group_size)
+    header, (steps, datasets, ids, rows, lines) = _parse_lines(read_lines(path, _canonical), name, group_size)
+    if reward_range is None:
+        reward_range = header.reward_range if header is not None else (0.0, 1.0)
     if not rows:
         raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
     arr = _rewards_array(rows)  # [N, G]
@@ -214,7 +252,7 @@ def read_reward_log(
         raise fail(
             name, int(line_arr[g]), "rewards", f"rollout {r}: {float(arr[g, r])!r} is {kind} (set --reward-range?)"
         )
-    return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr)
+    return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr, header)
 
 
 def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any) -> None:
@@ -228,10 +266,19 @@ class RewardLogWriter(LineWriter):
     """Append groups to a reward log, one JSON line each (``with RewardLogWriter(path) as log: ...``).
 
     Trainers call :meth:`write` after every generation round, with the groups in the order they were
-    generated. Lines are flushed at each call so a crashed run still leaves a usable log.
+    generated. Lines are flushed at each call so a crashed run still leaves a usable log. ``header``: the
+    run's :class:`RewardLogHeader`, written as the first line of a new (or empty) log; a log appended to
+    keeps the header it has.
     """
 
     kind = "reward log"
+
+    def __init__(
+        self, path: str | os.PathLike[str], append: bool = False, header: RewardLogHeader | None = None
+    ) -> None:
+        super().__init__(path, append)
+        if header is not None and self.path.stat().st_size == 0:
+            self._write_lines([header.to_line()])
 
     def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> None:
         """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``."""

@@ -13,49 +13,50 @@ from snooze.plots._mpl import pyplot
 __all__ = ["plot_replay", "plot_pass_rates", "plot_strata"]
 
 
+def _band(rows: Sequence[tuple[int, Mapping[str, Any]]], key: str, interval: str) -> tuple[list[Any], ...]:
+    """``(factors, values %, lower errors, upper errors)`` of a headline field, leaving out ``None``."""
+    ks, vals, lo, hi = [], [], [], []
+    for k, r in rows:
+        h = r["headline"]
+        if h[key] is None:
+            continue
+        span = h[interval] or [h[key], h[key]]
+        ks.append(k)
+        vals.append(100 * h[key])
+        lo.append(100 * (h[key] - span[0]))
+        hi.append(100 * (span[1] - h[key]))
+    return ks, vals, lo, hi
+
+
 def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-    """Savings (share of groups skipped) and missed signal against the snooze factor; ``filter`` as lines."""
+    """The replay's headline against the snooze factor: generation saved for the log's signal groups and the
+    share of skipped encounters that had signal, each with its interval; ``filter`` as lines with its band."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for prefix, marker in (("snooze:", "o"), ("snooze-hard:", "s")):
         rows = sorted((r["factor"], r) for name, r in results.items() if name.startswith(prefix))
         if not rows:
             continue
-        ks = [k for k, _ in rows]
-        ax.plot(ks, [100 * r["saved_frac"] for _, r in rows], marker=marker, label=f"{prefix[:-1]}: groups saved")
-        sim = [(k, r["simulated"]["saved_frac"]) for k, r in rows if "saved_frac" in r.get("simulated", {})]
-        ax.plot(
-            [k for k, _ in sim],
-            [100 * v for _, v in sim],
-            marker=marker,
-            linestyle="-.",
-            label=f"{prefix[:-1]}: saved, step loop rebuilt",
-        )
-        eq = [(k, r["predicted_saved_frac"]) for k, r in rows if r.get("predicted_saved_frac") is not None]
-        ax.plot(
-            [k for k, _ in eq],
-            [100 * v for _, v in eq],
-            marker=marker,
-            linestyle=":",
-            label=f"{prefix[:-1]}: saved at equal signal",
-        )
-        ax.plot(
-            ks,
-            [100 * r["missed_signal_frac"] for _, r in rows],
-            marker=marker,
-            linestyle="--",
-            label=f"{prefix[:-1]}: signal groups missed",
-        )
+        for key, interval, style, what in (
+            ("saved_frac", "saved_interval", "-", "generation saved"),
+            ("risk", "risk_interval", "--", "skipped with signal"),
+        ):
+            ks, vals, lo, hi = _band(rows, key, interval)
+            label = f"{prefix[:-1]}: {what}"
+            ax.errorbar(ks, vals, yerr=[lo, hi], marker=marker, linestyle=style, capsize=3, label=label)
     if "filter" in results:
-        ax.axhline(100 * results["filter"]["saved_frac"], color="grey", label="filter: groups saved")
-        ax.axhline(
-            100 * results["filter"]["missed_signal_frac"],
-            color="grey",
-            linestyle="--",
-            label="filter: signal groups missed",
-        )
+        h = results["filter"]["headline"]
+        for key, interval, style, what in (
+            ("saved_frac", "saved_interval", "-", "generation saved"),
+            ("risk", "risk_interval", "--", "skipped with signal"),
+        ):
+            if h[key] is None:
+                continue
+            ax.axhline(100 * h[key], color="grey", linestyle=style, label=f"filter: {what}")
+            if h[interval] is not None:
+                ax.axhspan(100 * h[interval][0], 100 * h[interval][1], color="grey", alpha=0.15)
     ax.set_xlabel("snooze factor")
-    ax.set_ylabel("%  (saved: of groups; missed: of signal groups)", fontsize=8)
+    ax.set_ylabel("%  (saved: of the log's groups; with signal: of skipped)", fontsize=8)
     ax.set_title("Replay of a logged run")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -25,7 +25,7 @@ from snooze.core._json import read_json
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import SnoozeError, StateError, StateMismatchError
-from snooze.logs import METRICS_FILE, REWARDS_FILE, read_lines, read_metrics, truncate_log
+from snooze.logs import METRICS_FILE, REWARDS_FILE, is_header, read_lines, read_metrics, truncate_log
 
 __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]
 
@@ -159,7 +159,7 @@ def reconcile_logs(run_dir: Path, step: int, generated: int | None = None, group
     if groups is None:
         groups = lines[-1].get("total/gen_groups") if lines else 0
     rewards = run_dir / REWARDS_FILE
-    logged = sum(1 for _ in read_lines(rewards)) if rewards.exists() else 0
+    logged = sum(1 for _, obj in read_lines(rewards) if not is_header(obj)) if rewards.exists() else 0
     if groups is not None and (not is_int(groups) or logged != groups):  # (5.5 or true skipped the check)
         raise StateError(
             f"{rewards}: holds {logged} groups, but the {step} committed steps generated {groups} "

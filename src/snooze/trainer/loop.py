@@ -13,7 +13,8 @@ Files written into ``run_dir``:
   updates the evaluated weights had). Step ``s`` is evaluated *before* its update when
   ``s % eval_every == 0`` (so step 0 carries the base model), and the last step *after* its update
   (the final accuracy).
-- ``rewards.jsonl``: the reward log (one line per generated group, in generation order).
+- ``rewards.jsonl``: the reward log (a header line with the run's sizes and policy, then one line per
+  generated group, in generation order).
 - ``tb/``: TensorBoard events when ``tensorboard`` is installed.
 - ``checkpoint/``: model, optimizer, RNG states, stored rollouts and the scheduler, for exact resume
   (and ``curriculum.json``, the curriculum's ``state_dict()``, when training with one).
@@ -49,7 +50,7 @@ from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
-from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogWriter
+from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogHeader, RewardLogWriter
 from snooze.logs.dashboard import select
 from snooze.trainer import checkpoint as ckpt
 from snooze.trainer._records import read_curriculum_state, read_trainer_meta
@@ -321,7 +322,11 @@ def _loop(
 ) -> None:
     """Train until ``cfg.steps`` (or ``stop_after`` more steps), committing a checkpoint every ``checkpoint_every``
     steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
-    with RewardLogWriter(run_dir / REWARDS_FILE, append=True) as rlog, MetricsLogWriter(run_dir / METRICS_FILE) as mlog:
+    header = RewardLogHeader.of_config(sched_cfg, source="snooze.trainer")
+    with (
+        RewardLogWriter(run_dir / REWARDS_FILE, append=True, header=header) as rlog,
+        MetricsLogWriter(run_dir / METRICS_FILE) as mlog,
+    ):
         run.roller.log_to(rlog)
         end = cfg.steps if stop_after is None else min(cfg.steps, run.step + stop_after)
         while run.step < end and not run.drained:  # a resumed run that had used up its data ends here too

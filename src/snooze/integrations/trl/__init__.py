@@ -13,6 +13,9 @@
   while the trainer trains) whose rollout worker generates the scheduler's prompts (``_async_worker``) and whose
   steps train on the scheduler's batches, under delayed feedback (``_async_run``).
 
+- :class:`RewardLogger` (``_reward_log``): a plain ``GRPOTrainer`` run's reward log (a callback and a reward
+  function wrapper), for ``snooze replay`` on a run snooze did not choose anything in.
+
 The scheduler's metrics go into TRL's logs under ``snooze/`` and its state is saved into every TRL checkpoint
 (``checkpoint-N/snooze/``, ``_callbacks``) and restored by ``resume_from_checkpoint``. What the adapter checks
 before training (the TRL release, the sizes) is in ``_checks``; the multi-process layout in ``_dist``.
@@ -28,6 +31,7 @@ _EXPORTS = {
     **dict.fromkeys(["SnoozeCheckpointCallback", "PoolEpochCallback", "STATE_DIR"], _HERE + "_callbacks"),
     "check_trl": _HERE + "_checks",
     "SnoozeAsyncGRPOTrainer": _HERE + "_async_trainer",
+    "RewardLogger": _HERE + "_reward_log",
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)

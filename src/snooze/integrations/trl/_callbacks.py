@@ -10,6 +10,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from snooze import Scheduler
+from snooze.integrations._curriculum import save_curriculum
 from snooze.integrations.trl._data import pool_passes
 
 __all__ = ["STATE_DIR", "PoolEpochCallback", "SnoozeCheckpointCallback", "no_state"]
@@ -32,16 +33,19 @@ class PoolEpochCallback(TrainerCallback):  # type: ignore[misc]
 
 
 class SnoozeCheckpointCallback(TrainerCallback):  # type: ignore[misc]
-    """Writes the scheduler's state into each TRL checkpoint as ``checkpoint-N/snooze/``."""
+    """Writes the scheduler's state into each TRL checkpoint as ``checkpoint-N/snooze/`` (and a curriculum's,
+    when the run has one, as ``checkpoint-N/snooze_curriculum.json``)."""
 
-    def __init__(self, scheduler: Scheduler) -> None:
+    def __init__(self, scheduler: Scheduler, curriculum: Any = None) -> None:
         self.scheduler = scheduler
+        self.curriculum = curriculum
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if not args.should_save:  # process 0 (each node's first process with save_on_each_node), as TRL's files
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}" / STATE_DIR
         self.scheduler.save(folder)
+        save_curriculum(self.curriculum, folder.parent)
         log.info("saved scheduler state (step %d) to %s", self.scheduler.step_index, folder)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
+from snooze.integrations._curriculum import curriculum_of, restore_curriculum
 from snooze.integrations._paths import log_path, open_log
 from snooze.integrations._tensors import concat_rows, count_loss_tokens, inert_copy, take_rows
 from snooze.integrations.trl import _build as build
@@ -81,6 +82,9 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     - ``reward_log``: path of the per-group JSONL reward log ``snooze replay`` reads (optional;
       written by the main process only).
     - ``on_batch``: called with each finished :class:`~snooze.Batch` (metrics, kept groups), on every process.
+    - ``curriculum``: a curriculum file (``snooze stratify``'s ``curriculum.json``; ``snooze baseline --dataset``
+      names the rows as this trainer does) or a :class:`~snooze.Curriculum`: applied to the scheduler, updated
+      after each step, its state saved in each checkpoint (``checkpoint-N/snooze_curriculum.json``).
 
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
@@ -95,12 +99,14 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         reward_log: str | Path | None = None,
         on_batch: Callable[[Batch], None] | None = None,
         snooze_metrics: str = "full",
+        curriculum: Any = None,
         **kwargs: Any,
     ) -> None:
         self._metrics_mode = check_metrics_mode(snooze_metrics, "snooze_metrics")
         checks.check_trl(trl.__version__, {"GRPOTrainer": GRPOTrainer}, checks.SYNC)  # before TRL loads anything
         build.check_own(scheduler, snooze_config, on_batch)
         self._reward_log_path = log_path(reward_log, "reward_log") if reward_log is not None else None
+        self._curriculum = curriculum_of(curriculum, "curriculum")  # read and checked before TRL loads anything
         bound = build.bind(GRPOTrainer.__init__, args, kwargs)
         if bound is not None:  # (else TRL refuses its arguments itself, below)
             scheduler = _scheduler_before_loading(bound, scheduler, snooze_config)
@@ -109,6 +115,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if scheduler is None:  # pragma: no cover - TRL refuses arguments its signature does not bind
             raise IntegrationError("GRPOTrainer's arguments could not be read: the scheduler was not built")
         self.scheduler = scheduler
+        if self._curriculum is not None:
+            self._curriculum.apply(scheduler)  # its first stage (a resume restores the stage it was in)
         self.on_batch = on_batch
         self.last_digest: list[int] = []
         self._reward_log: RewardLogWriter | None = None
@@ -122,7 +130,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._check_compatible()
         self._warn_off_boundary_saves()
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
-        self.add_callback(SnoozeCheckpointCallback(scheduler))
+        self.add_callback(SnoozeCheckpointCallback(scheduler, self._curriculum))
         self.add_callback(PoolEpochCallback(scheduler))
 
     @property
@@ -210,6 +218,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 break
             last = self._generate_round(cands)
         batch = sched.finish_step()
+        if self._curriculum is not None:
+            self._curriculum.update(sched, batch.metrics)  # the next stage, when its condition holds
         self.last_digest = dist.step_digest(sched, self._step_crc)
         self._agree(f"after step {batch.step}", dist.STEP_FIELDS, self.last_digest)
         out = self._assemble(batch, last)
@@ -322,7 +332,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if not self.accelerator.is_main_process:  # one writer: every rank holds the same rewards
             return None
         if self._reward_log is None and self._reward_log_path is not None:
-            self._reward_log = open_log(self._reward_log_path, self._resumed)
+            self._reward_log = open_log(self._reward_log_path, self._resumed, self.scheduler.config, "snooze.trl")
         return self._reward_log
 
     def restore_scheduler(self, checkpoint: str | Path) -> None:
@@ -342,6 +352,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         if not folder.is_dir():
             raise StateError(no_state(Path(checkpoint)))
         self.scheduler.load_state_dict(load_state(folder))
+        restore_curriculum(self._curriculum, Path(checkpoint), self.scheduler)
         self._rows.clear()
         self._spread.clear()
         self._resumed = True

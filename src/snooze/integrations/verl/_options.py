@@ -70,6 +70,11 @@ class VerlOptions:
     """The scheduler metrics logged to verl's logger: ``full`` (every one) or ``compact`` (the five of
     :data:`snooze.logs.DASHBOARD`; docs/sizing.md)."""
 
+    curriculum: Path | None = None
+    """A curriculum file (``snooze stratify``'s ``curriculum.json``, its ids ``(data_source, extra_info.index)``
+    as ``snooze baseline --dataset`` writes them): applied to the scheduler, updated after each step, its state
+    saved with each checkpoint. The sync trainer only."""
+
 
 _OWN = tuple(f.name for f in dataclasses.fields(VerlOptions) if f.name != "scheduler")
 
@@ -377,6 +382,7 @@ def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list
         "reward_metric": lambda: _reward_metric(opts),
         "poll_interval": lambda: _poll_interval(opts),
         "metrics": lambda: check_metrics_mode(opts.get("metrics", "full"), f"{OPTIONS_KEY}.metrics"),
+        "curriculum": lambda: _curriculum(opts.get("curriculum"), verl_mode),
     }
     values, before = {}, len(errors)
     for name, read in readers.items():
@@ -385,3 +391,20 @@ def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list
         except SnoozeError as exc:
             errors.append(exc)
     return None if len(errors) > before else VerlOptions(**values)
+
+
+def _curriculum(value: Any, verl_mode: str) -> Path | None:
+    """The curriculum file's path, read and checked now (on the driver, before any worker starts)."""
+    if value is None:
+        return None
+    if verl_mode != "sync":
+        raise IntegrationError(
+            f"{OPTIONS_KEY}.curriculum: the async modes do not take a curriculum (a stage change while groups of the "
+            "last stage are in flight is not handled); use trainer.v1.trainer_mode=snooze"
+        )
+    if not isinstance(value, str) or not value:
+        raise IntegrationError(f"{OPTIONS_KEY}.curriculum={value!r}: pass the path of a curriculum file")
+    from snooze.core.curriculum import Curriculum
+
+    Curriculum.from_file(value)  # a ConfigError naming the file and field, now rather than at the first step
+    return Path(value)

@@ -18,6 +18,8 @@ import numpy as np
 
 from snooze import Candidate, IntegrationError, Scheduler, StateError
 from snooze.core._files import write_atomic
+from snooze.core.curriculum import Curriculum
+from snooze.integrations._curriculum import restore_curriculum, save_curriculum
 from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import VerlOptions
 from snooze.integrations.verl._prompts import PromptIndex
@@ -51,6 +53,9 @@ class SnoozeRun:
         self.index = index
         self.options = options
         self.scheduler = Scheduler(index.sources, config, seed=options.seed)
+        self.curriculum = Curriculum.from_file(options.curriculum) if options.curriculum is not None else None
+        if self.curriculum is not None:
+            self.curriculum.apply(self.scheduler)  # its first stage; a resume restores the stage it was in
         self._unbound: list[Candidate] = []  # proposed, not yet given a uid by verl
         self._queued: deque[Candidate] = deque()  # async modes: proposed, not yet fetched by verl's dataloader
         self.open: dict[str, Candidate] = {}  # uid -> issued candidate, rollouts not yet reported
@@ -153,6 +158,8 @@ class SnoozeRun:
                 f"{len(self.open) + len(self._unbound)} issued group(s) not reported at the end of the step"
             )
         batch = self.scheduler.finish_step()
+        if self.curriculum is not None:
+            self.curriculum.update(self.scheduler, batch.metrics)
         train = [self._step[c.ticket] for c in batch.candidates]
         drop = sorted(set(self._step.values()) - set(train))
         self._step = {}
@@ -178,7 +185,7 @@ class SnoozeRun:
     # -- reward log and state -------------------------------------------------------------------
     def _log(self) -> RewardLogWriter | None:
         if self._writer is None and self.options.reward_log is not None:
-            self._writer = open_log(self.options.reward_log, resumed=self._append_log)
+            self._writer = open_log(self.options.reward_log, self._append_log, self.config, "snooze.verl")
         return self._writer
 
     def save(self, folder: Path, in_flight: bool = False) -> None:
@@ -197,6 +204,7 @@ class SnoozeRun:
             record = {"step": self.scheduler.step_index, "uids": {uid: c.ticket for uid, c in self.open.items()}}
             write_atomic(folder / INFLIGHT, json.dumps(record, sort_keys=True).encode())
         self.scheduler.save(folder)
+        save_curriculum(self.curriculum, folder.parent)  # beside the scheduler's folder: global_step_N/
 
     def restore(self, folder: Path, global_step: int) -> None:
         """Load the scheduler saved with verl's checkpoint ``global_step`` and cut the reward log back to it."""
@@ -208,6 +216,7 @@ class SnoozeRun:
                 f"{global_step}; the folder does not belong to this checkpoint"
             )
         rebound = _rebind(folder, restored) if len(restored.pending_candidates()) else {}  # may raise: before changes
+        restore_curriculum(self.curriculum, folder.parent, restored)  # may raise: before the run changes
         self.scheduler = restored
         self.open, self._unbound, self._step, self._queued = rebound, [], {}, deque()
         if self._writer is not None:

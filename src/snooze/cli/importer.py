@@ -1,0 +1,70 @@
+"""``snooze import FORMAT PATH --out LOG``: a verl or prime-rl run's rollout dump as a reward log."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "Turn a verl (trainer.rollout_data_dir) or prime-rl (rollouts/) dump into a reward log for snooze replay."
+
+OPTIONS = ("reward_range", "drop_incomplete", "not_filtered")
+"""Fields of :class:`~snooze.logs.importers.ImportOptions` with their own defaults (``group_size``: the dump's)."""
+
+VERL_ONLY = ("dataset", "dataset_field", "id_field")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from snooze.cli._options import add_options
+    from snooze.cli._paths import output_file
+    from snooze.logs.importers import FORMATS, ImportOptions
+
+    parser.add_argument("format", choices=tuple(FORMATS), help="the framework that wrote the dump")
+    parser.add_argument(
+        "path",
+        metavar="PATH",
+        type=Path,
+        help="verl: the trainer.rollout_data_dir folder (<step>.jsonl files); prime-rl: the run folder (rollouts/)",
+    )
+    parser.add_argument("--out", required=True, type=output_file, help="the reward log to write (JSONL)")
+    parser.add_argument("--force", action="store_true", help="write over an existing --out file")
+    reading = parser.add_argument_group("reading the dump (ImportOptions fields)")
+    add_options(reading, ImportOptions, ("group_size",), unset="the size of the dump's complete groups")
+    add_options(reading, ImportOptions, OPTIONS)
+    verl = parser.add_argument_group("verl only")
+    verl.add_argument("--dataset", default=None, help="dataset name of rows without --dataset-field (default: verl)")
+    verl.add_argument(
+        "--dataset-field",
+        default=None,
+        help="the field naming each row's dataset (default: data_source, when a row has it)",
+    )
+    verl.add_argument(
+        "--id-field",
+        default=None,
+        help="the field holding each prompt's id, e.g. one the reward function dumps (default: the prompt text)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from snooze.cli._options import build, values
+    from snooze.core.errors import ConfigError
+    from snooze.logs.importers import FORMATS, ImportOptions, write_reward_log
+
+    opts = build(ImportOptions, values(args, ("group_size", *OPTIONS)))
+    verl_opts = {k: getattr(args, k) for k in VERL_ONLY if getattr(args, k) is not None}
+    if args.format != "verl" and verl_opts:
+        given = ", ".join("--" + k.replace("_", "-") for k in verl_opts)
+        raise ConfigError(f"{given}: verl only (a prime-rl episode names its environment and task)")
+    if args.out.exists() and not args.force:
+        raise ConfigError(f"{args.out}: exists; pass --force to write over it, or another --out")
+    groups, header, report = FORMATS[args.format](args.path, opts, **verl_opts)
+    write_reward_log(args.out, groups, header)
+    for line in report.lines():
+        print(line)
+    sizes = ", ".join(f"{k} {v}" for k, v in header.sizes().items()) or "batch sizes unknown"
+    print(
+        f"wrote {args.out}: {len(groups):,} groups; header: policy {header.policy}, dynamic sampling "
+        f"{'yes' if header.dynamic_sampling else 'no'}, group_size {header.group_size}, {sizes}, "
+        f"reward range [{header.reward_range[0]:g}, {header.reward_range[1]:g}]"
+    )
+    print(f"next: snooze replay {args.out} --out replay/")
+    return 0

@@ -1,0 +1,180 @@
+"""prime-rl's episode files as a reward log.
+
+prime-rl's file monitor (on by default, ``monitors.file``) writes every episode of a training run, as it
+completes, to ``<run_dir>/rollouts/step_<N>/train/all/traces.jsonl``, one ``verifiers`` ``Episode.to_record()``
+per line, and the episodes of each shipped batch to ``.../train/effective/traces.jsonl`` (prime-rl's
+``docs``: "Episodes"; ``prime_rl/monitors/file.py``). The ``all`` subset holds every generated episode,
+"including trace-less failures, curriculum-rejected work, and work that never enters a batch": what a
+replay needs. ``effective`` holds only trained episodes; a run folder with ``effective`` files and no
+``all`` ones is refused (the groups left out of the batches are missing).
+
+One record (the fields read; the rest is the trace's messages, tokens, timings)::
+
+    {"env": {"id": "gsm8k", "name": "gsm8k"}, "task": {"key": "<stable task id>", ...},
+     "group": {"id": "<group uuid>"}, "ok": true,
+     "traces": [{"agent": {"trainable": true, ...}, "rewards": {"<name>": {"score": 1.0, "weight": 1.0}}, ...}]}
+
+An episode is one rollout; its reward is the sum of ``score * weight`` over the rewards of its trainable
+trace (``Trace.reward``, what prime-rl's GRPO takes). The episodes sharing ``group.id`` are one group (a
+task's ``rollouts_per_example``). The prompt is ``task.key`` (the task's stable identity: its content hash
+unless the environment names it), the dataset the environment (``env.name``, else ``env.id``), the step the
+``N`` of the file that holds the group's last episode. An episode that failed (``ok`` false, or a reward
+that did not run) leaves its group incomplete, and so does a group prime-rl cancelled as too stale.
+
+Each step's batch is filled in rollouts, not groups, and groups arrive across steps, so the header leaves
+``batch_size`` null (``max_gen_rounds`` 1); prime-rl trains on the groups as they come (no regeneration for
+groups without signal), so the run is taken as ``policy: grpo``, ``dynamic_sampling: false``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from snooze.core._checks import finite_float
+from snooze.core.errors import DataError
+from snooze.logs._header import RewardLogHeader
+from snooze.logs.importers._common import (
+    Group,
+    ImportOptions,
+    ImportReport,
+    Rollout,
+    build_groups,
+    check_filtered,
+    reward_range,
+)
+from snooze.logs.importers._jsonl import objects, where
+
+__all__ = ["read_prime_rl", "ALL_FILE"]
+
+ALL_FILE = ("train", "all", "traces.jsonl")
+"""Under ``rollouts/step_<N>/``: the file of every training episode of the step."""
+
+_STEP = re.compile(r"^step_(\d+)$")
+_READ = ("env", "task", "group", "ok", "traces")
+
+
+def _root(path: Path) -> Path:
+    if not path.is_dir():
+        raise DataError(f"{path}: no such folder; pass prime-rl's run folder (it holds rollouts/step_<N>/)")
+    return path / "rollouts" if (path / "rollouts").is_dir() else path
+
+
+def _files(path: Path, report: ImportReport) -> list[tuple[int, Path]]:
+    root = _root(path)
+    found, effective = [], 0
+    for sub in sorted(root.iterdir()):
+        m = _STEP.match(sub.name)
+        if not m or not sub.is_dir():
+            report.files_ignored.append(sub.name)
+            continue
+        file = sub.joinpath(*ALL_FILE)
+        if file.is_file():
+            found.append((int(m.group(1)), file))
+        effective += sub.joinpath("train", "effective", "traces.jsonl").is_file()
+    if not found and effective:
+        raise DataError(
+            f"{root}: only train/effective/traces.jsonl files (the episodes of the trained batches): the groups "
+            "that never entered a batch are missing, so this is usable only for runs without any filter. Import "
+            "the train/all files (prime-rl writes them with monitors.file on, its default)"
+        )
+    if not found:
+        raise DataError(
+            f"{root}: no prime-rl episode files (an empty folder, or no rollouts/step_<N>/train/all/traces.jsonl)"
+        )
+    return sorted(found)
+
+
+def _field(obj: Any, path: str, at: str) -> Any:
+    """``obj``'s value at a dotted ``path``, or a DataError naming it."""
+    for name in path.split("."):
+        if not isinstance(obj, dict) or name not in obj:
+            raise DataError(f"{at}, field {path!r}: missing; prime-rl's episode record has it")
+        obj = obj[name]
+    return obj
+
+
+def _reward(episode: dict[str, Any], at: str) -> float | None:
+    """The episode's reward (its trainable trace's ``Trace.reward``); ``None`` when it failed or was not scored."""
+    traces = _field(episode, "traces", at)
+    if not isinstance(traces, list):
+        raise DataError(f"{at}, field 'traces': {type(traces).__name__}, not a list of traces")
+    if episode.get("ok") is False or not traces:
+        return None
+    trainable = [t for t in traces if not isinstance(t, dict) or (t.get("agent") or {}).get("trainable", True)]
+    if len(trainable) != 1:
+        raise DataError(
+            f"{at}, field 'traces': {len(trainable)} trainable traces in one episode; a reward log has one reward "
+            "per rollout (multi-agent episodes are not imported)"
+        )
+    rewards = _field(trainable[0], "rewards", at + ", traces[0]")
+    if not isinstance(rewards, dict):
+        raise DataError(f"{at}, field 'traces[0].rewards': {type(rewards).__name__}, not a mapping of named rewards")
+    total = 0.0
+    for name, r in rewards.items():
+        if r is None:
+            return None  # scoring did not run (verifiers: None)
+        score = finite_float(r.get("score")) if isinstance(r, dict) else None
+        weight = finite_float(r.get("weight", 1.0)) if isinstance(r, dict) else None
+        if score is None or weight is None:
+            raise DataError(
+                f"{at}, field 'traces[0].rewards.{name}': {r!r} is not {{'score': number, 'weight': number}}"
+            )
+        total += score * weight  # verifiers' Reward.value
+    return total
+
+
+def _rows(files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, Counter[str]]) -> Iterator[Rollout]:
+    seen: set[str] = set()
+    last: dict[str, tuple[int, str]] = {}  # group id -> (step, where) of its last episode
+    rows: list[tuple[str, str, str | int, float | None, str]] = []
+    for step, path in files:
+        report.files_read.append(str(path.relative_to(path.parents[3])))
+        for number, obj in objects(path):
+            at = where(path, number)
+            seen.update(obj)
+            env = _field(obj, "env", at)
+            name = (env.get("name") or env.get("id")) if isinstance(env, dict) else None
+            if not isinstance(name, str) or not name:
+                raise DataError(f"{at}, field 'env.name': missing; an episode names its environment")
+            key = _field(obj, "task.key", at)
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise DataError(f"{at}, field 'task.key': {key!r} is not a task id")
+            gid = str(_field(obj, "group.id", at))
+            rows.append((gid, name, key, _reward(obj, at), at))
+            last[gid] = (step, at)
+    report.fields_not_read = sorted(seen - set(_READ))
+    for gid, name, key, reward, at in rows:
+        sizes[name][gid] += 1
+        yield Rollout(last[gid][0], name, key, gid, reward, at)
+
+
+def read_prime_rl(
+    path: str | Path, opts: ImportOptions | None = None
+) -> tuple[list[Group], RewardLogHeader, ImportReport]:
+    """The groups of a prime-rl run's training episodes (module docstring), the header of their reward log, and
+    the report. Every problem is a :class:`~snooze.DataError` naming the file, the line and the field."""
+    opts = opts or ImportOptions()
+    path = Path(path)
+    report = ImportReport(source=f"prime-rl episodes {path}", keyed_by="task.key")
+    sizes: dict[str, Counter[str]] = defaultdict(Counter)
+    rollouts = list(_rows(_files(path, report), report, sizes))
+    size_of = {env: max(c.values()) for env, c in sizes.items()}
+    groups = build_groups(rollouts, opts, report, size_of if opts.group_size is None else None)
+    rr = reward_range(groups, opts.reward_range, report.source)
+    check_filtered(groups, rr, opts, report)
+    report.datasets = dict(Counter(g.dataset for g in groups))
+    report.prompts = len({(g.dataset, g.id) for g in groups})
+    header = RewardLogHeader(
+        group_size=report.group_size,
+        max_gen_rounds=1,
+        policy="grpo",
+        dynamic_sampling=False,
+        reward_range=rr,
+        source="snooze import prime-rl",
+    )
+    report.header = header
+    return groups, header, report

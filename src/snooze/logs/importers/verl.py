@@ -1,0 +1,200 @@
+"""verl's rollout dump (``trainer.rollout_data_dir``) as a reward log.
+
+verl 0.9 writes one file per training step, ``<rollout_data_dir>/<global_step>.jsonl``, one line per
+rollout of the step's trained batch (``_write_generations`` in ``verl/trainer/ppo/ray_trainer.py`` and
+``verl/trainer/ppo/v1/trainer_base.py``)::
+
+    {"input": "<the prompt, decoded>", "output": "<the response>", "gts": "<ground truth>", "score": 1.0,
+     "step": 3, "uid": "<uuid>_<rollout>_<output>", ...}
+
+``score`` is the rollout's reward (the sum of its token-level scores); ``step`` is verl's ``global_steps``
+(from 1); the v1 trainer adds ``uid`` (``{uid}_{session}_{index}``: the group's uid, the rollout within the
+group, the output of a multi-output agent loop), the legacy trainer the reward function's extra fields (a
+field holding one value per rollout). verl draws the ``uid`` afresh for every prompt of every step, so it
+tells a step's groups apart but never the same prompt at two steps: a prompt is keyed by its text
+(``input``), or by a field the reward function dumps (``id_field``, e.g. the dataset's index), and its
+dataset by ``dataset_field`` (``data_source`` when the rows have it) or ``dataset``.
+
+A group is a ``uid``'s rollouts (the last output of each session, as verl's own metrics take it); without
+``uid``, the rollouts of one prompt text in a step, in file order (the text's k-th ``n`` rows are its k-th
+group, when a batch holds a prompt twice).
+
+verl dumps the batch it trained on. Without DAPO's filter that is every group generated; with the filter
+on (``algorithm.filter_groups.enable=True``) it is only the groups kept, which :func:`check_filtered`
+refuses: such a dump is usable only for runs without the filter. The run is a plain GRPO run (one round
+a step, every group trained): the header says ``policy: grpo``, ``dynamic_sampling: false``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from snooze.core._checks import finite_float, is_int
+from snooze.core.errors import DataError
+from snooze.logs._header import RewardLogHeader
+from snooze.logs.importers._common import (
+    Group,
+    ImportOptions,
+    ImportReport,
+    Rollout,
+    build_groups,
+    check_filtered,
+    reward_range,
+)
+from snooze.logs.importers._jsonl import objects, where
+
+__all__ = ["read_verl", "STEP_FILE"]
+
+STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+"""verl's name of a step's dump file: ``<global_step>.jsonl``."""
+
+_USED = {"input", "score", "step", "uid"}
+_UID = re.compile(r"^(.*)_(\d+)_(\d+)$")  # v1: {uid}_{session}_{index}
+
+
+def _files(folder: Path, report: ImportReport) -> list[tuple[int, Path]]:
+    if not folder.exists():
+        raise DataError(f"{folder}: no such folder (pass verl's trainer.rollout_data_dir)")
+    if not folder.is_dir():
+        raise DataError(f"{folder}: not a folder; pass verl's trainer.rollout_data_dir (it holds <step>.jsonl files)")
+    found = []
+    for path in sorted(folder.iterdir()):
+        m = STEP_FILE.match(path.name)
+        if m and path.is_file():
+            found.append((int(m.group(1)), path))
+        else:
+            report.files_ignored.append(path.name)
+    if not found:
+        raise DataError(
+            f"{folder}: no verl rollout dump here (an empty folder, or no <step>.jsonl file): verl writes one file "
+            "per step into trainer.rollout_data_dir"
+        )
+    return sorted(found)
+
+
+def _value(obj: dict[str, Any], name: str, at: str, kind: str) -> Any:
+    if name not in obj:
+        raise DataError(f"{at}, field {name!r}: missing; every line of a verl dump has {kind}")
+    return obj[name]
+
+
+def _key(obj: dict[str, Any], at: str, id_field: str | None) -> str | int:
+    if id_field is None:
+        text = _value(obj, "input", at, "the prompt ('input')")
+        if not isinstance(text, str):
+            raise DataError(f"{at}, field 'input': {type(text).__name__}, not the prompt's text")
+        return text
+    pid = _value(obj, id_field, at, f"the id field {id_field!r} (--id-field)")
+    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
+        raise DataError(f"{at}, field {id_field!r}: {pid!r} is not a string or an integer id")
+    return pid
+
+
+def _rows(
+    files: list[tuple[int, Path]], report: ImportReport, dataset: str, dataset_field: str, id_field: str | None
+) -> Iterator[tuple[Rollout, Any]]:
+    """Each line as a rollout, with its uid's ``(session, index)`` (``None`` without uid)."""
+    seen: set[str] = set()
+    for step, path in files:
+        report.files_read.append(path.name)
+        for number, obj in objects(path):
+            at = where(path, number)
+            seen.update(obj)
+            score = _value(obj, "score", at, "the rollout's reward ('score')")
+            reward = finite_float(score) if score is not None else None
+            if score is not None and reward is None:
+                raise DataError(f"{at}, field 'score': {score!r} is not a finite number")
+            if "step" in obj and (not is_int(obj["step"]) or obj["step"] != step):
+                raise DataError(f"{at}, field 'step': {obj['step']!r}, but the file is step {step}'s ({path.name})")
+            name = obj.get(dataset_field, dataset)
+            if not isinstance(name, str) or not name:
+                raise DataError(f"{at}, field {dataset_field!r}: {name!r} is not a dataset name")
+            pid = _key(obj, at, id_field)
+            uid = obj.get("uid")
+            m = _UID.match(uid) if isinstance(uid, str) else None
+            group = m.group(1) if m else uid
+            session = (m.group(2), int(m.group(3))) if m else None
+            yield Rollout(step, name, pid, group, reward, at), session
+    report.fields_not_read = sorted(seen - _USED - {dataset_field, id_field or "input"})
+
+
+def _sessions(rows: list[tuple[Rollout, Any]]) -> list[Rollout]:
+    """One rollout per (group, session): the last output of a multi-output session (verl's rule)."""
+    best: dict[tuple[Any, ...], tuple[int, Rollout]] = {}
+    for r, session in rows:
+        key = (r.step, r.group, session[0] if session else id(r))
+        index = session[1] if session else 0
+        if key not in best or index >= best[key][0]:
+            best[key] = (index, r)
+    return [r for _, r in best.values()]
+
+
+def _by_text(rows: list[tuple[Rollout, Any]], opts: ImportOptions) -> list[Rollout]:
+    """Without uid: a prompt's rollouts in a step, its k-th ``G`` rows its k-th group (G: the option, else the
+    most common number of rows a prompt has in a step; a prompt with more rows than that is then an error, as
+    it may be a second group size or the prompt twice in a batch, which only the option can tell apart)."""
+    counts = Counter((r.step, r.dataset, r.id) for r, _ in rows)
+    size = opts.group_size or Counter(counts.values()).most_common(1)[0][0]
+    over = next((k for k, n in counts.items() if n > size), None)
+    if over is not None and opts.group_size is None:
+        at = next(r.where for r, _ in rows if (r.step, r.dataset, r.id) == over)
+        raise DataError(
+            f"{at}: prompt {over[2]!r} has {counts[over]} rollouts at step {over[0]} where most prompts have {size}: "
+            "the dump mixes group sizes, or the batch held the prompt twice. Pass --group-size (verl's "
+            "actor_rollout_ref.rollout.n) to split a prompt's rollouts into groups of that size"
+        )
+    seen: Counter[tuple[Any, ...]] = Counter()
+    out = []
+    for r, _ in rows:
+        key = (r.step, r.dataset, r.id)
+        out.append(Rollout(r.step, r.dataset, r.id, (r.dataset, r.id, seen[key] // size), r.reward, r.where))
+        seen[key] += 1
+    return out
+
+
+def read_verl(
+    folder: str | Path,
+    opts: ImportOptions | None = None,
+    dataset: str = "verl",
+    dataset_field: str = "data_source",
+    id_field: str | None = None,
+) -> tuple[list[Group], RewardLogHeader, ImportReport]:
+    """The groups of verl's rollout dump in ``folder``, the header of their reward log, and the report.
+
+    ``dataset``: the dataset name of rows without ``dataset_field``. ``id_field``: the field holding each
+    prompt's id (``None``: the prompt text, ``input``). Every problem is a :class:`~snooze.DataError` naming
+    the file, the line and the field."""
+    opts = opts or ImportOptions()
+    folder = Path(folder)
+    report = ImportReport(
+        source=f"verl rollout dump {folder}", keyed_by=f"field {id_field!r}" if id_field else "prompt text"
+    )
+    rows = list(_rows(_files(folder, report), report, dataset, dataset_field, id_field))
+    with_uid = any(session is not None or r.group is not None for r, session in rows)
+    rollouts = _sessions(rows) if with_uid else _by_text(rows, opts)
+    groups = build_groups(rollouts, opts, report)
+    rr = reward_range(groups, opts.reward_range, report.source)
+    check_filtered(groups, rr, opts, report)
+    per_step = Counter(g.step for g in groups)
+    batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
+    report.datasets = dict(Counter(g.dataset for g in groups))
+    report.prompts = len({(g.dataset, g.id) for g in groups})
+    if batch is None:
+        report.notes.append("steps hold different numbers of groups: batch_size left null in the header")
+    header = RewardLogHeader(
+        group_size=report.group_size,
+        batch_size=batch,
+        gen_batch_size=batch,
+        max_gen_rounds=1,
+        policy="grpo",
+        dynamic_sampling=False,
+        reward_range=rr,
+        carry_surplus=False,
+        source="snooze import verl",
+    )
+    report.header = header
+    return groups, header, report
