@@ -123,7 +123,7 @@ def _log_info(log: Any, run: Any) -> dict[str, Any]:
         "path": str(log.path),
         "groups": len(log),
         "group_size": log.group_size,
-        "header": json.loads(log.header.to_line()) if log.header is not None else None,
+        "header": log.header.to_dict() if log.header is not None else None,
         "policy": run.policy,
         "dynamic_sampling": run.dynamic_sampling,
         "step_loop": None if shape is None else {k: getattr(shape, k) for k in SHAPE_OPTIONS},

@@ -66,6 +66,9 @@ def as_int(value: Any, what: str, minimum: int | None = None, maximum: int | Non
     """``value`` as a Python ``int`` (any integer type but ``bool``) in ``[minimum, maximum]`` (each bound
     where given)."""
     if not is_int(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        huge = maximum is not None and is_int(value) and value > maximum
+        if maximum == INT64_MAX and not huge:  # the storage limit is named only to the value it stops
+            maximum = None
         if minimum is not None and maximum is not None:
             bound = f" in [{minimum}, {maximum}]"
         else:

@@ -21,7 +21,7 @@ from typing import Any
 from snooze.core._files import read_regular
 from snooze.core.errors import SnoozeError
 
-__all__ = ["parse_json", "read_json", "plain_problem", "MAX_DEPTH"]
+__all__ = ["parse_json", "read_json", "plain_problem", "same_version", "MAX_DEPTH"]
 
 MAX_DEPTH = 64
 """Deepest nesting of arrays and objects accepted (snooze's own files nest a few levels deep)."""
@@ -34,7 +34,11 @@ def parse_json(text: str | bytes, where: str, error: type[SnoozeError], fix: str
     tail = f"; {fix}" if fix else ""
     try:
         text = text.decode("utf-8") if isinstance(text, bytes) else text  # (json.loads(bytes) would take UTF-16 too)
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise error(
+            f"{where}: the key {exc.args[0]!r} appears twice in one object (which one is meant?){tail}"
+        ) from None
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno}, column {exc.colno}" if "\n" in exc.doc.rstrip() else f"column {exc.colno}"
         raise error(f"{where}: not valid JSON ({exc.msg} at {at}){tail}") from None
@@ -103,3 +107,22 @@ def plain_problem(value: Any, where: str) -> str | None:
         elif kind not in (str, int, float, bool, type(None)):
             return f"{at} is a {kind.__module__}.{kind.__qualname__}"
     return None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a key given twice (Python's ``json`` keeps the last silently) is refused."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def same_version(value: Any, version: int) -> bool:
+    """Whether a file's ``version`` field is ``version`` itself: an integer, never ``true`` or ``1.0``."""
+    return type(value) is int and value == version

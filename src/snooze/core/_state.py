@@ -33,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import is_int
 from snooze.core._groups import Groups
+from snooze.core._json import same_version
 from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
 from snooze.core._stateful import state_int
@@ -162,7 +164,7 @@ def envelope(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, 
         raise StateError("scheduler state must hold a 'meta' mapping and an 'arrays' mapping")
     if meta.get("format") != STATE_FORMAT:
         raise StateError(f"not a snooze scheduler state (format={meta.get('format')!r})")
-    if meta.get("version") != STATE_VERSION:
+    if not same_version(meta.get("version"), STATE_VERSION):
         raise StateError(
             f"scheduler state version {meta.get('version')!r} is not supported (this snooze reads version "
             f"{STATE_VERSION}); load it with the snooze release that wrote it"
@@ -174,6 +176,9 @@ def envelope(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, 
         )
     if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
         raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
+    seed = meta.get("seed")
+    if not is_int(seed) or seed < 0:  # (true read as seed 1, 0.0 as 0)
+        raise StateError(f"seed={seed!r} is not a seed (an integer >= 0); the state is corrupt")
     return meta, arrays
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from snooze.core._files import fsync_dir as _fsync_dir
 from snooze.core._files import open_regular, read_regular, remove_quietly
 from snooze.core._files import write_atomic as _write_atomic  # by these names: benchmarks/kill9*.py hook them
-from snooze.core._json import parse_json
+from snooze.core._json import parse_json, same_version
 from snooze.core.errors import StateError
 
 __all__ = ["save_state", "load_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
@@ -167,7 +167,7 @@ def read_record(
     record = parse_json(raw, f"{latest}: not a readable commit record", StateError, f"the checkpoint is corrupt{tail}")
     if not isinstance(record, dict) or record.get("format") != fmt:
         raise StateError(f"{latest}: not a {what} record{tail}")
-    if record.get("version") != version:
+    if not same_version(record.get("version"), version):
         raise StateError(
             f"{latest}: {what.removeprefix('snooze ')} version {record.get('version')!r} is not supported (this snooze "
             f"reads version {version}); resume it with the snooze release that wrote it"

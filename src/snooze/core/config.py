@@ -20,7 +20,15 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real, check_band, check_reward_range, check_thresholds, check_weights
+from snooze.core._checks import (
+    INT64_MAX,
+    as_int,
+    as_real,
+    check_band,
+    check_reward_range,
+    check_thresholds,
+    check_weights,
+)
 from snooze.core.errors import ConfigError
 from snooze.core.options import (
     POLICIES,
@@ -168,9 +176,9 @@ class SchedulerConfig:
         self._check()
 
     def _check(self) -> None:
-        for name, minimum in _INTS.items():
+        for name, minimum in _INTS.items():  # at most int64: counts and sizes are held as int64
             if name not in _OPTIONAL or getattr(self, name) is not None:
-                _set(self, name, as_int(getattr(self, name), name, minimum))
+                _set(self, name, as_int(getattr(self, name), name, minimum, INT64_MAX))
         if self.policy == "dapo":  # DAPO's dynamic sampling, by the name of the paper that made it
             _set(self, "policy", "dynamic_sampling")
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):

@@ -41,7 +41,8 @@ from typing import Any
 
 from snooze.core._checks import INT64_MAX, check_weights, finite_float, is_int, shown
 from snooze.core._files import read_regular
-from snooze.core._json import parse_json
+from snooze.core._json import parse_json, same_version
+from snooze.core._stateful import state_int
 from snooze.core.errors import ConfigError, DataError, StateError
 
 __all__ = ["Curriculum", "Stage", "Condition"]
@@ -181,7 +182,7 @@ class Curriculum:
         """Build from the parsed curriculum file; errors name the offending field."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"{_where(source, 'curriculum')}: must be a JSON object")
-        if data.get("version", 1) != 1:
+        if not same_version(data.get("version", 1), 1):
             raise ConfigError(f"{_where(source, 'version')}: {data.get('version')!r} is not a known version (1)")
         raw = data.get("stages")
         if not isinstance(raw, list) or not raw:
@@ -264,12 +265,13 @@ class Curriculum:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; then call :meth:`apply` on the restored scheduler."""
-        try:
-            stage, streaks, n = int(state["stage"]), [int(s) for s in state["streaks"]], int(state["n_stages"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise StateError(
-                f"curriculum state is missing or has a bad field ({exc!r}); pass Curriculum.state_dict()"
-            ) from None
+        if not isinstance(state, Mapping) or not {"stage", "streaks", "n_stages"} <= set(state):
+            raise StateError("curriculum state must hold stage, streaks and n_stages; pass Curriculum.state_dict()")
+        streaks_given = state["streaks"]
+        if not isinstance(streaks_given, list):
+            raise StateError(f"curriculum state streaks={streaks_given!r} is not a list; the state is corrupt")
+        stage, n = state_int(state["stage"], "curriculum stage"), state_int(state["n_stages"], "curriculum n_stages")
+        streaks = [state_int(s, "curriculum streaks") for s in streaks_given]  # (int() read true and 0.9)
         if n != len(self.stages) or not 0 <= stage < n or len(streaks) != len(self.stages[stage].advance):
             raise StateError(
                 f"curriculum state (stage {stage} of {n}, {len(streaks)} streaks) does not fit this curriculum "

@@ -99,11 +99,15 @@ class RewardLogHeader:
             source=source,
         )
 
-    def to_line(self) -> str:
-        """The header as the log's first line (with its newline)."""
+    def to_dict(self) -> dict[str, Any]:
+        """The header as the plain JSON object its line holds."""
         body = {k: v for k, v in asdict(self).items() if k != "extra"}
         body["reward_range"] = list(self.reward_range)
-        return json.dumps({"format": FORMAT, "version": VERSION, **body, **self.extra}) + "\n"
+        return {"format": FORMAT, "version": VERSION, **body, **self.extra}
+
+    def to_line(self) -> str:
+        """The header as the log's first line (with its newline)."""
+        return json.dumps(self.to_dict()) + "\n"
 
     @classmethod
     def from_line(cls, obj: dict[str, Any], path: str, line: int) -> RewardLogHeader:
