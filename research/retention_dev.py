@@ -52,6 +52,12 @@ ARMS = {
         _arm("spaced-i50", "spaced", {"interval": 50}, audit=0.05),
         _arm("spaced-hard", "spaced", {"hard": True}, audit=0.05),
         _arm("spaced-noaudit", "spaced"),
+        # round 2: the surplus of a step's last round kept for the next (no prompt kept away), alone and
+        # under the short encounter-counted snooze and the fixed-span review that lost least in round 1
+        _arm("carry", "dynamic_sampling", carry_surplus=True),
+        _arm("f1-carry", "snooze", {"factor": 1}, carry_surplus=True),
+        _arm("f1-hard-carry", "snooze", {"factor": 1, "hard": True}, carry_surplus=True),
+        _arm("g1-carry", "spaced", {"growth": 1.0}, audit=0.05, carry_surplus=True),
     )
 }
 """Arms under test, by name (``dynamic_sampling``: DAPO, the reference of every ratio and gap)."""
