@@ -22,6 +22,7 @@ pytest.importorskip("verl", reason="needs the [verl] extra")
 pytest.importorskip("transfer_queue", reason="needs the [verl] extra")
 
 import snooze  # noqa: E402
+from snooze.logs import read_reward_log  # noqa: E402
 from integrations._verl_env import (  # noqa: E402
     B,
     Rollout,
@@ -66,8 +67,8 @@ def test_an_async_step_on_a_pool_without_signal_ends_at_max_gen_rounds(tmp_path:
         step(trainer)
     generated = sum(len(sub) for sub in rollout.submitted)
     assert generated == rounds * B  # the step's batch, then refills of B prompts a round, as the sync loop's rounds
-    log = (tmp_path / "ckpt" / "snooze_rewards.jsonl").read_text().splitlines()
-    assert len(log) == generated  # every group generated was reported, once
+    log = read_reward_log(tmp_path / "ckpt" / "snooze_rewards.jsonl")
+    assert len(log) == generated  # every group generated was reported, once (the header line is not a group)
     assert not trainer.snooze.open  # nothing left in flight
 
 
