@@ -22,7 +22,6 @@ pytest.importorskip("verl", reason="needs the [verl] extra")
 pytest.importorskip("transfer_queue", reason="needs the [verl] extra")
 
 import snooze  # noqa: E402
-from snooze.logs import read_reward_log  # noqa: E402
 from integrations._verl_env import (  # noqa: E402
     B,
     Rollout,
@@ -34,6 +33,7 @@ from integrations._verl_env import (  # noqa: E402
     ray_transfer_queue,
 )
 from integrations._verl_env import train_step as step  # noqa: E402
+from snooze.logs import read_reward_log  # noqa: E402
 
 pytestmark = [pytest.mark.verl, pytest.mark.timeout(300)]
 
