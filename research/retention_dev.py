@@ -58,6 +58,9 @@ ARMS = {
         _arm("f1-carry", "snooze", {"factor": 1}, carry_surplus=True),
         _arm("f1-hard-carry", "snooze", {"factor": 1, "hard": True}, carry_surplus=True),
         _arm("g1-carry", "spaced", {"growth": 1.0}, audit=0.05, carry_surplus=True),
+        # round 3: the too-hard side kept away longer (round 1: spacing it cost little where most groups fail)
+        _arm("f1-h3-carry", "snooze", {"factor": 1, "hard": True, "hard_factor": 3}, carry_surplus=True),
+        _arm("f1-h8-carry", "snooze", {"factor": 1, "hard": True, "hard_factor": 8}, carry_surplus=True),
     )
 }
 """Arms under test, by name (``dynamic_sampling``: DAPO, the reference of every ratio and gap)."""
