@@ -18,9 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import spaced_policy
+
 from snooze.experiments.compare import Arm, run_compare
 from snooze.experiments.family import FAMILY
 from snooze.experiments.family_table import family_markdown, family_rows, pooled
+
+spaced_policy.register()  # policy="spaced", which the arms below use
 
 _BASE = FAMILY["default"]
 DEV_REGIMES = {

@@ -15,8 +15,7 @@ from snooze.core.options import POLICIES
 from snooze.core.policies import Changes, Policy, register_policy
 
 BUILT_IN = [
-    pytest.param(p, {}, id=f"{p}-default")
-    for p in ("grpo", "dynamic_sampling", "filter", "snooze", "predictive", "spaced")
+    pytest.param(p, {}, id=f"{p}-default") for p in ("grpo", "dynamic_sampling", "filter", "snooze", "predictive")
 ]
 BUILT_IN += [
     pytest.param("snooze", {"options": snooze.SnoozeOptions(skip="history", factor=2)}, id="snooze-skip-factor"),

@@ -34,7 +34,7 @@ def seen_twice() -> Iterator[type[Policy]]:
 
 
 def test_the_built_ins_are_registered_in_order() -> None:
-    assert list(POLICIES) == ["grpo", "dynamic_sampling", "filter", "snooze", "predictive", "spaced"]
+    assert list(POLICIES) == ["grpo", "dynamic_sampling", "filter", "snooze", "predictive"]
     assert list(SKIP_RULES) == ["counter", "history"]
     assert POLICIES["grpo"].trains_on_zero_signal and not POLICIES["snooze"].trains_on_zero_signal
 
@@ -85,3 +85,53 @@ def test_the_policy_in_the_concepts_page_runs_as_written() -> None:
         assert sched.tables[0].columns["seen"].tolist() == [2, 2, 2] and not sched.propose()
     finally:
         POLICIES._classes.pop("seen_twice")
+
+
+@pytest.mark.parametrize("learns", [False, True])
+def test_audited_groups_reach_only_the_audited_hook(learns: bool) -> None:
+    """A policy that skips every prompt it has seen once: the audit rolls some of those encounters out, and
+    their groups go to ``audited``, never to ``report``. Without the hook the memory evolves as if they had
+    been skipped (each prompt reported once); a hook that forgets the prompt brings it back, and only then."""
+    calls: dict[str, list[int]] = {"report": [], "audited": []}
+
+    class Once(Policy):
+        columns = (Column("seen", np.uint8),)
+
+        def skip_mask(self, table, stream, rows, awake):  # noqa: ANN001, ANN201
+            return awake & (table.columns["seen"][rows] >= 1)
+
+        def report(self, memory, report: Report) -> Changes | None:  # noqa: ANN001
+            calls["report"] += np.unique(report.group_rows).tolist()  # (a prompt may come up twice in a round)
+            memory.columns["seen"][report.group_rows] = 1
+            return None
+
+    if learns:
+
+        def audited(self: Policy, memory: Any, report: Report) -> Changes | None:
+            calls["audited"] += report.group_rows.tolist()
+            memory.columns["seen"][report.group_rows] = 0
+            return None
+
+        Once.audited = audited  # type: ignore[method-assign]
+    register_policy("test_audit_hook")(Once)
+    try:
+        cfg = snooze.SchedulerConfig(batch_size=4, group_size=2, max_gen_rounds=2, policy="test_audit_hook", audit=0.5)
+        sched = snooze.Scheduler({"d": [{"id": i} for i in range(8)]}, cfg, seed=0)
+        audited: list[int] = []
+        for _ in range(12):
+            cands = sched.propose()
+            if cands:
+                sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))
+            record = sched.finish_step().record
+            row = {c.ticket: c.row for c in cands}
+            audited += [row[t] for t in record.ticket[record.audit].tolist() if t in row]
+        assert audited and sched.metrics()["total/audit_groups"] == len(audited)
+        reported = np.bincount(calls["report"], minlength=8)
+        if not learns:
+            assert reported.tolist() == [1] * 8 and not calls["audited"]
+        else:
+            assert sorted(calls["audited"]) == sorted(audited)
+            assert (reported >= 1).all() and reported.sum() > 8  # prompts came back after their audit...
+            assert (reported <= 1 + np.bincount(audited, minlength=8)).all()  # ...and only after one
+    finally:
+        POLICIES._classes.pop("test_audit_hook")

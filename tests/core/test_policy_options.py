@@ -41,7 +41,6 @@ def test_the_config_has_no_policy_specific_field() -> None:
         NoOptions,
         SnoozeOptions,
         PredictiveOptions,
-        snooze.SpacedOptions,
     ]
 
 

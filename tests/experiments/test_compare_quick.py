@@ -210,7 +210,15 @@ def _cfg(
 def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     arms = MAIN_ARMS + FIG3_ARMS
     snoozing = {arm for arm in arms if ARMS[arm].policy == "snooze"}
-    assert snoozing == {"snooze", "snooze-f1", "snooze-f2", "fig3-snooze", "fig3-snooze-quota"}
+    assert snoozing == {
+        "snooze",
+        "snooze-f1",
+        "snooze-f2",
+        "snooze-f1-carry",
+        "one-round",
+        "fig3-snooze",
+        "fig3-snooze-quota",
+    }
     hard = {arm: getattr(_cfg(arm, snooze={"hard": True}).options, "hard", False) for arm in arms}
     assert hard == {arm: arm in snoozing for arm in arms}
     assert not any(getattr(_cfg(arm).options, "hard", False) for arm in arms)
@@ -229,7 +237,7 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     assert _cfg("snooze", predictive={"margin": 0.3}).options == SchedulerConfig(policy="snooze").options
     carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
-    assert not any(_cfg(arm).carry_surplus for arm in arms)
+    assert {arm for arm in arms if _cfg(arm).carry_surplus} == {"snooze-f1-carry"}  # the arm's own setting
 
 
 def test_an_arm_is_a_named_config_and_a_new_one_needs_no_code() -> None:

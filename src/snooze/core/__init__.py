@@ -32,7 +32,6 @@ from snooze.core.policies import POLICIES, SKIP_RULES, register_policy, register
 from snooze.core.policies.history import HistoryOptions
 from snooze.core.policies.predictive import PredictiveOptions
 from snooze.core.policies.snooze import SnoozeOptions
-from snooze.core.policies.spaced import SpacedOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
 from snooze.core.types import PLACES, Batch, Candidate, Candidates, RolloutFn, StepRecord
@@ -45,7 +44,6 @@ __all__ = [
     "SnoozeOptions",
     "HistoryOptions",
     "PredictiveOptions",
-    "SpacedOptions",
     "Candidate",
     "Candidates",
     "Batch",

@@ -206,7 +206,7 @@ def field_choices(cls: type, name: str) -> tuple[Any, ...] | None:
 
     >>> from snooze.core.config import SchedulerConfig
     >>> field_choices(SchedulerConfig, "on_short"), field_choices(SchedulerConfig, "policy")
-    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive', 'spaced'))
+    (('partial', 'pad', 'raise'), ('grpo', 'dynamic_sampling', 'filter', 'snooze', 'predictive'))
     >>> field_choices(SchedulerConfig, "batch_size") is None
     True
     """

@@ -103,6 +103,12 @@ ARMS: dict[str, Arm] = {
         Arm("snooze-f1", "snooze", {"options": {"factor": 1}}, cost=6),
         Arm("snooze-f2", "snooze", {"options": {"factor": 2}}, cost=5),
         Arm("predictive", "predictive", cost=2),
+        # issue 40's candidate, frozen on the development regimes (research/retention_dev.py, arm f1-carry) and run
+        # as a user gets it: the audit at SchedulerConfig's default
+        Arm("snooze-f1-carry", "snooze", {"options": {"factor": 1}, "carry_surplus": True, "audit": 0.05}, cost=6),
+        # plain GRPO's cost (one round a step, every group trained on, zero-signal ones as padding) with too-easy
+        # prompts skipped before rollout: TRL's one-round mode
+        Arm("one-round", "snooze", {"options": {"factor": 1}, "max_gen_rounds": 1, "on_short": "pad", "audit": 0.05}),
         Arm("fig3-filter", "filter", fig3=True, cost=1),
         Arm("fig3-snooze", "snooze", fig3=True, cost=8),
         Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9),
@@ -228,6 +234,20 @@ def _base_accuracy(
     return out
 
 
+def _seed_counts(arms: Sequence[Arm], seeds: int, seeds_of: Mapping[str, int]) -> dict[str, int]:
+    """Each arm's number of seeds: ``seeds_of``'s where it names the arm, else ``seeds``; a name of no chosen arm,
+    or a count below 1, is a :class:`ConfigError` (nothing runs)."""
+    names = {a.name for a in arms}
+    unknown = sorted(set(seeds_of) - names)
+    if unknown:
+        raise ConfigError(f"seeds given for {unknown}, which are not among the arms run ({', '.join(sorted(names))})")
+    counts = {a.name: seeds_of.get(a.name, seeds) for a in arms}
+    for name, n in counts.items():
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            raise ConfigError(f"seeds of arm {name!r}: {n!r}; must be an integer >= 1")
+    return counts
+
+
 def run_compare(
     out: Path,
     profile: Profile,
@@ -235,6 +255,7 @@ def run_compare(
     seeds: int,
     settings: Mapping[str, Any] | None = None,
     *,
+    seeds_of: Mapping[str, int] | None = None,
     jobs: int = 1,
     threads: int | None = None,
     cache_dir: Path | None = None,
@@ -251,6 +272,8 @@ def run_compare(
     keywords for every arm, each policy's options by policy name under ``"options"`` (``{"carry_surplus": True,
     "options": {"snooze": {"factor": 3}, "predictive": {"margin": 0.3}}}``: each arm takes its policy's; an
     arm's own settings win).
+    ``seeds_of``: seeds of some arms by name, in place of ``seeds`` (the family runs DAPO and a candidate on more
+    seeds than the other arms; pairing with DAPO takes the seeds both have).
     ``curriculum``: a curriculum file for the main arms (each run loads its own copy).
     ``checkpoint_every``: steps between each run's checkpoints (a killed comparison, rerun, resumes from them).
     ``jobs``: runs trained at once, each in its own worker process (1: one after another, in this process).
@@ -266,6 +289,7 @@ def run_compare(
 
     t0 = time.perf_counter()
     chosen = [arm_of(a) for a in arms]
+    counts = _seed_counts(chosen, seeds, seeds_of or {})
     settings = dict(settings or {})
     threads = threads or 1
     pools, tests, banned = _data(profile, profile.tasks)
@@ -285,7 +309,8 @@ def run_compare(
     base_acc = _base_accuracy(profile, model_cfg, base.state_dict, {**tests, **strata_tests}, device)
     specs = []
     for arm in sorted(chosen, key=lambda a: -a.cost) if jobs > 1 else chosen:
-        for seed in range(profile.first_seed, profile.first_seed + (profile.fig3_seeds if arm.fig3 else seeds)):
+        n_seeds = profile.fig3_seeds if arm.fig3 else counts[arm.name]
+        for seed in range(profile.first_seed, profile.first_seed + n_seeds):
             specs.append(
                 RunSpec(
                     arm.name,

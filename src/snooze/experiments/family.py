@@ -14,14 +14,14 @@ three that move forgetting: a third of the learning rate (two regimes) and a mod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from snooze.experiments.profiles import PROFILES, Profile
 
-__all__ = ["FAMILY", "FAMILY_ARMS", "run_family"]
+__all__ = ["FAMILY", "FAMILY_ARMS", "FAMILY_SEEDS_OF", "run_family"]
 
 _BASE = PROFILES["default"]
 
@@ -53,8 +53,11 @@ FAMILY: dict[str, Profile] = {
 }
 """The family's regimes, by name. Each fixed before any skipping arm was run in it."""
 
-FAMILY_ARMS: tuple[str, ...] = ("dynamic_sampling", "grpo", "snooze-f1", "snooze-f2", "snooze", "predictive")
-"""The arms of the family: DAPO and plain GRPO (the criteria), snoozing at factors 1, 2 and 5, predictive."""
+FAMILY_ARMS: tuple[str, ...] = ("dynamic_sampling", "snooze-f1-carry", "grpo", "one-round", "snooze-f1")
+"""The arms of the family's report: DAPO and plain GRPO (the criteria), issue 40's candidate (reported on seeds 0-4
+with DAPO), the one-round mode, and snoozing at factor 1 without the carried surplus (the candidate's other half)."""
+FAMILY_SEEDS_OF: dict[str, int] = {"dynamic_sampling": 5, "snooze-f1-carry": 5}
+"""The arms the report runs on seeds 0-4 (the others on 0-2)."""
 
 
 def run_family(
@@ -67,8 +70,10 @@ def run_family(
     threads: int = 1,
     cache_dir: Path | None = None,
     on_regime: Callable[[str, dict[str, Any]], None] | None = None,
+    seeds_of: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run ``arms`` x ``seeds`` in every regime into ``out/<regime>/``; return each regime's summary.
+    """Run ``arms`` x ``seeds`` in every regime into ``out/<regime>/`` (``seeds_of``: some arms' own number of
+    seeds); return each regime's summary.
 
     A rerun resumes: finished runs are read back, killed ones continue from their checkpoints."""
     from snooze.core.errors import ConfigError
@@ -82,7 +87,7 @@ def run_family(
     for name in names:
         profile = replace(FAMILY[name], first_seed=first_seed)
         summaries[name] = run_compare(
-            out / name, profile, list(arms), seeds, jobs=jobs, threads=threads, cache_dir=cache_dir
+            out / name, profile, list(arms), seeds, seeds_of=seeds_of, jobs=jobs, threads=threads, cache_dir=cache_dir
         )
         if on_regime is not None:
             on_regime(name, summaries[name])

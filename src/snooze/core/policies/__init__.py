@@ -1,7 +1,7 @@
 """Policies and skip rules: registered plug-ins that own their per-prompt columns, their skip mask at an
 encounter and their update of the prompt memory (see :mod:`snooze.core.policies.base`).
 
-Built in: the policies ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive``, ``spaced`` and the
+Built in: the policies ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive`` and the
 skip rules of ``snooze``, ``counter`` and ``history`` (one module each).
 """
 
@@ -14,7 +14,6 @@ from snooze.core.policies import snooze  # noqa: F401
 from snooze.core.policies import counter  # noqa: F401
 from snooze.core.policies import history  # noqa: F401
 from snooze.core.policies import predictive  # noqa: F401  (after history: it uses history's random numbers)
-from snooze.core.policies import spaced  # noqa: F401
 
 # isort: on
 from snooze.core.policies.base import *  # noqa: F403  (the plug-in API: base.__all__)

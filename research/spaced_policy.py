@@ -1,4 +1,7 @@
-"""``spaced``: snoozing that keeps what the model learned (docs/concepts.md, "Spaced review").
+"""``spaced``: a review schedule in training steps, tried for issue 40 and not kept in the library.
+
+A plug-in policy, registered by :func:`register` (``research/retention_dev.py`` calls it); what it
+measured against DAPO and the design note's snoozing is in research/README.md ("Spaced review, measured").
 
 Zero-signal groups are dropped (as DAPO). A prompt sits out only once it is *confirmed* mastered
 (``confirm`` too-easy groups in a row, so a prompt that solved one group by luck is not kept away), and
@@ -28,14 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real
-from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
-from snooze.core._stateful import state_int
-from snooze.core._stream import DatasetStream
-from snooze.core.classify import TOO_EASY, TOO_HARD
-from snooze.core.errors import ConfigError, StateError
-from snooze.core.options import Options
-from snooze.core.policies.base import Changes, Context, Policy, Report, register_policy
+from snooze import TOO_EASY, TOO_HARD, ConfigError, StateError
+from snooze.core.policies import (
+    EASY_SNOOZED,
+    POLICIES,
+    Changes,
+    Column,
+    Context,
+    Options,
+    Policy,
+    Report,
+    as_int,
+    as_real,
+    register_policy,
+)
 
 __all__ = ["Spaced", "SpacedOptions", "MAX_DOUBLINGS"]
 
@@ -72,7 +81,6 @@ class SpacedOptions(Options):
         self._set("hard", bool(self.hard))
 
 
-@register_policy("spaced")
 class Spaced(Policy):
     """Confirmed-mastered prompts sit out a span of training steps that grows with each clean review."""
 
@@ -87,24 +95,24 @@ class Spaced(Policy):
         self.columns = (Column("seen", np.int32, minimum=0),) + ((Column("hard_run", np.uint8),) if opts.hard else ())
         self.steps = 0  # training steps finished: the clock of the spans
 
-    def skip_mask(self, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+    def skip_mask(self, table: Any, stream: Any, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
         run = table.streak[rows]
         if self.options.hard:
             run = np.maximum(run, table.columns["hard_run"][rows])
         span = self.span[run]  # 0 below confirm: never skipped
         return awake & (span > 0) & (self.steps - (table.columns["seen"][rows].astype(np.int64) - 1) < span)
 
-    def report(self, memory: PromptMemory, report: Report) -> Changes:
+    def report(self, memory: Any, report: Report) -> Changes:
         """Each prompt once, its groups together: all too easy extends its easy run (all too hard, its hard run
         under ``hard``), anything else ends it; a prompt confirmed mastered whose review was not clean regressed."""
         return self._learn(memory, report, audit=False)
 
-    def audited(self, memory: PromptMemory, report: Report) -> Changes:
+    def audited(self, memory: Any, report: Report) -> Changes:
         """A skipped prompt the audit found not mastered on its side comes back at once (its run ends, and an easy
         one counts as regressed); one found mastered is left as it was, so the audit stays a sample."""
         return self._learn(memory, report, audit=True)
 
-    def _learn(self, memory: PromptMemory, report: Report, audit: bool) -> Changes:
+    def _learn(self, memory: Any, report: Report, audit: bool) -> Changes:
         rows, ds, all_easy, all_hard, n_easy, n_hard = _sides(report)
         cols = memory.columns
         streak, flags = cols["streak"][rows].astype(np.int32), cols["flags"][rows]
@@ -133,7 +141,10 @@ class Spaced(Policy):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if not isinstance(state, Mapping) or set(state) != {"steps"}:
             raise StateError("the 'spaced' policy state must hold 'steps' only; the state is corrupt")
-        self.steps = state_int(state["steps"], "policy.steps", 0, _MAX_STEPS)
+        steps = state["steps"]
+        if type(steps) is not int or not 0 <= steps <= _MAX_STEPS:
+            raise StateError(f"policy.steps={steps!r}: must be an integer in [0, {_MAX_STEPS}]; the state is corrupt")
+        self.steps = steps
 
 
 def _sides(report: Report) -> tuple[np.ndarray, ...]:
@@ -147,3 +158,9 @@ def _sides(report: Report) -> tuple[np.ndarray, ...]:
     n_easy = np.bincount(inverse, weights=easy, minlength=rows.shape[0]).astype(np.int32)
     n_hard = np.bincount(inverse, weights=hard, minlength=rows.shape[0]).astype(np.int32)
     return rows, report.group_ds[first], n_easy == n, n_hard == n, n_easy, n_hard
+
+
+def register() -> None:
+    """Register ``policy="spaced"`` (once; ``research/retention_dev.py`` does before building its arms)."""
+    if POLICIES.get("spaced") is not Spaced:
+        register_policy("spaced")(Spaced)
