@@ -40,6 +40,15 @@ CONFIGS = {
     "filter-stream-carry": snooze.SchedulerConfig(
         batch_size=3, gen_batch_size=5, group_size=4, policy="filter", carry_surplus=True
     ),
+    # issue 40's candidate with the audit on: the carried surplus and the audited encounters resume exactly
+    "snooze-f1-carry-audit": snooze.SchedulerConfig(
+        batch_size=3,
+        gen_batch_size=5,
+        group_size=4,
+        options=snooze.SnoozeOptions(factor=1),
+        carry_surplus=True,
+        audit=0.4,
+    ),
     "snooze-finite": snooze.SchedulerConfig(
         batch_size=4, group_size=4, options=snooze.SnoozeOptions(factor=1), epochs=2, on_short="pad"
     ),
@@ -143,3 +152,36 @@ def test_a_saved_config_field_that_cannot_be_compared_is_reported_not_raised(cap
     with caplog.at_level("WARNING", logger="snooze.core.scheduler"):
         fresh.load_state_dict(state)
     assert "batch_size: saved array(" in caplog.records[0].getMessage()
+
+
+def test_carried_groups_whose_completions_were_lost_are_dropped_and_generated_again(tmp_path):
+    """A trainer that kept the carried surplus outside the scheduler (verl's TransferQueue) restarts: the state
+    says which groups were carried in; ``drop_carried`` gives them up before the step's first round, the step's
+    record says ``discarded``, and the step's rounds fill the batch in their place."""
+    cfg = CONFIGS["filter-stream-carry"]
+    sched = snooze.Scheduler(datasets(), cfg, seed=7)
+    while not len(sched.step_record().tickets("trained")):  # a step that ends with surplus carried into the next
+        sched.step(rollout)
+    carried = sched.step_record().tickets("trained").tolist()
+    sched.save(tmp_path / "ck")
+    sched = snooze.Scheduler.load(tmp_path / "ck", datasets())
+    assert sched.step_record().tickets("trained").tolist() == carried and sched.room() == cfg.batch_size - len(carried)
+    assert sched.drop_carried() == len(carried) and sched.drop_carried() == 0
+    assert sched.room() == cfg.batch_size and sched.step_record().tickets("discarded").tolist() == carried
+    batch = sched.step(rollout)
+    assert not set(carried) & {c.ticket for c in batch.candidates} and batch.metrics["gen/rounds"] >= 1
+    assert set(carried) <= set(batch.record.tickets("discarded").tolist())
+
+
+def test_drop_carried_after_the_first_round_is_refused_and_changes_nothing():
+    cfg = CONFIGS["filter-stream-carry"]
+    sched = snooze.Scheduler(datasets(), cfg, seed=7)
+    while not len(sched.step_record().tickets("trained")):
+        sched.step(rollout)
+    sched.propose()
+    before = sched.state_dict()
+    with pytest.raises(snooze.ReportError, match="only when the step starts"):
+        sched.drop_carried()
+    after = sched.state_dict()
+    assert before["meta"] == after["meta"]
+    assert all(np.array_equal(before["arrays"][k], after["arrays"][k]) for k in before["arrays"])

@@ -356,3 +356,42 @@ def test_the_documented_command_composes_validates_and_builds(tmp_path: Path) ->
         8,
     )
     assert trainer.snooze.options.reward_log == tmp_path / "run" / "ckpt" / "snooze_rewards.jsonl"
+
+
+def test_carry_surplus_trains_the_surplus_next_step_and_a_resume_generates_in_its_place(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round of 4 prompts with signal fills the batch of 2 and leaves 2 over: the next step trains on those
+    two from TransferQueue without a round of its own. A restart loses them (TransferQueue is not in the
+    checkpoint): the resumed trainer gives them up with a warning and generates in their place."""
+    rows = [("gsm", i) for i in range(8)]
+    rollout = Rollout(rule=lambda key, s: float(s % 2))  # every group has signal
+    config = compose(
+        tmp_path,
+        "data.gen_batch_size=4",
+        "trainer.resume_mode=auto",
+        data=make_parquet(tmp_path, rows),
+        snooze={"carry_surplus": True, "policy": "dynamic_sampling"},
+    )
+    trainer = build_trainer(config, rollout)
+    first, metrics = step(trainer)
+    assert len(rollout.submitted) == 1 and metrics["snooze/train/groups"] == B
+    over = {key for key in rollout.submitted[0]} - set(_keys(first))
+    assert len(over) == 2  # the round's surplus
+    trainer._save_checkpoint()  # with the surplus carried into step 2
+    end_step(trainer, first)
+    second, metrics = step(trainer)
+    assert len(rollout.submitted) == 1  # no round at step 2: the carried groups filled it
+    assert set(_keys(second)) == over and metrics["snooze/train/groups"] == B
+    end_step(trainer, second)
+
+    clear_transfer_queue()  # a restart: a new TransferQueue, empty
+    again = Rollout(rule=lambda key, s: float(s % 2))
+    resumed = build_trainer(config, again)
+    with caplog.at_level("WARNING", logger="snooze.integrations.verl._run"):
+        resumed._load_checkpoint()
+    assert "2 group(s) carried into step 2 (carry_surplus) were lost with the restart" in caplog.text
+    resumed.global_steps += 1
+    batch, metrics = step(resumed)
+    assert len(again.submitted) == 1 and metrics["snooze/train/groups"] == B  # a round in their place
+    assert not set(_keys(batch)) & over

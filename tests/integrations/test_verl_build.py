@@ -155,7 +155,6 @@ def test_the_import_guard_checks_signatures_not_just_names() -> None:
         ("algorithm.filter_groups.enable=True", "turns on verl's own DAPO loop"),
         ("trainer.v1.sampler.custom_sampler.path=pkg://x", "brings its own replay buffer"),
         ("trainer.v1.sampler.sync_refill_failed_groups=True", "has no effect under the snooze trainer"),
-        ("+trainer.v1.snooze.carry_surplus=True", "carry_surplus=True is not supported"),
         ("skip.rollout_tq.enable=True", "Turn rollout skip off"),
         ("reward.reward_model.enable=True", "colocated reward model"),
         ("+trainer.v1.snooze.reward_metric=", "reward_metric"),

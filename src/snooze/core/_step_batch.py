@@ -164,6 +164,16 @@ class StepBatch:
             everything = np.ones(len(carried), dtype=bool)
             self._enter(carried, self._fits(carried.ds, everything), np.full(len(carried), DISCARDED, np.int8))
 
+    def drop_carried(self) -> int:
+        """The groups carried into this step leave its batch as discarded (their completions are gone); only
+        before its first round, when they are all it holds. Returns how many left."""
+        g = self.groups
+        gone = np.flatnonzero(g.carried_in & (g.slot >= 0))
+        if len(gone):
+            g.set(gone, DISCARDED)
+            self.n, self.per_ds = 0, np.zeros_like(self.per_ds)
+        return len(gone)
+
     # -- undo and state ---------------------------------------------------------------------------
     def snapshot(self) -> tuple[Any, ...]:
         return self.groups.columns(), self.rounds, self.n, self.per_ds

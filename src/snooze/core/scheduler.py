@@ -34,7 +34,7 @@ from snooze.core._state import envelope, pack, reading, unpack
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import ConfigError, DataError
+from snooze.core.errors import ConfigError, DataError, ReportError
 from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
@@ -241,6 +241,20 @@ class Scheduler:
         self._parts.pending.pop(self._parts.pending.locate(issued, candidates))
         self._parts.step_metrics.add("gen/cancelled", len(issued.ticket))
         return len(issued.ticket)
+
+    def drop_carried(self) -> int:
+        """Give up the surplus groups carried into this step (``carry_surplus``) when their completions are gone:
+        a trainer that kept them in memory or in TransferQueue restarted from a checkpoint, which holds the
+        scheduler's record of them but not the completions. They leave the batch as ``discarded`` (the step's
+        record says so) and the step's rounds generate in their place. Only before the step's first round
+        (else a :class:`ReportError`, nothing changed). Returns how many were dropped (0: none carried)."""
+        step = self._parts.step
+        if step.rounds or len(step.groups) != int(np.count_nonzero(step.groups.carried_in)):
+            raise ReportError(
+                f"drop_carried(): step {self.step_index} has drawn {step.rounds} round(s) already; carried groups "
+                "can be given up only when the step starts (right after a resume), before the first propose()"
+            )
+        return step.drop_carried()
 
     # -- reporting ------------------------------------------------------------------------------
     def report(self, candidates: Sequence[Candidate], rewards: npt.ArrayLike) -> np.ndarray:

@@ -5,14 +5,16 @@ rollout workers put every finished trajectory (with its ``rm_scores`` and the pr
 fields), and with ``algorithm.filter_groups`` on it evicts zero-spread groups and refills. Here the
 training partition runs the step loop (docs/concepts.md, "The step loop") instead::
 
-    round 1 was submitted by the trainer's prepare_step
+    round 1 was submitted by the trainer's prepare_step (none when carried-in groups fill the batch)
     loop: report every newly finished group to the scheduler (before any filtering)
           wait while the round is in flight
           if the batch lacks signal groups and rounds < max_gen_rounds: submit the next round
     close the scheduler's step: train on the groups it chose, drop every other group
 
 so every group is reported once, generation is bounded, and what verl trains on is exactly the
-scheduler's batch. Validation (``partition_id="val"``) is verl's own sampling, unchanged.
+scheduler's batch. Under ``carry_surplus`` the step's surplus is neither trained nor dropped: its trajectories
+stay in the ``train`` partition for the next step's batch. Validation (``partition_id="val"``) is verl's own
+sampling, unchanged.
 """
 
 from __future__ import annotations

@@ -242,11 +242,6 @@ def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
                 f"'+{OPTIONS_KEY}.weights={{gsm8k:2,math:1}}' (unset: each data_source's row count)"
             )
         fields["weights"] = dict(weights)
-    if fields.get("carry_surplus") is True:  # another value is SchedulerConfig's to refuse ("must be True or False")
-        raise IntegrationError(
-            "carry_surplus=True is not supported in verl: the sync trainer keeps no trajectories across steps "
-            "(nor in its checkpoints), so carried groups would be lost on resume. Leave carry_surplus off."
-        )
     return fields
 
 

@@ -60,6 +60,7 @@ class SnoozeRun:
         self._queued: deque[Candidate] = deque()  # async modes: proposed, not yet fetched by verl's dataloader
         self.open: dict[str, Candidate] = {}  # uid -> issued candidate, rollouts not yet reported
         self._step: dict[int, str] = {}  # ticket -> uid of every group reported or cancelled this step
+        self._carried: dict[int, str] = {}  # ticket -> uid of the surplus carried into the next step (carry_surplus)
         self._writer: RewardLogWriter | None = None
         self._append_log = False  # a fresh run starts its reward log over; a resumed one appends
 
@@ -160,8 +161,10 @@ class SnoozeRun:
         batch = self.scheduler.finish_step()
         if self.curriculum is not None:
             self.curriculum.update(self.scheduler, batch.metrics)
-        train = [self._step[c.ticket] for c in batch.candidates]
-        drop = sorted(set(self._step.values()) - set(train))
+        uid_of = {**self._carried, **self._step}  # a carried group's trajectories stayed in TransferQueue
+        train = [uid_of[c.ticket] for c in batch.candidates]
+        self._carried = {t: uid_of[t] for t in batch.record.tickets("carried").tolist()}
+        drop = sorted(set(uid_of.values()) - set(train) - set(self._carried.values()))
         self._step = {}
         if not train:
             raise IntegrationError(f"step {batch.step}: no group to train on {self._empty_batch(batch, in_flight)}.")
@@ -217,8 +220,16 @@ class SnoozeRun:
             )
         rebound = _rebind(folder, restored) if len(restored.pending_candidates()) else {}  # may raise: before changes
         restore_curriculum(self.curriculum, folder.parent, restored)  # may raise: before the run changes
+        lost = restored.drop_carried()  # TransferQueue is not in verl's checkpoint: the carried trajectories are gone
+        if lost:
+            log.warning(
+                "%d group(s) carried into step %d (carry_surplus) were lost with the restart (their trajectories "
+                "lived in TransferQueue, which verl's checkpoint does not hold); the step generates in their place",
+                lost,
+                global_step + 1,
+            )
         self.scheduler = restored
-        self.open, self._unbound, self._step, self._queued = rebound, [], {}, deque()
+        self.open, self._unbound, self._step, self._queued, self._carried = rebound, [], {}, deque(), {}
         if self._writer is not None:
             self._writer.close()
             self._writer = None

@@ -119,7 +119,8 @@ class SnoozeTrainer(SnoozeTrainerBase, PPOTrainerSync):  # type: ignore[misc]
         self._attach_scheduler()
 
     def prepare_step(self) -> dict:
-        self._add_prompts_to_generate(self.snooze.config.gen_size)
+        if self.snooze.wants_round():  # not when the groups carried in (carry_surplus) fill the batch already
+            self._add_prompts_to_generate(self.snooze.config.gen_size)
         return {}
 
     def _save_checkpoint(self) -> None:
