@@ -353,6 +353,14 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             raise StateError(no_state(Path(checkpoint)))
         self.scheduler.load_state_dict(load_state(folder))
         restore_curriculum(self._curriculum, Path(checkpoint), self.scheduler)
+        lost = self.scheduler.drop_carried()  # carry_surplus: their completions were in this process's memory
+        if lost:
+            log.warning(
+                "%d group(s) carried into step %d (carry_surplus) were lost with the restart (their completions "
+                "are not in TRL's checkpoint); the step generates in their place",
+                lost,
+                self.scheduler.step_index,
+            )
         self._rows.clear()
         self._spread.clear()
         self._resumed = True
