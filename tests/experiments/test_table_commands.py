@@ -110,7 +110,7 @@ def _hostile_value(name: str, place: tuple[Any, ...], value: Any) -> bool:
     if name == "summary.json" and last in (0, 1):
         return value is True or not (isinstance(value, (int, float)) and 0 <= value < math.inf)
     if name == "regime.json" and last == "met":
-        return value is not None
+        return not (value is None or isinstance(value, bool))  # true, false, or null (not judged)
     if name == "regime.json" and last == "criterion":
         return not (isinstance(value, str) and value)
     if name == "regime.json" and last == "checks":
@@ -161,13 +161,26 @@ def test_the_good_files_make_both_tables(tmp_path: Path) -> None:
     assert "| 1 | 0.810, 105 |" in write_staleness(tmp_path, [1])
 
 
-def test_deep_nesting_and_a_seed_too_few_are_refused(tmp_path: Path) -> None:
+def test_deep_nesting_and_a_seed_more_than_dapo_are_refused(tmp_path: Path) -> None:
     deep = json.dumps(SUMMARY).replace("[100, 110]", "[" * 70 + "1" + "]" * 70)
     (tmp_path / "default").mkdir()
     (tmp_path / "default" / "summary.json").write_text(deep)
     with pytest.raises(DataError, match="nested deeper than 64"):
         write_family(tmp_path, ["default"])
-    short = {**SUMMARY, "snooze": _entry([50], [0.79])}  # zip() paired one seed and dropped the other
-    (tmp_path / "default" / "summary.json").write_text(json.dumps(short))
-    with pytest.raises(DataError, match="1 seeds, but dynamic_sampling has 2"):
+    more = {**SUMMARY, "snooze": _entry([50, 55, 60], [0.79, 0.8, 0.81])}  # zip() would drop the third seed
+    (tmp_path / "default" / "summary.json").write_text(json.dumps(more))
+    with pytest.raises(DataError, match="3 seeds, but dynamic_sampling has 2"):
         write_family(tmp_path, ["default"])
+
+
+def test_an_arm_with_fewer_seeds_pairs_with_dapos_first_ones(tmp_path: Path) -> None:
+    files = {"summary.json": SUMMARY, "regime.json": REGIME, "run_meta.json": META}
+    _write_comparison(tmp_path / "default", files)
+    fewer = {**SUMMARY, "snooze": _entry([50], [0.79])}
+    (tmp_path / "default" / "summary.json").write_text(json.dumps(fewer))
+    text = write_family(tmp_path, ["default"])
+    rows = json.loads((tmp_path / "family.json").read_text())
+    assert rows["overall"]["snooze"]["seeds"] == 1
+    assert rows["regimes"]["default"]["snooze"]["ratio"]["by_seed"] == [100 / 50]
+    assert "snooze (1 seeds)" in text and "DAPO (2 seeds)" in text
+    assert "| arm | pairs |" in text  # the pooled table follows the family's

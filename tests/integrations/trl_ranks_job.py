@@ -232,6 +232,8 @@ def main() -> None:
             shutil.copy(out / "full" / "rewards.jsonl", out / "full" / "rewards.uninterrupted.jsonl")
         if torch.distributed.is_initialized():
             torch.distributed.barrier()
+    if torch.distributed.is_initialized():  # else gloo's threads can abort the interpreter's exit (SIGABRT, seen in CI)
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -22,14 +22,24 @@ from snooze.core.errors import DataError
 from snooze.experiments.summary import headline, stat
 from snooze.experiments.summary_file import DAPO, read_regime, read_summary
 
-__all__ = ["paired", "family_rows", "family_markdown", "write_family", "pooled", "qualifies", "DAPO", "BAR"]
+__all__ = [
+    "paired",
+    "family_rows",
+    "family_markdown",
+    "pooled_markdown",
+    "write_family",
+    "pooled",
+    "qualifies",
+    "DAPO",
+    "BAR",
+]
 
 BAR = {"mean_gap": -0.5, "interval_low": -1.0, "regime_gap": -1.5, "saving": 1.3}
 """What a candidate default is held to, over every regime and seed paired with DAPO: a mean late gap of at least
 -0.5 points with its 90% interval's lower end at -1.0 or above, no regime's mean gap below -1.5, and at least
 1.3x fewer generated groups than DAPO (the geometric mean over the regimes of each regime's mean ratio)."""
 _T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 8: 1.860, 10: 1.812, 15: 1.753, 20: 1.725}
-"""Two-sided 90% Student t quantiles by degrees of freedom (1.645 beyond the table)."""
+"""Two-sided 90% Student t quantiles by degrees of freedom (beyond the table: :func:`_t90`)."""
 
 _REDO = "rerun the regime (benchmarks/family.py --regimes NAME) to rewrite it"
 
@@ -88,12 +98,18 @@ def family_rows(out: Path, regimes: Sequence[str], summaries: Mapping[str, Any] 
     for arm in arms:
         gaps = [rows[arm]["gap"]["mean"] for rows in table.values() if arm in rows]
         ratios = [rows[arm]["ratio"]["mean"] for rows in table.values() if arm in rows]
-        overall[arm] = {"worst_gap": min(gaps), "mean_ratio": sum(ratios) / len(ratios), "regimes": len(gaps)}
+        pairs = max(len(rows[arm]["gap"]["by_seed"]) for rows in table.values() if arm in rows)
+        overall[arm] = {
+            "worst_gap": min(gaps),
+            "mean_ratio": sum(ratios) / len(ratios),
+            "regimes": len(gaps),
+            "seeds": pairs,
+        }
     return {"regimes": table, "arms": arms, "overall": overall}
 
 
 def _arm_order(arm: str) -> tuple[int, str]:
-    order = (DAPO, "grpo", "snooze-f1", "snooze-f2", "snooze", "predictive")
+    order = (DAPO, "snooze-f1-carry", "grpo", "one-round", "snooze-f1", "snooze-f2", "snooze", "predictive")
     return (order.index(arm) if arm in order else len(order), arm)
 
 
@@ -106,7 +122,9 @@ def family_markdown(rows: Mapping[str, Any]) -> str:
     """The family's table: one row per regime, one column per arm ("ratio (range), gap (range)"),
     DAPO's own late accuracy and generated groups in the first column, then each arm's worst gap."""
     arms = [a for a in rows["arms"] if a != DAPO]
-    head = "| regime | DAPO late avg@k, groups | " + " | ".join(arms) + " |"
+    seeds = max((len(t[DAPO]["gap"]["by_seed"]) for t in rows["regimes"].values()), default=0)
+    named = [f"{a} ({rows['overall'][a]['seeds']} seeds)" for a in arms]
+    head = f"| regime | DAPO ({seeds} seeds): late avg@k, groups | " + " | ".join(named) + " |"
     lines = [head, "|" + "---|" * (len(arms) + 2)]
     for name, table in rows["regimes"].items():
         d = table[DAPO]
@@ -117,13 +135,29 @@ def family_markdown(rows: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def pooled_markdown(rows: Mapping[str, Any]) -> str:
+    """Each arm pooled over the regimes (:func:`pooled`) against :data:`BAR`: the geometric-mean saving, the mean
+    late gap with its 90% interval, the worst regime's gap, and whether the arm meets the bar."""
+    lines = [
+        "| arm | pairs | saving (geometric mean) | mean late gap (90% interval) | worst regime | meets the bar |",
+        "|---|---|---|---|---|---|",
+    ]
+    for arm, p in pooled(rows).items():
+        low, high = p["interval"]
+        lines.append(
+            f"| {arm} | {p['pairs']} | {p['saving']:.2f}x | {p['mean_gap']:+.2f} ({low:+.2f} to {high:+.2f}) | "
+            f"{p['worst_regime_gap']:+.1f} | {'yes' if p['qualifies'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
 def write_family(out: Path, regimes: Sequence[str]) -> str:
     """Write ``family.json``, ``family.md`` and the frontier figure under ``out``; return the table. A
     :class:`DataError` (nothing written) when ``out`` holds no regime's summary or a damaged one."""
     summaries = _summaries(out, regimes)
     rows = family_rows(out, regimes, summaries)
     (out / "family.json").write_text(json.dumps(rows, indent=1))
-    text = family_markdown(rows)
+    text = family_markdown(rows) + "\n\n" + pooled_markdown(rows)
     (out / "family.md").write_text(text + "\n")
     try:
         from snooze.plots.family import figure_family
@@ -135,8 +169,12 @@ def write_family(out: Path, regimes: Sequence[str]) -> str:
 
 
 def _t90(df: int) -> float:
-    below = [k for k in _T90 if k <= df]
-    return _T90[max(below)] if below and df <= max(_T90) else 1.645
+    """The table's quantile at the largest tabled df not above ``df`` (never smaller than the true one); beyond
+    the table the Cornish-Fisher expansion of the t quantile around the normal one (within 1e-3 from df 20)."""
+    if df <= max(_T90):
+        return _T90[max(k for k in _T90 if k <= df)]
+    z = 1.6448536
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -41,7 +41,8 @@ def _seeds(entry: Record, key: str, low: float, high: float, nan: bool) -> list[
 def read_summary(path: Path, fix: str) -> dict[str, dict[str, Any]]:
     """The arms of ``summary.json`` with what the cross-comparison tables read, checked: per arm
     ``gen_groups.by_seed`` (finite, >= 0) and its headline accuracy's ``late.by_seed`` (in [0, 1], NaN where
-    not measured), as many seeds as DAPO's. The entries keep the summary's shape (``paired`` reads them)."""
+    not measured), at most as many seeds as DAPO's (an arm run on fewer pairs with DAPO's first ones). The
+    entries keep the summary's shape (``paired`` reads them)."""
     top = Record(read_json(path, DataError, fix), str(path), DataError, fix)
     if not top.keys():
         raise top.fail(None, "holds no arm")
@@ -57,13 +58,14 @@ def read_summary(path: Path, fix: str) -> dict[str, dict[str, Any]]:
             seeds = f"{len(late)} seeds, but gen_groups.by_seed has {len(gen)}"
             raise entry.fail(f"accuracy.{kind}.late.by_seed", seeds)
         out[arm] = {"gen_groups": {"by_seed": gen}, "accuracy": {kind: {"late": {"by_seed": late}}}}
-    if DAPO in out:
+    if DAPO in out:  # every arm of a comparison starts at the same seed: an arm pairs with DAPO's first seeds
         want = len(out[DAPO]["gen_groups"]["by_seed"])
         for arm, entry in out.items():
-            if len(entry["gen_groups"]["by_seed"]) != want:
+            if len(entry["gen_groups"]["by_seed"]) > want:
                 raise top.fail(
                     f"{arm}.gen_groups.by_seed",
-                    f"{len(entry['gen_groups']['by_seed'])} seeds, but {DAPO} has {want}: arms are paired seed by seed",
+                    f"{len(entry['gen_groups']['by_seed'])} seeds, but {DAPO} has {want}: arms are paired seed by "
+                    "seed, so DAPO needs every seed an arm has",
                 )
     return out
 
