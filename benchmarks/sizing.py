@@ -4,12 +4,12 @@ the table of docs/sizing.md, measured on the toy of the README's quick start.
 The toy (numpy only, no model): a pool of ``--prompts`` prompts, a share ``--solved`` of them always solved
 (every rollout right: the too-easy prompts that pile up late in a run), the others right with a chance drawn
 once per prompt, uniform in [0.05, 0.95]. Nothing learns, so each setting reaches a steady state; every
-setting runs DAPO (``policy="dynamic_sampling"``) and snoozing (``policy="snooze", options={"factor": 1}``)
-on the same pool and seeds. Per step, over the steps after the first ``--warm`` (means over ``--seeds``
-seeds): DAPO's generation rounds, groups generated, groups trained; snoozing's the same; and the
-generation snoozing saves (1 - its groups generated / DAPO's). Prints two Markdown tables (about 20 s): the
-default setting on pools with more and more solved prompts (``--pools``), then each knob changed on its own
-on the pool with ``--solved`` solved::
+setting runs DAPO (``policy="dynamic_sampling"``) and the recommended skipping setting
+(``snooze.RECOMMENDED``: snoozing at factor 1, the surplus carried) on the same pool and seeds. Per step,
+over the steps after the first ``--warm`` (means over ``--seeds`` seeds): DAPO's generation rounds, groups
+generated, groups trained; the recommended setting's the same; and the generation it saves (1 - its groups
+generated / DAPO's). Prints two Markdown tables (about 20 s): the default setting on pools with more and
+more solved prompts (``--pools``), then each knob changed on its own on the pool with ``--solved`` solved::
 
     PYTHONPATH=src python benchmarks/sizing.py
 """
@@ -24,8 +24,8 @@ import numpy as np
 
 import snooze
 
-SKIPPING = {"policy": "snooze", "options": {"factor": 1}}
-"""The skipping setting measured (docs/sizing.md marks where the recommended one goes)."""
+SKIPPING = snooze.RECOMMENDED
+"""The skipping setting measured: the recommended one."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def measure(setting: Setting, prompts: int, solved: float, steps: int, warm: int
 def table(results: list[tuple[str, Setting, dict[str, float]]]) -> str:
     head = (
         "| solved | batch_size | gen_batch_size | max_gen_rounds | G | DAPO rounds | DAPO generated | DAPO trained "
-        "| snooze f1 rounds | snooze f1 generated | snooze f1 trained | generation saved |"
+        "| recommended rounds | recommended generated | recommended trained | generation saved |"
     )
     lines = [head, "|" + "---|" * 12]
     for pool_name, s, r in results:

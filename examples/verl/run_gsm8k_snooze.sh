@@ -51,7 +51,7 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=32 \
   actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=32 \
   trainer.v1.trainer_mode=snooze \
-  +trainer.v1.snooze.policy=snooze +trainer.v1.snooze.options.factor=1 \
+  +trainer.v1.snooze.policy=snooze +trainer.v1.snooze.options.factor=1 +trainer.v1.snooze.carry_surplus=True \
   +trainer.v1.snooze.max_gen_rounds=4 +trainer.v1.snooze.seed=0 \
   trainer.default_local_dir="$RUN/ckpt" trainer.save_freq=50 trainer.resume_mode=auto \
   trainer.logger='["console","file"]' trainer.project_name=snooze trainer.experiment_name=gsm8k_snooze \

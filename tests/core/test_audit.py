@@ -120,7 +120,7 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
     audited one's counter stays where the skip left it (never reported to the policy); no audit group is
     trained on or kept as padding (none has signal)."""
     cfg = snooze.SchedulerConfig(
-        batch_size=10, group_size=G, policy="snooze", audit=0.3, on_short="pad", max_gen_rounds=1
+        batch_size=10, group_size=G, policy="snooze", options={"factor": 5}, audit=0.3, on_short="pad", max_gen_rounds=1
     )
     sched = snooze.Scheduler(_pool(10), cfg, seed=3)
     sched.step(_roller(np.ones(10), 0))  # every prompt snoozed for 5

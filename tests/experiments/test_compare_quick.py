@@ -13,6 +13,7 @@ from snooze.core.config import SchedulerConfig
 from snooze.experiments.compare import (
     ARMS,
     DEFAULT_ARMS,
+    DESIGN_NOTE_SNOOZE,
     FACTOR_ARMS,
     FIG3_ARMS,
     MAIN_ARMS,
@@ -234,7 +235,9 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     assert factors == {"snooze": 3, "snooze-f1": 1, "snooze-f2": 2}  # --snooze-factor sets the snooze arm only
     pred = _cfg("predictive", predictive={"margin": 0.3, "recheck": 4.0})
     assert pred.policy == "predictive" and (pred.options.margin, pred.options.recheck) == (0.3, 4.0)
-    assert _cfg("snooze", predictive={"margin": 0.3}).options == SchedulerConfig(policy="snooze").options
+    design_note = SchedulerConfig(policy="snooze", options=DESIGN_NOTE_SNOOZE).options
+    assert _cfg("snooze", predictive={"margin": 0.3}).options == design_note  # the snooze arm: factor 5
+    assert _cfg("fig3-snooze").options == design_note and _cfg("snooze-f1").options.factor == 1
     carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
     assert {arm for arm in arms if _cfg(arm).carry_surplus} == {"snooze-f1-carry"}  # the arm's own setting

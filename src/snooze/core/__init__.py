@@ -22,7 +22,7 @@ buffers, mix, metrics, state envelope); they may change without notice.
 from snooze.core.advantages import grpo_advantages
 from snooze.core.checkpoint import load_state, save_state
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
-from snooze.core.config import SchedulerConfig
+from snooze.core.config import RECOMMENDED, SchedulerConfig
 from snooze.core.conformance import check_policy
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
@@ -39,6 +39,7 @@ from snooze.core.types import PLACES, Batch, Candidate, Candidates, RolloutFn, S
 __all__ = [
     "Scheduler",
     "SchedulerConfig",
+    "RECOMMENDED",
     "Options",
     "NoOptions",
     "SnoozeOptions",

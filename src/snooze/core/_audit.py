@@ -247,17 +247,20 @@ class Diagnosis:
         if drawn > 0 and audited >= AUDIT_WARN_RATIO * drawn:
             self.warned["audit"] = True
             given_up = max(int(t["skips"] - t["audit_groups"]), 0) * audited
+            found = t["drawn_signal"] + t["audit_signal"]
             log.warning(
                 "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group "
                 "%.0f%% of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups "
-                "so far. Lower SnoozeOptions.factor (or PredictiveOptions.margin), or use policy='dynamic_sampling' "
-                "to skip nothing",
+                "so far, against %.0f the run found. The recommended setting shows this too (docs/sizing.md): judge "
+                "it by late accuracy, and if it lags a DAPO run's, lower SnoozeOptions.factor (or "
+                "PredictiveOptions.margin) or use policy='dynamic_sampling' to skip nothing",
                 t["audit_groups"],
                 audit_share,
                 100 * audited,
                 100 * drawn,
                 t["drawn_groups"],
                 given_up,
+                found,
             )
 
     # -- state ------------------------------------------------------------------------------------

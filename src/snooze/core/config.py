@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -44,6 +45,7 @@ from snooze.core.options import (
 
 __all__ = [
     "SchedulerConfig",
+    "RECOMMENDED",
     "Choices",
     "field_choices",
     "config_changes",
@@ -60,6 +62,15 @@ OnShort = Literal["partial", "pad", "raise"]
 OutOfRange = Literal["raise", "accept"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
+
+RECOMMENDED: Mapping[str, Any] = MappingProxyType(
+    {"policy": "snooze", "options": MappingProxyType({"factor": 1}), "carry_surplus": True}
+)
+"""The recommended skipping setting, the one the docs and examples use when they turn skipping on
+(``SchedulerConfig(batch_size=..., **snooze.RECOMMENDED)``): snoozing a too-easy prompt for its next
+encounter, the surplus signal groups carried into the next step, the audit at its default. It is not the
+default (``dynamic_sampling``, which skips nothing): docs/results.md has the family's measurement of both,
+docs/sizing.md says when to turn it on."""
 
 
 @dataclass(frozen=True)

@@ -61,14 +61,16 @@ class Arm:
     """One arm of the comparison: a named scheduler config over the task mix (or, ``fig3``, over the
     figure-3 strata at equal weight). ``settings``: ``SchedulerConfig`` keywords of the arm, its policy's
     options as a mapping among them (``{"options": {"factor": 1}}``); they win over the comparison's own
-    (``run_compare``'s ``settings``). ``cost``: start order with several jobs (higher first: the ones that
-    generate most)."""
+    (``run_compare``'s ``settings``). ``defaults``: options of the arm's policy that the comparison's own
+    override (the ``snooze`` arms run the design note's factor 5 unless ``--snooze-factor`` says otherwise).
+    ``cost``: start order with several jobs (higher first: the ones that generate most)."""
 
     name: str
     policy: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     fig3: bool = False
     cost: int = 0
+    defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def config(
         self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None
@@ -89,9 +91,13 @@ class Arm:
         shared = dict(settings or {})
         by_policy = shared.pop("options", None) or {}
         own = dict(self.settings)
-        options = {**by_policy.get(self.policy, {}), **own.pop("options", {})}
+        options = {**self.defaults, **by_policy.get(self.policy, {}), **own.pop("options", {})}
         return SchedulerConfig(**{**base, **shared, **own}, policy=self.policy, options=options)
 
+
+DESIGN_NOTE_SNOOZE: Mapping[str, Any] = {"factor": 5}
+"""The design note's snoozing factor, which the ``snooze`` and figure-3 arms reproduce (the library's default,
+``SnoozeOptions.factor``, is the recommended 1)."""
 
 ARMS: dict[str, Arm] = {
     a.name: a
@@ -99,7 +105,7 @@ ARMS: dict[str, Arm] = {
         Arm("grpo", "grpo", cost=0),
         Arm("dynamic_sampling", "dynamic_sampling", cost=7),
         Arm("filter", "filter", cost=3),
-        Arm("snooze", "snooze", cost=4),
+        Arm("snooze", "snooze", cost=4, defaults=DESIGN_NOTE_SNOOZE),
         Arm("snooze-f1", "snooze", {"options": {"factor": 1}}, cost=6),
         Arm("snooze-f2", "snooze", {"options": {"factor": 2}}, cost=5),
         Arm("predictive", "predictive", cost=2),
@@ -110,8 +116,8 @@ ARMS: dict[str, Arm] = {
         # prompts skipped before rollout: TRL's one-round mode
         Arm("one-round", "snooze", {"options": {"factor": 1}, "max_gen_rounds": 1, "on_short": "pad", "audit": 0.05}),
         Arm("fig3-filter", "filter", fig3=True, cost=1),
-        Arm("fig3-snooze", "snooze", fig3=True, cost=8),
-        Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9),
+        Arm("fig3-snooze", "snooze", fig3=True, cost=8, defaults=DESIGN_NOTE_SNOOZE),
+        Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9, defaults=DESIGN_NOTE_SNOOZE),
     )
 }
 """Every arm ``snooze compare`` knows, in the order of its table."""
@@ -120,7 +126,8 @@ FIG3_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.fig3)
 FACTOR_ARMS: dict[str, int] = {
     n: a.settings["options"]["factor"] for n, a in ARMS.items() if "factor" in a.settings.get("options", {})
 }
-"""Snooze arms at a fixed factor (the ``snooze`` arm takes ``--snooze-factor``, 5 by default)."""
+"""Snooze arms at a fixed factor (the ``snooze`` arm takes ``--snooze-factor``, by default
+:data:`DESIGN_NOTE_SNOOZE`)."""
 DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in ARMS if a not in FACTOR_ARMS)
 """The arms run when ``--arms`` is not given: all but the factor sweep, so the default profile keeps its
 15-minute budget on 2 cores (``--arms all`` adds snooze at factors 1 and 2: about 5 minutes more)."""

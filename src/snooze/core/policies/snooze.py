@@ -42,9 +42,11 @@ class SnoozeOptions(Options):
 
     nested = {"rule": SKIP_RULES}
 
-    factor: int = 5
-    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome.
-    0 behaves as ``dynamic_sampling``; the design note's experiments use 5. At most 2**31 - 1 (what a counter holds)."""
+    factor: int = 1
+    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome. 1, the
+    recommended setting (with ``SchedulerConfig.carry_surplus``: docs/sizing.md), held accuracy best in the
+    benchmark family; the design note's experiments use 5. 0 behaves as ``dynamic_sampling``. At most
+    2**31 - 1 (what a counter holds)."""
 
     hard: bool = False
     """Also snooze too-hard prompts (off by default: the design note snoozes only the easy side)."""
