@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from snooze.cli.main import main
-from snooze.core.config import SchedulerConfig
+from snooze.core.config import RECOMMENDED, SchedulerConfig
 from snooze.experiments.compare import (
     ARMS,
     DEFAULT_ARMS,
@@ -18,6 +18,7 @@ from snooze.experiments.compare import (
     FIG3_ARMS,
     MAIN_ARMS,
     PROFILES,
+    RECOMMENDED_ARM,
     Arm,
     _data,
     _strata,
@@ -63,7 +64,13 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     )
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
-    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS)  # without --arms: all but the factor sweep
+    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS) | {RECOMMENDED_ARM}  # all but the factor sweep
+    assert ARMS[RECOMMENDED_ARM].config(PROFILES["quick"], []) == SchedulerConfig(
+        batch_size=PROFILES["quick"].batch_size,
+        group_size=PROFILES["quick"].group_size,
+        max_gen_rounds=PROFILES["quick"].max_gen_rounds,
+        **RECOMMENDED,
+    )  # the recommended setting as a user gets it, the audit at its default
     steps = PROFILES["quick"].steps
     for arm, s in summary.items():
         assert SUMMARY_KEYS <= set(s) and s["steps"] == steps, arm

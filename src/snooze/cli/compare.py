@@ -94,7 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--arms",
         type=_arms,
         default=None,
-        help="comma-separated arms, or all (default: every arm but snooze-f1 and snooze-f2, the factor sweep)",
+        help="comma-separated arms, or all (default: every arm but snooze-f1, snooze-f2 and one-round; the recommended "
+        "setting, snooze-f1-carry, runs)",
     )
     parser.add_argument(
         "--cache",
