@@ -256,3 +256,25 @@ def test_the_benchmark_of_the_kept_states_runs() -> None:
 
     took, mb = trl_async_state.measure(1000, 1)
     assert 0 < took < 5 and 0 < mb < 1
+
+
+@pytest.mark.parametrize("policy", ["dynamic_sampling", "snooze"])
+def test_carrying_the_surplus_changes_nothing_here(policy: str) -> None:
+    """A step closes the moment its batch is full (ScheduledQueue checks before each report), so there is never a
+    surplus to carry: the recommended setting's carry_surplus=True gives the same steps as False."""
+
+    def steps(carry: bool) -> list[list[int]]:
+        run, _ = _run(policy=policy, carry_surplus=carry, max_gen_rounds=8)
+        closed, rng = [], np.random.default_rng(0)
+        while len(closed) < 6:
+            run.issue()
+            if run.closable():
+                closed.append(sorted(int(t) for t in run.scheduler.step_record().tickets("trained")))
+                run.close()
+                continue
+            ticket = min(run.out)
+            run.report(_scored(ticket, SIGNAL if rng.random() < 0.5 else FLAT))
+            assert run.scheduler.step_record().tickets("surplus").size == 0  # never more than the batch
+        return closed
+
+    assert steps(True) == steps(False)

@@ -28,7 +28,7 @@ def _signal(completions: list[Any], id: list[str], **kwargs: Any) -> list[float]
     return [float(zlib.crc32(c.encode()) % 2) for c in completions]  # a coin per completion: most groups have signal
 
 
-def _trainer(model_name: str, out: Path, steps: int, batches: list[Any]) -> Any:
+def _trainer(model_name: str, out: Path, steps: int, batches: list[Any], config: Any = None) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -55,7 +55,7 @@ def _trainer(model_name: str, out: Path, steps: int, batches: list[Any]) -> Any:
         reward_funcs=_signal,
         args=args,
         train_dataset=Dataset.from_list(RECORDS),
-        snooze_config=CARRY,
+        snooze_config=CARRY if config is None else config,
         on_batch=batches.append,
     )
 
@@ -84,3 +84,18 @@ def test_the_surplus_is_trained_next_step_and_a_resume_generates_in_its_place(
     assert f"{lost} group(s) carried into step 2 (carry_surplus) were lost with the restart" in caplog.text
     assert int(resumed[0].metrics["gen/rounds"]) >= 1  # generated in their place
     assert not resumed[0].record.carried_in[resumed[0].record.where("trained")].any()
+
+
+def test_the_recommended_setting_as_the_docs_pass_it(tmp_path: Path) -> None:
+    """``snooze_config=dict(snooze.RECOMMENDED)``, as the README writes it: snoozing at factor 1 with the
+    surplus carried, in a real run; every batch full of signal groups, the surplus trained at the next step."""
+    import snooze
+
+    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
+    batches: list[Any] = []
+    trainer = _trainer(model_name, tmp_path / "out", 4, batches, {**snooze.RECOMMENDED, "gen_batch_size": 4})
+    cfg = trainer.scheduler.config
+    assert (cfg.policy, cfg.options.factor, cfg.carry_surplus, cfg.audit) == ("snooze", 1, True, 0.05)
+    trainer.train()
+    assert len(batches) == 4 and all(len(b.candidates) == 2 for b in batches)
+    assert any(b.record.carried_in[b.record.where("trained")].any() for b in batches)

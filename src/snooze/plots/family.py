@@ -20,9 +20,16 @@ from snooze.plots.style import arm_color, arm_label
 
 __all__ = ["figure_family", "frontier_points"]
 
-_MARKERS = {"dynamic_sampling": "s", "snooze-f1": "<", "snooze-f2": ">", "snooze": "o", "predictive": "*"}
-"""The arms drawn (plain GRPO, at a quarter of DAPO's generation and far below its accuracy, would
-squash every panel; the table has it)."""
+_MARKERS = {
+    "dynamic_sampling": "s",
+    "snooze-f1-carry": "D",
+    "snooze-f1": "<",
+    "snooze-f2": ">",
+    "snooze": "o",
+    "predictive": "*",
+}
+"""The arms drawn (plain GRPO and the one-round mode, at a quarter of DAPO's generation or less and far below
+its accuracy, would squash every panel; the table has them)."""
 _LABELS = {"snooze": "data snoozing, factor 5"}
 
 

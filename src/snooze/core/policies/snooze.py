@@ -43,10 +43,10 @@ class SnoozeOptions(Options):
     nested = {"rule": SKIP_RULES}
 
     factor: int = 1
-    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome. 1, the
-    recommended setting (with ``SchedulerConfig.carry_surplus``: docs/sizing.md), held accuracy best in the
-    benchmark family; the design note's experiments use 5. 0 behaves as ``dynamic_sampling``. At most
-    2**31 - 1 (what a counter holds)."""
+    """Encounters a too-easy prompt is skipped for; added to its counter at each too-easy outcome. 1 is the
+    recommended setting's (``snooze.RECOMMENDED``, with ``SchedulerConfig.carry_surplus``: docs/sizing.md);
+    the design note's experiments use 5, which lost up to 4.6 points in the benchmark family. 0 behaves as
+    ``dynamic_sampling``. At most 2**31 - 1 (what a counter holds)."""
 
     hard: bool = False
     """Also snooze too-hard prompts (off by default: the design note snoozes only the easy side)."""
