@@ -259,7 +259,7 @@ def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:
     """``"options.factor: saved 5, now 2"`` for each field (and option) of ``now`` that differs from
     ``saved`` (a state's ``meta.config``; a field it lacks counts as its default).
 
-    >>> snooze = SchedulerConfig(policy="snooze")
+    >>> snooze = SchedulerConfig(policy="snooze", options={"factor": 5})
     >>> config_changes(snooze.to_dict(), snooze.replace(options={"factor": 2}))
     ['options.factor: saved 5, now 2']
     """
