@@ -37,6 +37,7 @@ step, so a logger there cannot say which step a group belongs to.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -96,8 +97,7 @@ class RewardLogger(TrainerCallback):  # type: ignore[misc]
         return [self._wrapped(i, f) for i, f in enumerate(funcs)]
 
     def _wrapped(self, index: int, func: Callable[..., Any]) -> Callable[..., Any]:
-        from trl.trainer.utils import get_callable_name, is_async_callable  # TRL's own tests of a reward function
-
+        get_callable_name, is_async_callable = _trl_callable_rules()
         if is_async_callable(func):
 
             async def scored_async(*args: Any, **kwargs: Any) -> Any:
@@ -250,3 +250,14 @@ def _gathered(keys: list[Any], per_func: np.ndarray) -> tuple[list[Any], np.ndar
 
     rows = gather_object([(k, per_func[:, i].tolist()) for i, k in enumerate(keys)])
     return [k for k, _ in rows], np.asarray([r for _, r in rows], dtype=np.float64).T
+
+
+def _trl_callable_rules() -> tuple[Callable[[Any], str], Callable[[Any], bool]]:
+    """TRL's own rules for a reward function: the name its metrics take and whether it is awaited. Releases
+    without ``trl.trainer.utils.get_callable_name`` (1.0.0 among them) read ``func.__name__`` and
+    ``inspect.iscoroutinefunction(func)``, so the wrapper follows those there."""
+    try:
+        from trl.trainer.utils import get_callable_name, is_async_callable
+    except ImportError:
+        return (lambda f: getattr(f, "__name__", type(f).__name__)), inspect.iscoroutinefunction
+    return get_callable_name, is_async_callable
