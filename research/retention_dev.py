@@ -65,6 +65,8 @@ ARMS = {
         # round 3: the too-hard side kept away longer (round 1: spacing it cost little where most groups fail)
         _arm("f1-h3-carry", "snooze", {"factor": 1, "hard": True, "hard_factor": 3}, carry_surplus=True),
         _arm("f1-h8-carry", "snooze", {"factor": 1, "hard": True, "hard_factor": 8}, carry_surplus=True),
+        # after the family: the recommended setting with the audit on, for designing snooze/saved/* on dev runs
+        _arm("f1-carry-audit", "snooze", {"factor": 1}, carry_surplus=True, audit=0.05),
     )
 }
 """Arms under test, by name (``dynamic_sampling``: DAPO, the reference of every ratio and gap)."""
@@ -90,6 +92,8 @@ def main() -> None:
     if args.first_seed < 100:
         parser.error("--first-seed must be at least 100: seeds 0-4 are the report's, never the design's")
     regimes, arms = args.regimes.split(","), args.arms.split(",")
+    # every table pairs with DAPO; its finished runs are kept, not rerun
+    arms = ["dynamic_sampling", *(a for a in arms if a != "dynamic_sampling")]
     unknown = sorted((set(regimes) - set(DEV_REGIMES)) | (set(arms) - set(ARMS)))
     if unknown:
         parser.error(f"unknown regime(s) or arm(s): {unknown}")
