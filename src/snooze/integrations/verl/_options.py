@@ -257,18 +257,6 @@ def _scheduler_config(fields: dict[Any, Any]) -> SchedulerConfig:
     return SchedulerConfig(**fields)
 
 
-def _scheduler_config(fields: dict[Any, Any]) -> SchedulerConfig:
-    """``SchedulerConfig(**fields)``: its defaults, not ``from_dict``'s (which gives a field a saved config lacks
-    the value of the release before it: ``audit=0``); a misspelt field is its ``ConfigError``."""
-    keys = [k for k in fields if not isinstance(k, str)]
-    if keys:  # (a Hydra key may be an integer: SchedulerConfig(**{1: 2}) was a TypeError)
-        raise IntegrationError(f"{OPTIONS_KEY}: option names are strings, got {keys}")
-    for key in ("reward_range", "reward_band"):
-        if isinstance(fields.get(key), list):  # Hydra has no tuples
-            fields[key] = tuple(fields[key])
-    return SchedulerConfig(**fields)
-
-
 def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     """The reward log's path: the option, else beside verl's checkpoints; ``false`` turns it off."""
     value = opts.get("reward_log")
