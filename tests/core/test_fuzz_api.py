@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 from helpers_core import records, rewards_for, snapshot
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import snooze
@@ -82,6 +82,7 @@ def _only_ours(call: Any) -> BaseException | None:
 
 @FUZZ
 @given(changes=st.dictionaries(st.sampled_from(FIELDS), JUNK, min_size=1, max_size=3), data=JUNK)
+@example(changes={"policy": np.zeros((2, 4))}, data=None)  # found by the fuzz: an array compared with "dapo"
 def test_the_config_takes_a_value_or_raises_a_config_error(changes: dict[str, Any], data: Any) -> None:
     base = snooze.SchedulerConfig()
     got: list[snooze.SchedulerConfig] = []

@@ -190,7 +190,8 @@ class SchedulerConfig:
         for name, minimum in _INTS.items():  # at most int64: counts and sizes are held as int64
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum, INT64_MAX))
-        if self.policy == "dapo":  # DAPO's dynamic sampling, by the name of the paper that made it
+        # "dapo": DAPO's dynamic sampling, by the name of the paper that made it (a non-string: refused below)
+        if isinstance(self.policy, str) and self.policy == "dapo":
             _set(self, "policy", "dynamic_sampling")
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
