@@ -26,18 +26,20 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from snooze.core._stateful import state_int
 from snooze.core.classify import SIGNAL, group_means
-from snooze.core.errors import StateError
+from snooze.core.errors import DataError, StateError
 
 __all__ = [
     "audit_uniform",
     "expected_rounds",
+    "dapo_step_groups",
+    "saved_from_metrics",
     "Shape",
     "Diagnosis",
     "AUDIT_MIN_GROUPS",
@@ -54,9 +56,10 @@ a signal rate near 0.3 is about 0.065, small beside the gap the warning looks fo
 AUDIT_WARN_RATIO = 0.5
 """Warn when skipped encounters carry signal at least this share as often as drawn ones: skipping then
 gives up half a drawn encounter's worth of signal or more for every encounter it saves."""
-PRIOR_GROUPS = 10
-"""Pseudo-groups at the drawn signal rate added to the audit's groups when ``snooze/saved/*`` estimates the
-skipped encounters' signal rate: until the audit has seen a few tens of groups, the estimate leans to no saving."""
+PRIOR_GROUPS = 3
+"""Pseudo-audit-groups with signal at the drawn rate added to the audit's when ``snooze/saved/*`` estimates how
+often skipped encounters carry signal against drawn ones: before the audit has seen a few groups, the estimate
+leans to no saving (chosen on development runs, ``research/saved_gap.py``: 10 leaned to it for most of a run)."""
 EXHAUSTED_WINDOW = 10
 """Steps in a row at which ``max_gen_rounds`` must bind (the batch not full after the last round)."""
 EXHAUSTED_USED = 0.05
@@ -98,10 +101,64 @@ def expected_rounds(batch: int, gen: int, rate: float, cap: int) -> float:
     return out
 
 
+def dapo_step_groups(step: Mapping[str, float], totals: Mapping[str, float], shape: Shape) -> float:
+    """Groups DAPO's dynamic sampling would have generated for a step: rounds of ``gen_batch_size`` until
+    ``batch_size`` groups with signal, at most ``max_gen_rounds`` (:func:`expected_rounds`), at the signal rate
+    of the step's encounters, the skipped ones (not rolled out) taken at ``rho`` x the step's drawn rate.
+
+    ``rho``, how often a skipped encounter carries signal against a drawn one, is the audit's signal groups
+    over the signal groups drawn encounters would have given at the same steps (``audit_drawn``: each step's
+    audit groups x its drawn rate), both over the run so far, with :data:`PRIOR_GROUPS` pseudo-groups at 1 (no
+    saving claimed before the audit measured it; with the audit off, none is). A ratio and not the audited
+    rate itself, because the signal rate falls as the model learns: a rate pooled over the run would carry
+    the early, higher rates into late steps (research/saved_gap.py measured that bias on development runs).
+    ``step``/``totals``: the counts of :class:`Diagnosis` (``totals`` with the step added)."""
+    skipped = max(step["skips"] - step["audit_groups"], 0)
+    met = step["drawn_groups"] + step["audit_groups"] + skipped
+    if not met:
+        return 0.0
+    drawn = _rate(step["drawn_signal"], step["drawn_groups"])
+    prior = PRIOR_GROUPS * drawn
+    rho = (totals["audit_signal"] + prior) / (totals["audit_drawn"] + prior) if totals["audit_drawn"] + prior else 1.0
+    signal = step["drawn_signal"] + step["audit_signal"] + skipped * rho * drawn
+    return shape.gen * expected_rounds(shape.batch, shape.gen, signal / met, shape.rounds)
+
+
+def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> float:
+    """``total/saved_dapo_groups`` recomputed from a run's per-step metrics lines (``snooze/audit/*``,
+    ``snooze/drawn/*``, ``snooze/skipped``; the ``full`` metrics) with this version's :func:`dapo_step_groups`:
+    to re-estimate a finished run's saving (the estimate changes no decision of the run) or check a new
+    estimator on old logs. Lines without those keys (``compact`` metrics, another tool's log) raise a
+    :class:`DataError`. ``snooze/skipped`` and ``filter/skipped`` stand for the encounters the audit samples:
+    exact for policies that do not exclude prompts (a curriculum's excluded ones are counted in too)."""
+    need = ("snooze/audit/groups", "snooze/audit/signal_rate", "snooze/drawn/groups", "snooze/drawn/signal_rate")
+    totals = {"audit_signal": 0.0, "audit_drawn": 0.0}
+    out = 0.0
+    for i, line in enumerate(lines):
+        missing = [k for k in (*need, "snooze/skipped") if k not in line]
+        if missing:
+            raise DataError(
+                f"metrics line {i} has no {', '.join(missing)}: recomputing the saving needs every step's full "
+                "metrics (TrainConfig(metrics='full'), the default)"
+            )
+        step = {
+            "audit_groups": float(line["snooze/audit/groups"]),
+            "audit_signal": line["snooze/audit/groups"] * line["snooze/audit/signal_rate"],
+            "drawn_groups": float(line["snooze/drawn/groups"]),
+            "drawn_signal": line["snooze/drawn/groups"] * line["snooze/drawn/signal_rate"],
+        }
+        # the skipped encounters, audited ones among them (what the audit samples): as Diagnosis.add_skips
+        step["skips"] = float(line["snooze/skipped"]) + float(line.get("filter/skipped", 0))
+        totals["audit_signal"] += step["audit_signal"]
+        totals["audit_drawn"] += step["audit_groups"] * _rate(step["drawn_signal"], step["drawn_groups"])
+        out += dapo_step_groups(step, totals, shape)
+    return out
+
+
 _SALT = np.uint64(0x5A0D17A0D17C0FFE)  # keeps the audit's hash apart from the streams' permutations
 _BUDGET_KEY = 2**40 + 0xB0D6E7  # the rounds' budgets: a "dataset key" no dataset has (crc32s of names: < 2**32)
 _COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips")
-_SUMS = ("audit_pass", "drawn_pass", "dapo_groups")
+_SUMS = ("audit_pass", "drawn_pass", "dapo_groups", "audit_drawn")
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -181,7 +238,7 @@ class Diagnosis:
             t[k] += s[k]
         s["dapo_groups"] = self._dapo_groups(shape)
         out["snooze/saved/dapo_groups"], out["snooze/saved/groups"] = s["dapo_groups"], s["dapo_groups"] - counts[0]
-        for k in _SUMS:
+        for k in _SUMS[:3]:  # audit_drawn went into the totals in _dapo_groups
             t[k] += s[k]
         self._rates(out, "snooze/", s)
         self._rates(out, "total/", t)
@@ -196,20 +253,12 @@ class Diagnosis:
         self.start_step()
 
     def _dapo_groups(self, shape: Shape) -> float:
-        """Groups DAPO would have generated this step (``snooze/saved/dapo_groups``): rounds of
-        ``gen_batch_size`` until ``batch_size`` groups with signal, at most ``max_gen_rounds``, at DAPO's signal
-        rate, the rate of the step's encounters with the ones skipped (and not rolled out) at the run's audited
-        signal rate so far (shrunk towards the drawn rate: without the audit no saving is claimed)."""
+        """Groups DAPO would have generated this step (``snooze/saved/dapo_groups``, :func:`dapo_step_groups`);
+        adds the step's ``audit_drawn`` (its audit groups x its drawn signal rate) to the totals first."""
         s = self.step
-        skipped = max(s["skips"] - s["audit_groups"], 0)
-        met = s["drawn_groups"] + s["audit_groups"] + skipped
-        if not met:
-            return 0.0
-        drawn = _rate(s["drawn_signal"], s["drawn_groups"])
-        t = self.totals  # the audited rate, shrunk by PRIOR_GROUPS towards the drawn one: no saving claimed unmeasured
-        audited = (t["audit_signal"] + PRIOR_GROUPS * drawn) / (t["audit_groups"] + PRIOR_GROUPS)
-        signal = s["drawn_signal"] + s["audit_signal"] + skipped * audited
-        return shape.gen * expected_rounds(shape.batch, shape.gen, signal / met, shape.rounds)
+        s["audit_drawn"] = s["audit_groups"] * _rate(s["drawn_signal"], s["drawn_groups"])
+        self.totals["audit_drawn"] += s["audit_drawn"]
+        return dapo_step_groups(s, self.totals, shape)
 
     def cumulative(self) -> dict[str, Any]:
         """The run's totals as metrics (``total/audit_*``, ``total/drawn_*``), as :meth:`finish` adds them."""
@@ -273,7 +322,8 @@ class Diagnosis:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Counts integers >= 0, pass sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` 5-lists."""
+        """Counts integers >= 0, sums finite and >= 0, the window at most :data:`EXHAUSTED_WINDOW` 5-lists. A state
+        written before ``audit_drawn`` existed takes the run's drawn signal rate for it (``snooze/saved/*`` only)."""
         if not isinstance(state, Mapping):
             raise StateError("metrics.diagnosis is not a mapping; the state is corrupt")
         totals, step = (_counts(state.get(part, {}), part) for part in ("totals", "step"))
@@ -291,6 +341,8 @@ class Diagnosis:
         warned = state.get("warned", {})
         if not isinstance(warned, Mapping) or not all(isinstance(warned.get(k, False), bool) for k in self.warned):
             raise StateError("metrics.diagnosis.warned is not a mapping of warning to True/False; the state is corrupt")
+        if "audit_drawn" not in state.get("totals", {}):  # written before the field: the run's drawn rate stands in
+            totals["audit_drawn"] = totals["audit_groups"] * _rate(totals["drawn_signal"], totals["drawn_groups"])
         self.totals, self.step, self.window = totals, step, window
         self.warned = {k: bool(warned.get(k, False)) for k in self.warned}
 

@@ -1,0 +1,210 @@
+"""Why ``snooze/saved/*`` reads low against the paired DAPO run: the gap split into what the estimator gets
+wrong about its own run and how far the two runs' models drift apart.
+
+For each development regime and seed, DAPO and a skipping arm (default: the recommended setting with the
+audit on) are trained as ``research/retention_dev.py`` trains them (same profiles, seeds, base model and
+thread count, so the metrics are the same runs'), and after every update the whole training pool and the
+test split are scored by the pass-rate oracle (``research/pass_rate_oracle.py``: a prompt's exact chance of
+a signal group, ``q = 1 - p**G - (1 - p)**G``, from one teacher-forced pass; nothing of it is trained on or
+counted as generation). From the pool's mean ``q`` at each step, ``oracle`` is the number of groups DAPO's
+dynamic sampling generates on average to fill that step's batch *on this run's model* (``expected_rounds``,
+the formula ``snooze/saved/*`` uses). Per pair of runs::
+
+    estimate / DAPO's true groups = (estimate / oracle of the arm's model)       the estimator, on its own run
+                                  x (oracle of the arm's model / oracle of DAPO's model)    the models drift
+                                  x (oracle of DAPO's model / DAPO's true groups)          the formula, checked
+
+The estimate is recomputed from the run's per-step metrics by this version's estimator
+(``snooze.core._audit.saved_from_metrics``; it decides nothing in the run), beside the one the run logged.
+
+    .venv/bin/python research/saved_gap.py --out runs/saved_gap --regimes dev-mix,dev-rev,dev-small
+
+About 10 minutes for the three regimes at 3 seeds with ``--jobs 2`` on 2 cores. Each run folder gets
+``oracle.jsonl`` (per step: the pool's and the test split's mean ``q`` and mean pass rate); the table and
+a JSON object are printed and written to ``saved_gap.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from pass_rate_oracle import pass_rates
+from retention_dev import ARMS, DEV_REGIMES
+
+from snooze.analysis import signal_prob
+from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
+from snooze.experiments.compare import _data, profile_base
+from snooze.experiments.profiles import train_config
+from snooze.logs import read_metrics
+from snooze.trainer import loop
+from snooze.trainer.rollout import Roller
+
+DAPO = "dynamic_sampling"
+_MODEL: dict[str, Any] = {}
+
+
+class _CapturingRoller(Roller):
+    def __init__(self, model: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(model, *args, **kwargs)
+        _MODEL["model"] = model
+
+
+def _score(records: list[dict[str, Any]], temperature: float, group: int) -> dict[str, float]:
+    p = pass_rates(_MODEL["model"], records, temperature)
+    return {"q": float(signal_prob(p, group).mean()), "pass": float(p.mean())}
+
+
+def _one(job: tuple[str, str, int, Path, Path]) -> Path:
+    """Train one run (``regime``, ``arm``, ``seed``) into ``run_dir`` with the oracle scoring every step."""
+    regime, arm, seed, run_dir, cache = job
+    torch.set_num_threads(1)
+    profile = replace(DEV_REGIMES[regime], first_seed=seed)
+    pools, tests, banned = _data(profile, profile.tasks)
+    model_cfg, base = profile_base(profile, cache, "cpu", banned)
+    pool = [r for recs in pools.values() for r in recs]
+    test = [r for recs in tests.values() for r in recs]
+    cfg = ARMS[arm].config(profile, list(pools), {})
+    tcfg = train_config(profile, seed, "cpu", 50)
+    loop.Roller = _CapturingRoller  # type: ignore[misc]  # this worker's hook: the model being trained
+    rows: list[dict[str, Any]] = []
+
+    def scored(step: int) -> None:
+        t, g = profile.temperature, profile.group_size
+        rows.append({"step": step, "pool": _score(pool, t, g), "test": _score(test, t, g)})
+
+    def on_step(line: dict[str, Any]) -> None:
+        if not rows:
+            return
+        scored(int(line["step"]) + 1)  # the model after this step's update: the one that generates the next
+
+    state = {k: v.clone() for k, v in base.state_dict.items()}
+    from snooze.trainer.model import TinyGPT
+
+    _MODEL["model"] = TinyGPT(model_cfg)
+    _MODEL["model"].load_state_dict(state)
+    scored(0)  # the base model: the one that generates step 0
+    loop.train(run_dir, pools, tests, cfg, tcfg, model_cfg, base.state_dict, resume=False, on_step=on_step)
+    lines = [json.dumps(r) for r in rows]
+    (run_dir / "oracle.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return run_dir
+
+
+def _oracle_groups(run_dir: Path, batch: int, gen: int, cap: int) -> float:
+    rows = [json.loads(x) for x in (run_dir / "oracle.jsonl").read_text().splitlines()]
+    steps = len(read_metrics(run_dir / loop.METRICS_FILE))
+    return sum(gen * expected_rounds(batch, gen, r["pool"]["q"], cap) for r in rows[:steps])
+
+
+def _quarters(run_dir: Path, part: str, key: str) -> list[float]:
+    rows = [json.loads(x) for x in (run_dir / "oracle.jsonl").read_text().splitlines()]
+    n = len(rows)
+    return [float(np.mean([r[part][key] for r in rows[k * n // 4 : (k + 1) * n // 4]])) for k in range(4)]
+
+
+def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int]) -> dict[str, Any]:
+    """Per regime and seed: the estimate, the oracles and DAPO's true groups, and the three factors."""
+    result: dict[str, Any] = {}
+    for regime in regimes:
+        prof = DEV_REGIMES[regime]
+        cfg = ARMS[DAPO].config(prof, [], {})
+        batch, gen, cap = cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds
+        for seed in seeds:
+            mine, dapo = out / regime / arm / f"seed{seed}", out / regime / DAPO / f"seed{seed}"
+            lines = read_metrics(mine / loop.METRICS_FILE)
+            own, ref = lines[-1], read_metrics(dapo / loop.METRICS_FILE)[-1]
+            est, true = own["total/saved_dapo_groups"], ref["total/gen_groups"]
+            now = saved_from_metrics(lines, Shape(batch, gen, cap))
+            o_arm, o_dapo = _oracle_groups(mine, batch, gen, cap), _oracle_groups(dapo, batch, gen, cap)
+            result[f"{regime}/seed{seed}"] = {
+                "estimate_logged": est,
+                "estimate": now,
+                "dapo_true": true,
+                "own": own["total/gen_groups"],
+                "oracle_arm": o_arm,
+                "oracle_dapo": o_dapo,
+                "logged_over_true": est / true,
+                "logged_estimator": est / o_arm,
+                "estimate_over_true": now / true,
+                "estimator": now / o_arm,
+                "drift": o_arm / o_dapo,
+                "formula": o_dapo / true,
+                "pool_q": {"arm": _quarters(mine, "pool", "q"), "dapo": _quarters(dapo, "pool", "q")},
+                "test_q": {"arm": _quarters(mine, "test", "q"), "dapo": _quarters(dapo, "test", "q")},
+                "pool_pass": {"arm": _quarters(mine, "pool", "pass"), "dapo": _quarters(dapo, "pool", "pass")},
+                "test_pass": {"arm": _quarters(mine, "test", "pass"), "dapo": _quarters(dapo, "test", "pass")},
+            }
+    return result
+
+
+FACTORS = ("logged_over_true", "logged_estimator", "estimate_over_true", "estimator", "drift", "formula")
+"""The columns: the run's logged estimate (the version that ran it) and this version's, each over DAPO's true groups
+and over the oracle of its own model; the drift between the models; the formula checked on DAPO's run."""
+
+
+def _table(result: dict[str, Any]) -> str:
+    lines = [
+        "| regime/seed | logged / DAPO's true | logged / own oracle | estimate / DAPO's true | = estimate / own "
+        "oracle | x drift | x formula | pool q late, arm / DAPO | test q late, arm / DAPO |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, r in result.items():
+        cells = " | ".join(f"{r[f]:.3f}" for f in FACTORS)
+        pool, test = r["pool_q"], r["test_q"]
+        lines.append(
+            f"| {key} | {cells} | {pool['arm'][3]:.3f} / {pool['dapo'][3]:.3f} | {test['arm'][3]:.3f} / "
+            f"{test['dapo'][3]:.3f} |"
+        )
+    geo = [math.exp(float(np.mean([math.log(r[f]) for r in result.values()]))) for f in FACTORS]
+    lines.append("| geometric mean | " + " | ".join(f"{g:.3f}" for g in geo) + " | | |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("runs/saved_gap"))
+    parser.add_argument("--regimes", default="dev-mix,dev-rev,dev-small")
+    parser.add_argument("--arm", default="f1-carry-audit", help="the skipping arm (an arm of retention_dev.py)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--cache", type=Path, default=Path("runs/cache"))
+    parser.add_argument("--table-only", action="store_true")
+    args = parser.parse_args()
+    if args.first_seed < 100:
+        parser.error("--first-seed must be at least 100: seeds 0-4 are the report's, never the design's")
+    regimes = args.regimes.split(",")
+    unknown = sorted(set(regimes) - set(DEV_REGIMES)) + ([args.arm] if args.arm not in ARMS else [])
+    if unknown:
+        parser.error(f"unknown regime(s) or arm: {unknown}")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if not args.table_only:
+        jobs = [
+            (regime, arm, seed, args.out / regime / arm / f"seed{seed}", args.cache)
+            for regime in regimes
+            for arm in (DAPO, args.arm)
+            for seed in seeds
+            if not (args.out / regime / arm / f"seed{seed}" / "oracle.jsonl").exists()
+        ]
+        for regime in regimes:  # the base models, warmed up (or read from the cache) once, before the workers
+            profile = DEV_REGIMES[regime]
+            torch.set_num_threads(1)
+            profile_base(profile, args.cache, "cpu", _data(profile, profile.tasks)[2])
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            for done in pool.imap_unordered(_one, jobs):
+                print("done", done, flush=True)
+    result = decompose(args.out, regimes, args.arm, seeds)
+    print(_table(result))
+    (args.out / "saved_gap.json").write_text(json.dumps(result, indent=1))
+    print(json.dumps({k: {f: v[f] for f in FACTORS} for k, v in result.items()}))
+
+
+if __name__ == "__main__":
+    main()
