@@ -9,6 +9,11 @@ seed, their mean, and whether every seed is within ``--tolerance`` (default 10%)
 DAPO's, so the estimated saving (estimate / own) sits beside the true one (DAPO / own). The estimate needs the
 audit: an arm run with ``audit=0`` claims no saving from what it skipped (its skipped encounters are taken at
 the drawn rate). The last line is one JSON object.
+
+``--recompute``: the estimate replayed from each run's per-step metrics by this version's estimator
+(``snooze.core._audit.saved_from_metrics``) instead of the value the run logged. The estimate decides nothing
+in a run, so this is what the run would log if it were trained again now (the same to the last digit:
+checked on a development run); it checks a new estimator on runs trained before it.
 """
 
 from __future__ import annotations
@@ -23,14 +28,26 @@ from typing import Any
 DAPO = "dynamic_sampling"
 
 
+def _recomputed(run: Path) -> float:
+    """The run's ``total/saved_dapo_groups`` by this version's estimator, from its per-step metrics."""
+    from snooze.core._audit import Shape, saved_from_metrics
+    from snooze.core.config import SchedulerConfig
+    from snooze.logs import read_metrics
+
+    cfg = SchedulerConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8"))["scheduler"])
+    shape = Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds)
+    return saved_from_metrics(read_metrics(run / "metrics.jsonl"), shape)
+
+
 def _last(path: Path) -> dict[str, Any]:
     """The last line of a run's ``metrics.jsonl``: its run totals."""
     lines = path.read_text(encoding="utf-8").splitlines()
     return json.loads(lines[-1])
 
 
-def compare(runs: Path, arm: str, tolerance: float) -> dict[str, Any]:
-    """Per regime under ``runs``: the paired seeds' estimate / truth, and the arm's and DAPO's groups."""
+def compare(runs: Path, arm: str, tolerance: float, recompute: bool = False) -> dict[str, Any]:
+    """Per regime under ``runs``: the paired seeds' estimate / truth, and the arm's and DAPO's groups
+    (``recompute``: the estimate by this version's estimator, from the per-step metrics)."""
     out: dict[str, Any] = {}
     done = [p for p in runs.iterdir() if (p / "summary.json").exists()]  # a regime still running is left out
     for regime in sorted(p for p in done if (p / arm).is_dir() and (p / DAPO).is_dir()):
@@ -42,6 +59,8 @@ def compare(runs: Path, arm: str, tolerance: float) -> dict[str, Any]:
                 continue
             own, truth = _last(mine), _last(dapo)
             est, true, gen = own["total/saved_dapo_groups"], truth["total/gen_groups"], own["total/gen_groups"]
+            if recompute:
+                est = _recomputed(run)
             rows.append({"seed": run.name, "estimate": est, "dapo": true, "own": gen, "ratio": est / true})
         if rows:
             ratios = [r["ratio"] for r in rows]
@@ -60,12 +79,15 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/family"), help="benchmarks/family.py's --out")
     parser.add_argument("--arm", default="snooze-f1-carry", help="the arm whose estimate is checked")
     parser.add_argument("--tolerance", type=float, default=0.10, help="|estimate / truth - 1| allowed per seed")
+    parser.add_argument(
+        "--recompute", action="store_true", help="replay each run's per-step metrics through this version's estimator"
+    )
     args = parser.parse_args()
     if not args.runs.is_dir():
         parser.error(f"{args.runs}: not a folder of family runs (run benchmarks/family.py --out {args.runs})")
     if not (math.isfinite(args.tolerance) and args.tolerance > 0):
         parser.error(f"--tolerance {args.tolerance}: must be a finite number > 0")
-    result = compare(args.runs, args.arm, args.tolerance)
+    result = compare(args.runs, args.arm, args.tolerance, args.recompute)
     if not result:
         parser.error(f"{args.runs}: no regime has both {args.arm!r} and {DAPO!r} runs")
     within = f"within {args.tolerance:.0%}"
