@@ -19,9 +19,15 @@ The estimate is recomputed from the run's per-step metrics by this version's est
 
     .venv/bin/python research/saved_gap.py --out runs/saved_gap --regimes dev-mix,dev-rev,dev-small
 
-About 10 minutes for the three regimes at 3 seeds with ``--jobs 2`` on 2 cores. Each run folder gets
-``oracle.jsonl`` (per step: the pool's and the test split's mean ``q`` and mean pass rate); the table and
-a JSON object are printed and written to ``saved_gap.json``.
+About 20 minutes for the three regimes at 3 seeds with ``--jobs 2`` on 2 cores. ``--family`` takes the
+family's regimes and arms instead, at any seed: a check after the family's report (it reproduces the
+reported runs exactly, so their gap can be split), never a design input::
+
+    .venv/bin/python research/saved_gap.py --family --regimes one-task --first-seed 0 --seeds 5 \\
+        --out runs/saved_gap_family
+
+Each run folder gets ``oracle.jsonl`` (per step: the pool's and the test split's mean ``q`` and mean pass
+rate); the table and a JSON object are printed and written to ``saved_gap.json``.
 """
 
 from __future__ import annotations
@@ -37,17 +43,38 @@ from typing import Any
 import numpy as np
 import torch
 from pass_rate_oracle import pass_rates
-from retention_dev import ARMS, DEV_REGIMES
 
 from snooze.analysis import signal_prob
 from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
+from snooze.experiments.compare import ARMS as FAMILY_ARMS
 from snooze.experiments.compare import _data, profile_base
+from snooze.experiments.family import FAMILY
 from snooze.experiments.profiles import train_config
 from snooze.logs import read_metrics
 from snooze.trainer import loop
 from snooze.trainer.rollout import Roller
 
 DAPO = "dynamic_sampling"
+
+
+def _regimes(family: bool) -> dict[str, Any]:
+    """The regimes by name: the development ones, or (``--family``, a check after the report) the family's."""
+    if family:
+        return FAMILY
+    from retention_dev import DEV_REGIMES  # (it registers the research policy "spaced": only when asked for)
+
+    return DEV_REGIMES
+
+
+def _arms(family: bool) -> dict[str, Any]:
+    """The arms by name: ``retention_dev.py``'s, or ``snooze compare``'s (the family's)."""
+    if family:
+        return FAMILY_ARMS
+    from retention_dev import ARMS
+
+    return ARMS
+
+
 _MODEL: dict[str, Any] = {}
 
 
@@ -62,16 +89,16 @@ def _score(records: list[dict[str, Any]], temperature: float, group: int) -> dic
     return {"q": float(signal_prob(p, group).mean()), "pass": float(p.mean())}
 
 
-def _one(job: tuple[str, str, int, Path, Path]) -> Path:
+def _one(job: tuple[str, str, int, Path, Path, bool]) -> Path:
     """Train one run (``regime``, ``arm``, ``seed``) into ``run_dir`` with the oracle scoring every step."""
-    regime, arm, seed, run_dir, cache = job
+    regime, arm, seed, run_dir, cache, family = job
     torch.set_num_threads(1)
-    profile = replace(DEV_REGIMES[regime], first_seed=seed)
+    profile = replace(_regimes(family)[regime], first_seed=seed)
     pools, tests, banned = _data(profile, profile.tasks)
     model_cfg, base = profile_base(profile, cache, "cpu", banned)
     pool = [r for recs in pools.values() for r in recs]
     test = [r for recs in tests.values() for r in recs]
-    cfg = ARMS[arm].config(profile, list(pools), {})
+    cfg = _arms(family)[arm].config(profile, list(pools), {})
     tcfg = train_config(profile, seed, "cpu", 50)
     loop.Roller = _CapturingRoller  # type: ignore[misc]  # this worker's hook: the model being trained
     rows: list[dict[str, Any]] = []
@@ -109,12 +136,12 @@ def _quarters(run_dir: Path, part: str, key: str) -> list[float]:
     return [float(np.mean([r[part][key] for r in rows[k * n // 4 : (k + 1) * n // 4]])) for k in range(4)]
 
 
-def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int]) -> dict[str, Any]:
+def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int], family: bool = False) -> dict[str, Any]:
     """Per regime and seed: the estimate, the oracles and DAPO's true groups, and the three factors."""
     result: dict[str, Any] = {}
     for regime in regimes:
-        prof = DEV_REGIMES[regime]
-        cfg = ARMS[DAPO].config(prof, [], {})
+        prof = _regimes(family)[regime]
+        cfg = _arms(family)[DAPO].config(prof, [], {})
         batch, gen, cap = cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds
         for seed in seeds:
             mine, dapo = out / regime / arm / f"seed{seed}", out / regime / DAPO / f"seed{seed}"
@@ -171,36 +198,45 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/saved_gap"))
     parser.add_argument("--regimes", default="dev-mix,dev-rev,dev-small")
-    parser.add_argument("--arm", default="f1-carry-audit", help="the skipping arm (an arm of retention_dev.py)")
+    parser.add_argument(
+        "--arm",
+        default=None,
+        help="the skipping arm (default: retention_dev.py's f1-carry-audit; --family: snooze-f1-carry)",
+    )
+    parser.add_argument(
+        "--family",
+        action="store_true",
+        help="the family's regimes and arms at any seed: a check after the report, which chooses nothing",
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=Path("runs/cache"))
     parser.add_argument("--table-only", action="store_true")
     args = parser.parse_args()
-    if args.first_seed < 100:
+    if args.first_seed < 100 and not args.family:
         parser.error("--first-seed must be at least 100: seeds 0-4 are the report's, never the design's")
-    regimes = args.regimes.split(",")
-    unknown = sorted(set(regimes) - set(DEV_REGIMES)) + ([args.arm] if args.arm not in ARMS else [])
+    regimes, arm = args.regimes.split(","), args.arm or ("snooze-f1-carry" if args.family else "f1-carry-audit")
+    unknown = sorted(set(regimes) - set(_regimes(args.family))) + ([arm] if arm not in _arms(args.family) else [])
     if unknown:
         parser.error(f"unknown regime(s) or arm: {unknown}")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     if not args.table_only:
         jobs = [
-            (regime, arm, seed, args.out / regime / arm / f"seed{seed}", args.cache)
+            (regime, a, seed, args.out / regime / a / f"seed{seed}", args.cache, args.family)
             for regime in regimes
-            for arm in (DAPO, args.arm)
+            for a in (DAPO, arm)
             for seed in seeds
-            if not (args.out / regime / arm / f"seed{seed}" / "oracle.jsonl").exists()
+            if not (args.out / regime / a / f"seed{seed}" / "oracle.jsonl").exists()
         ]
         for regime in regimes:  # the base models, warmed up (or read from the cache) once, before the workers
-            profile = DEV_REGIMES[regime]
+            profile = _regimes(args.family)[regime]
             torch.set_num_threads(1)
             profile_base(profile, args.cache, "cpu", _data(profile, profile.tasks)[2])
         with mp.get_context("spawn").Pool(args.jobs) as pool:
             for done in pool.imap_unordered(_one, jobs):
                 print("done", done, flush=True)
-    result = decompose(args.out, regimes, args.arm, seeds)
+    result = decompose(args.out, regimes, arm, seeds, args.family)
     print(_table(result))
     (args.out / "saved_gap.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: {f: v[f] for f in FACTORS} for k, v in result.items()}))
