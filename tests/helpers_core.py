@@ -103,3 +103,14 @@ def small_scheduler(prefix: str = "a", seed: int = 2, **cfg) -> snooze.Scheduler
     config = snooze.SchedulerConfig(**cfg)
     data = {"a": records(MIXED_KINDS, prefix), "b": records(MIXED_KINDS[::-1], "b" + prefix)}
     return snooze.Scheduler(data, config, seed=seed)
+
+
+def id_pool(n: int, name: str = "d") -> dict[str, list[dict]]:
+    """One dataset ``name`` of ``n`` records with ids ``0 .. n - 1``."""
+    return {name: [{"id": i} for i in range(n)]}
+
+
+def bernoulli_roller(p: np.ndarray, seed: int, group_size: int = 4):  # noqa: ANN201
+    """Rollouts of a pool whose prompt ``i`` passes each rollout with probability ``p[i]`` (1/0 rewards)."""
+    rng = np.random.default_rng(seed)
+    return lambda c: (rng.random((len(c), group_size)) < p[c.row][:, None]).astype(float)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers_core import bernoulli_roller, id_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,16 +16,6 @@ from snooze.core import _audit
 from snooze.core._audit import EXHAUSTED_WINDOW, audit_budget, audit_uniform
 
 G = 4
-
-
-def _pool(n: int) -> dict[str, list[dict]]:
-    return {"d": [{"id": i} for i in range(n)]}
-
-
-def _roller(p: np.ndarray, seed: int):  # noqa: ANN202
-    """Rollouts of a pool whose prompt ``i`` passes each rollout with probability ``p[i]`` (1/0 rewards)."""
-    rng = np.random.default_rng(seed)
-    return lambda c: (rng.random((len(c), G)) < p[c.row][:, None]).astype(float)
 
 
 class _Recorder:
@@ -92,9 +83,9 @@ def test_the_audit_is_a_random_sample_of_the_skipped_encounters_within_its_budge
     p[rng.random(n) < 0.3] = 1.0  # some always pass: they are snoozed again and again
     p[:5] = 0.0  # never solved: never snoozed (the hard side is not), always awake
     cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=5), audit=share)
-    sched = snooze.Scheduler(_pool(n), cfg, seed=seed)
+    sched = snooze.Scheduler(id_pool(n), cfg, seed=seed)
     rec = _Recorder(sched)
-    roll = _roller(p, seed + 1)
+    roll = bernoulli_roller(p, seed + 1)
     for _ in range(40):
         sched.step(roll)
     m = sched.metrics()
@@ -122,8 +113,8 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
     cfg = snooze.SchedulerConfig(
         batch_size=10, group_size=G, policy="snooze", options={"factor": 5}, audit=0.3, on_short="pad", max_gen_rounds=1
     )
-    sched = snooze.Scheduler(_pool(10), cfg, seed=3)
-    sched.step(_roller(np.ones(10), 0))  # every prompt snoozed for 5
+    sched = snooze.Scheduler(id_pool(10), cfg, seed=3)
+    sched.step(bernoulli_roller(np.ones(10), 0))  # every prompt snoozed for 5
     assert (sched.tables[0].counter == 5).all()
     kinds = set()
     for _ in range(20):
@@ -156,13 +147,13 @@ def test_resume_with_the_audit_on_is_exact(tmp_path) -> None:  # noqa: ANN001
             [(np.random.default_rng([int(r), int(t)]).random(G) < p[r]).astype(float) for r, t in zip(c.row, c.ticket)]
         )
 
-    whole = snooze.Scheduler(_pool(120), cfg, seed=5)
-    part = snooze.Scheduler(_pool(120), cfg, seed=5)
+    whole = snooze.Scheduler(id_pool(120), cfg, seed=5)
+    part = snooze.Scheduler(id_pool(120), cfg, seed=5)
     lines_whole = [whole.step(rollout).metrics for _ in range(30)]
     lines = [part.step(rollout).metrics for _ in range(12)]
     cands = part.propose()  # mid-step, candidates out (audits among them)
     part.save(tmp_path / "s")
-    back = snooze.Scheduler.load(tmp_path / "s", _pool(120))
+    back = snooze.Scheduler.load(tmp_path / "s", id_pool(120))
     assert back.config.audit == 0.3
     assert np.array_equal(back.pending.audit, part.pending.audit)
     back.report(back.pending_candidates(), rollout(cands))
@@ -186,20 +177,20 @@ def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.L
     gives signal as often as a drawn one; the warning names the rates and what to do, once."""
     p = np.full(300, 0.9)
     sched = snooze.Scheduler(
-        _pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0
+        id_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0
     )
     with caplog.at_level(logging.WARNING, logger="snooze"):
         for _ in range(150):
-            sched.step(_roller(p, 1))
+            sched.step(bernoulli_roller(p, 1))
     warnings = [r for r in caplog.records if "skipped prompts still carry signal" in r.getMessage()]
     assert len(warnings) == 1 and "dynamic_sampling" in warnings[0].getMessage()
     assert sched.metrics()["total/audit_groups"] >= _audit.AUDIT_MIN_GROUPS
 
 
 def _run(p: np.ndarray, steps: int, caplog: pytest.LogCaptureFixture, **cfg) -> list[dict]:  # noqa: ANN003
-    sched = snooze.Scheduler(_pool(p.size), snooze.SchedulerConfig(batch_size=8, group_size=G, **cfg), seed=0)
+    sched = snooze.Scheduler(id_pool(p.size), snooze.SchedulerConfig(batch_size=8, group_size=G, **cfg), seed=0)
     with caplog.at_level(logging.WARNING, logger="snooze"):
-        return [sched.step(_roller(p, 2)).metrics for _ in range(steps)]
+        return [sched.step(bernoulli_roller(p, 2)).metrics for _ in range(steps)]
 
 
 @pytest.mark.parametrize("policy", ["dynamic_sampling", "snooze"])
@@ -218,14 +209,14 @@ def test_a_healthy_pool_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
 
 def test_the_exhaustion_warning_is_given_once_per_run_across_a_resume(tmp_path, caplog) -> None:  # noqa: ANN001
     cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, policy="dynamic_sampling")
-    sched = snooze.Scheduler(_pool(50), cfg, seed=0)
+    sched = snooze.Scheduler(id_pool(50), cfg, seed=0)
     with caplog.at_level(logging.WARNING, logger="snooze"):
         for _ in range(EXHAUSTED_WINDOW + 2):
-            sched.step(_roller(np.ones(50), 0))
+            sched.step(bernoulli_roller(np.ones(50), 0))
         sched.save(tmp_path / "s")
-        back = snooze.Scheduler.load(tmp_path / "s", _pool(50))
+        back = snooze.Scheduler.load(tmp_path / "s", id_pool(50))
         for _ in range(5):
-            assert back.step(_roller(np.ones(50), 0)).metrics["gen/exhausted"] == 1
+            assert back.step(bernoulli_roller(np.ones(50), 0)).metrics["gen/exhausted"] == 1
     assert sum("the pool is used up" in r.getMessage() for r in caplog.records) == 1
 
 

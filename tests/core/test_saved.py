@@ -5,20 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers_core import bernoulli_roller, id_pool
 
 import snooze
 from snooze.core._audit import PRIOR_GROUPS, Diagnosis, Shape, dapo_step_groups, expected_rounds, saved_from_metrics
 
 G = 4
-
-
-def _pool(n: int) -> dict[str, list[dict]]:
-    return {"d": [{"id": i} for i in range(n)]}
-
-
-def _roller(p: np.ndarray, seed: int):  # noqa: ANN202
-    rng = np.random.default_rng(seed)
-    return lambda c: (rng.random((len(c), G)) < p[c.row][:, None]).astype(float)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -32,14 +24,14 @@ def test_on_a_pool_that_does_not_learn_the_estimate_matches_a_real_dapo_run(seed
     kind = rng.choice(3, n, p=[0.5, 0.25, 0.25])  # always solved, never solved, in between
     p = np.select([kind == 0, kind == 1], [1.0, 0.0], rng.uniform(0.2, 0.6, n))
     base = {"batch_size": 16, "group_size": G, "max_gen_rounds": 8}
-    dapo = snooze.Scheduler(_pool(n), snooze.SchedulerConfig(**base, policy="dynamic_sampling"), seed=seed)
+    dapo = snooze.Scheduler(id_pool(n), snooze.SchedulerConfig(**base, policy="dynamic_sampling"), seed=seed)
     skip = snooze.Scheduler(
-        _pool(n),
+        id_pool(n),
         snooze.SchedulerConfig(**base, policy="snooze", options=snooze.SnoozeOptions(factor=1), audit=0.2),
         seed=seed,
     )
     for sched, roll_seed in ((dapo, seed + 10), (skip, seed + 20)):
-        roll = _roller(p, roll_seed)
+        roll = bernoulli_roller(p, roll_seed)
         for _ in range(150):
             sched.step(roll)
     truth, m = dapo.metrics()["total/gen_groups"], skip.metrics()
@@ -109,8 +101,8 @@ def test_the_estimate_recomputed_from_the_metrics_log_is_the_one_the_run_logged(
     cfg = snooze.SchedulerConfig(
         batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=1), audit=0.1, carry_surplus=True
     )
-    sched = snooze.Scheduler(_pool(300), cfg, seed=3)
-    roll = _roller(p, 4)
+    sched = snooze.Scheduler(id_pool(300), cfg, seed=3)
+    roll = bernoulli_roller(p, 4)
     lines = [dict(sched.step(roll).metrics) for _ in range(80)]
     assert lines[-1]["total/audit_groups"] > 0 and lines[-1]["total/skipped"] > 0
     assert saved_from_metrics(lines, Shape(8, 8, cfg.max_gen_rounds)) == pytest.approx(
