@@ -52,6 +52,7 @@ from snooze.experiments.family import FAMILY
 from snooze.experiments.profiles import train_config
 from snooze.logs import read_metrics
 from snooze.trainer import loop
+from snooze.trainer.model import TinyGPT
 from snooze.trainer.rollout import Roller
 
 DAPO = "dynamic_sampling"
@@ -112,11 +113,8 @@ def _one(job: tuple[str, str, int, Path, Path, bool]) -> Path:
             return
         scored(int(line["step"]) + 1)  # the model after this step's update: the one that generates the next
 
-    state = {k: v.clone() for k, v in base.state_dict.items()}
-    from snooze.trainer.model import TinyGPT
-
     _MODEL["model"] = TinyGPT(model_cfg)
-    _MODEL["model"].load_state_dict(state)
+    _MODEL["model"].load_state_dict(base.state_dict)  # (copied in: the run's own model is built from it again)
     scored(0)  # the base model: the one that generates step 0
     loop.train(run_dir, pools, tests, cfg, tcfg, model_cfg, base.state_dict, resume=False, on_step=on_step)
     lines = [json.dumps(r) for r in rows]
@@ -124,14 +122,18 @@ def _one(job: tuple[str, str, int, Path, Path, bool]) -> Path:
     return run_dir
 
 
-def _oracle_groups(run_dir: Path, batch: int, gen: int, cap: int) -> float:
-    rows = [json.loads(x) for x in (run_dir / "oracle.jsonl").read_text().splitlines()]
-    steps = len(read_metrics(run_dir / loop.METRICS_FILE))
-    return sum(gen * expected_rounds(batch, gen, r["pool"]["q"], cap) for r in rows[:steps])
+def _read(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A run's metrics lines and its oracle rows (one per step, and one for the model after the last update)."""
+    rows = [json.loads(x) for x in (run_dir / "oracle.jsonl").read_text(encoding="utf-8").splitlines()]
+    return read_metrics(run_dir / loop.METRICS_FILE), rows
 
 
-def _quarters(run_dir: Path, part: str, key: str) -> list[float]:
-    rows = [json.loads(x) for x in (run_dir / "oracle.jsonl").read_text().splitlines()]
+def _oracle_groups(rows: list[dict[str, Any]], steps: int, shape: Shape) -> float:
+    """DAPO's expected groups over the run's ``steps`` steps at each step's pool signal chance (row t: step t)."""
+    return sum(shape.gen * expected_rounds(shape.batch, shape.gen, r["pool"]["q"], shape.rounds) for r in rows[:steps])
+
+
+def _quarters(rows: list[dict[str, Any]], part: str, key: str) -> list[float]:
     n = len(rows)
     return [float(np.mean([r[part][key] for r in rows[k * n // 4 : (k + 1) * n // 4]])) for k in range(4)]
 
@@ -142,14 +144,13 @@ def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int], family:
     for regime in regimes:
         prof = _regimes(family)[regime]
         cfg = _arms(family)[DAPO].config(prof, [], {})
-        batch, gen, cap = cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds
+        shape = Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds)
         for seed in seeds:
-            mine, dapo = out / regime / arm / f"seed{seed}", out / regime / DAPO / f"seed{seed}"
-            lines = read_metrics(mine / loop.METRICS_FILE)
-            own, ref = lines[-1], read_metrics(dapo / loop.METRICS_FILE)[-1]
-            est, true = own["total/saved_dapo_groups"], ref["total/gen_groups"]
-            now = saved_from_metrics(lines, Shape(batch, gen, cap))
-            o_arm, o_dapo = _oracle_groups(mine, batch, gen, cap), _oracle_groups(dapo, batch, gen, cap)
+            (lines, mine), (ref_lines, ref) = (_read(out / regime / a / f"seed{seed}") for a in (arm, DAPO))
+            own = lines[-1]
+            est, true = own["total/saved_dapo_groups"], ref_lines[-1]["total/gen_groups"]
+            now = saved_from_metrics(lines, shape)
+            o_arm, o_dapo = _oracle_groups(mine, len(lines), shape), _oracle_groups(ref, len(ref_lines), shape)
             result[f"{regime}/seed{seed}"] = {
                 "estimate_logged": est,
                 "estimate": now,
@@ -163,10 +164,11 @@ def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int], family:
                 "estimator": now / o_arm,
                 "drift": o_arm / o_dapo,
                 "formula": o_dapo / true,
-                "pool_q": {"arm": _quarters(mine, "pool", "q"), "dapo": _quarters(dapo, "pool", "q")},
-                "test_q": {"arm": _quarters(mine, "test", "q"), "dapo": _quarters(dapo, "test", "q")},
-                "pool_pass": {"arm": _quarters(mine, "pool", "pass"), "dapo": _quarters(dapo, "pool", "pass")},
-                "test_pass": {"arm": _quarters(mine, "test", "pass"), "dapo": _quarters(dapo, "test", "pass")},
+                **{
+                    f"{part}_{key}": {"arm": _quarters(mine, part, key), "dapo": _quarters(ref, part, key)}
+                    for part in ("pool", "test")
+                    for key in ("q", "pass")
+                },
             }
     return result
 

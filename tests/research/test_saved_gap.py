@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from saved_gap import DAPO, _oracle_groups, decompose
+from saved_gap import DAPO, _oracle_groups, _read, decompose
 
 from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
 
@@ -45,7 +45,8 @@ def test_the_gap_splits_into_estimator_drift_and_formula(tmp_path: Path) -> None
     _run(regime / ARM / "seed0", arm_lines, [0.45, 0.43, 0.41, 0.39, 0.0], logged=170.0)
     shape = Shape(16, 16, 8)
     want_dapo = sum(16 * expected_rounds(16, 16, q, 8) for q in (0.40, 0.38, 0.36, 0.34))
-    assert _oracle_groups(regime / DAPO / "seed0", 16, 16, 8) == pytest.approx(want_dapo)
+    lines, rows = _read(regime / DAPO / "seed0")
+    assert _oracle_groups(rows, len(lines), shape) == pytest.approx(want_dapo)
     r = decompose(tmp_path, ["default"], ARM, [0], family=True)["default/seed0"]
     arm_metrics = [json.loads(x) for x in (regime / ARM / "seed0" / "metrics.jsonl").read_text().splitlines()]
     assert r["estimate"] == pytest.approx(saved_from_metrics(arm_metrics, shape))

@@ -150,9 +150,14 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
         # the skipped encounters, audited ones among them (what the audit samples): as Diagnosis.add_skips
         step["skips"] = float(line["snooze/skipped"]) + float(line.get("filter/skipped", 0))
         totals["audit_signal"] += step["audit_signal"]
-        totals["audit_drawn"] += step["audit_groups"] * _rate(step["drawn_signal"], step["drawn_groups"])
+        totals["audit_drawn"] += _audit_drawn(step)
         out += dapo_step_groups(step, totals, shape)
     return out
+
+
+def _audit_drawn(step: Mapping[str, float]) -> float:
+    """The signal groups the step's audit groups would have given at its drawn rate (``rho``'s denominator)."""
+    return step["audit_groups"] * _rate(step["drawn_signal"], step["drawn_groups"])
 
 
 _SALT = np.uint64(0x5A0D17A0D17C0FFE)  # keeps the audit's hash apart from the streams' permutations
@@ -234,12 +239,13 @@ class Diagnosis:
         generated, trained, too-easy and too-hard groups; ``shape``: the step's sizes); warn (once per run) when
         the numbers say so."""
         s, t = self.step, self.totals
-        for k in _COUNTS:
-            t[k] += s[k]
-        s["dapo_groups"] = self._dapo_groups(shape)
+        s["audit_drawn"] = _audit_drawn(s)
+        for k in (*_COUNTS, *_SUMS):
+            if k != "dapo_groups":
+                t[k] += s[k]
+        s["dapo_groups"] = dapo_step_groups(s, t, shape)  # (the totals with this step: dapo_step_groups's contract)
+        t["dapo_groups"] += s["dapo_groups"]
         out["snooze/saved/dapo_groups"], out["snooze/saved/groups"] = s["dapo_groups"], s["dapo_groups"] - counts[0]
-        for k in _SUMS[:3]:  # audit_drawn went into the totals in _dapo_groups
-            t[k] += s[k]
         self._rates(out, "snooze/", s)
         self._rates(out, "total/", t)
         self.window = (self.window + [[int(bound), *map(int, counts)]])[-EXHAUSTED_WINDOW:]
@@ -251,14 +257,6 @@ class Diagnosis:
             log.warning(_BOUND_WARNINGS[side], EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0)
         self._warn_audit(audit_share)
         self.start_step()
-
-    def _dapo_groups(self, shape: Shape) -> float:
-        """Groups DAPO would have generated this step (``snooze/saved/dapo_groups``, :func:`dapo_step_groups`);
-        adds the step's ``audit_drawn`` (its audit groups x its drawn signal rate) to the totals first."""
-        s = self.step
-        s["audit_drawn"] = s["audit_groups"] * _rate(s["drawn_signal"], s["drawn_groups"])
-        self.totals["audit_drawn"] += s["audit_drawn"]
-        return dapo_step_groups(s, self.totals, shape)
 
     def cumulative(self) -> dict[str, Any]:
         """The run's totals as metrics (``total/audit_*``, ``total/drawn_*``), as :meth:`finish` adds them."""
@@ -342,7 +340,7 @@ class Diagnosis:
         if not isinstance(warned, Mapping) or not all(isinstance(warned.get(k, False), bool) for k in self.warned):
             raise StateError("metrics.diagnosis.warned is not a mapping of warning to True/False; the state is corrupt")
         if "audit_drawn" not in state.get("totals", {}):  # written before the field: the run's drawn rate stands in
-            totals["audit_drawn"] = totals["audit_groups"] * _rate(totals["drawn_signal"], totals["drawn_groups"])
+            totals["audit_drawn"] = _audit_drawn(totals)
         self.totals, self.step, self.window = totals, step, window
         self.warned = {k: bool(warned.get(k, False)) for k in self.warned}
 
