@@ -138,6 +138,11 @@ def _quarters(rows: list[dict[str, Any]], part: str, key: str) -> list[float]:
     return [float(np.mean([r[part][key] for r in rows[k * n // 4 : (k + 1) * n // 4]])) for k in range(4)]
 
 
+def _late(rows: list[dict[str, Any]], part: str, key: str) -> float:
+    """The mean over the second half of the rows (the oracle's rows: one per step, and the final model)."""
+    return float(np.mean([r[part][key] for r in rows[len(rows) // 2 :]]))
+
+
 def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int], family: bool = False) -> dict[str, Any]:
     """Per regime and seed: the estimate, the oracles and DAPO's true groups, and the three factors."""
     result: dict[str, Any] = {}
@@ -169,6 +174,9 @@ def decompose(out: Path, regimes: list[str], arm: str, seeds: list[int], family:
                     for part in ("pool", "test")
                     for key in ("q", "pass")
                 },
+                "late_pass_gap": _late(mine, "pool", "pass") - _late(ref, "pool", "pass"),
+                "late_pool_q_ratio": _late(mine, "pool", "q") / _late(ref, "pool", "q"),
+                "late_test_q_ratio": _late(mine, "test", "q") / _late(ref, "test", "q"),
             }
     return result
 
@@ -193,6 +201,32 @@ def _table(result: dict[str, Any]) -> str:
         )
     geo = [math.exp(float(np.mean([math.log(r[f]) for r in result.values()]))) for f in FACTORS]
     lines.append("| geometric mean | " + " | ".join(f"{g:.3f}" for g in geo) + " | | |")
+    return "\n".join(lines)
+
+
+SPREAD = ("late_pass_gap", "late_pool_q_ratio", "late_test_q_ratio")
+"""Where the drift comes from, over the second half of the steps: the pool's mean pass rate, arm minus DAPO's
+model, and the mean chance of a signal group of the pool and of the test split, arm over DAPO's model. Equal
+pass rates with a higher signal chance mean DAPO's model is more polarised (more prompts all right or all wrong)."""
+
+
+def _spread_table(result: dict[str, Any]) -> str:
+    """Per regime, the lowest and highest seed of each ``SPREAD`` column."""
+    lines = [
+        "| regime | pool pass rate, arm - DAPO | pool signal chance, arm / DAPO | test signal chance, arm / DAPO |",
+        "|---|---|---|---|",
+    ]
+    for regime in dict.fromkeys(key.split("/")[0] for key in result):
+        rows = [r for key, r in result.items() if key.split("/")[0] == regime]
+        cells = [(min(r[c] for r in rows), max(r[c] for r in rows)) for c in SPREAD]
+        lines.append(
+            f"| {regime} | "
+            + " | ".join(
+                f"{lo:+.3f} to {hi:+.3f}" if c == SPREAD[0] else f"{lo:.2f}-{hi:.2f}"
+                for c, (lo, hi) in zip(SPREAD, cells)
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -240,6 +274,7 @@ def main() -> None:
                 print("done", done, flush=True)
     result = decompose(args.out, regimes, arm, seeds, args.family)
     print(_table(result))
+    print(_spread_table(result))
     (args.out / "saved_gap.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: {f: v[f] for f in FACTORS} for k, v in result.items()}))
 

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from saved_gap import DAPO, _oracle_groups, _read, decompose
+from saved_gap import DAPO, _oracle_groups, _read, _spread_table, decompose
 
 from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
 
@@ -55,3 +55,16 @@ def test_the_gap_splits_into_estimator_drift_and_formula(tmp_path: Path) -> None
     assert r["drift"] == pytest.approx(r["oracle_arm"] / want_dapo) and r["drift"] < 1.0  # the arm's model: more signal
     assert math.isclose(r["estimate_over_true"], r["estimator"] * r["drift"] * r["formula"])
     assert r["logged_over_true"] == pytest.approx(170.0 / 192)
+
+
+def test_the_spread_compares_pass_rate_and_signal_chance_over_the_second_half(tmp_path: Path) -> None:
+    """Equal pass rates, a higher signal chance for the arm's model: the spread table reads it per regime."""
+    regime = tmp_path / "default"
+    lines = [_line(t, 32, 30, 0.5, 2, 0.5, 12) for t in range(4)]
+    _run(regime / DAPO / "seed0", [dict(x) for x in lines], [0.40, 0.38, 0.36, 0.34, 0.30], logged=1.0)
+    _run(regime / ARM / "seed0", [dict(x) for x in lines], [0.45, 0.43, 0.41, 0.39, 0.35], logged=1.0)
+    r = decompose(tmp_path, ["default"], ARM, [0], family=True)
+    # five rows: the second half is rows 2-4
+    assert r["default/seed0"]["late_pass_gap"] == 0.0
+    assert r["default/seed0"]["late_pool_q_ratio"] == pytest.approx((0.41 + 0.39 + 0.35) / (0.36 + 0.34 + 0.30))
+    assert "| default | +0.000 to +0.000 | 1.15-1.15 | 1.15-1.15 |" in _spread_table(r)
