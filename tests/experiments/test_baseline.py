@@ -85,3 +85,54 @@ def test_a_trainer_run_folder_loads_its_committed_model_with_its_own_shape(tmp_p
         assert torch.equal(loaded(ids, mask, pos)[0], want), given
     with pytest.raises(DataError, match="a reference-trainer run folder"):
         load_checkpoint(tmp_path)
+
+
+def _tiny_args(tmp_path: Path, *extra: str) -> list[str]:
+    """``snooze baseline`` on one tiny checkpoint and a two-prompt pool of ``add:1``."""
+    model = tmp_path / "m" if (tmp_path / "m").exists() else _checkpoint(tmp_path / "m", 0)
+    out = ["--out", str(tmp_path / "b.jsonl"), "--samples", "2", "--pool-size", "2", "--test-size", "1"]
+    return ["baseline", "--tasks", "add:1", "--model", f"m={model}", *out, *extra]
+
+
+def test_each_model_s_sampling_stream_is_seeded_as_before_and_any_seed_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model ``m`` samples from a generator seeded ``seed * 1_000_003 + m`` (so today's seeds give today's
+    completions), wrapped modulo 2**64 for a seed so large the product overflows the generator."""
+    from snooze.experiments import baseline
+
+    seeds: list[int] = []
+    real = baseline._rewards
+    monkeypatch.setattr(
+        baseline,
+        "_rewards",
+        lambda model, recs, cfg, gen: seeds.append(gen.initial_seed()) or real(model, recs, cfg, gen),
+    )
+    models = {name: baseline.load_checkpoint(_checkpoint(tmp_path / name, i)) for i, name in enumerate("ab")}
+    for seed in (0, 1, 12_345, 2**44):  # 2**44 * 1_000_003 is below 2**64 yet beyond 2**63
+        cfg = BaselineConfig(samples=2, pool_size=2, test_size=1, seed=seed)
+        seeds.clear()
+        baseline.baseline_completions(models, task_pool(parse_tasks("add:1"), cfg), cfg)
+        assert seeds == [seed * 1_000_003, seed * 1_000_003 + 1], seed
+    for seed in (2**62, 2**63 - 1, 10**30):  # 2**62: the seed that overflowed; 2**63 - 1: the CLI's largest
+        cfg = BaselineConfig(samples=2, pool_size=2, test_size=1, seed=seed)
+        seeds.clear()
+        first = baseline.baseline_completions(models, task_pool(parse_tasks("add:1"), cfg), cfg)
+        assert seeds == [(seed * 1_000_003 + m) % 2**64 for m in (0, 1)], seed
+        assert baseline.baseline_completions(models, task_pool(parse_tasks("add:1"), cfg), cfg) == first
+
+
+def test_the_largest_seeds_the_command_line_takes_run(tmp_path: Path) -> None:
+    for seed in ("4611686018427387904", str(2**63 - 1)):
+        assert main(_tiny_args(tmp_path, "--seed", seed)) == 0, seed
+        assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_negative_seed_is_refused_as_everywhere_else(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from snooze.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"BaselineConfig.seed=-1: must be an integer >= 0"):
+        BaselineConfig(seed=-1)
+    assert main(_tiny_args(tmp_path, "--seed", "-1")) == 2
+    assert "BaselineConfig.seed=-1: must be an integer >= 0 (option --seed)" in capsys.readouterr().err
+    assert not (tmp_path / "b.jsonl").exists()

@@ -21,12 +21,11 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import is_int
 from snooze.core._files import open_regular
 from snooze.core._json import read_json
-from snooze.core.errors import ConfigError, DataError
+from snooze.core.errors import DataError
 from snooze.logs._record import Record
-from snooze.trainer.config import check_temperature
+from snooze.trainer.config import check_int, check_temperature
 
 __all__ = ["BaselineConfig", "task_pool", "load_checkpoint", "baseline_completions", "write_completions"]
 
@@ -51,16 +50,16 @@ class BaselineConfig:
     """Held-out prompts per task; drawn first and kept out of the pool (must match the training run)."""
 
     seed: int = 0
-    """Seeds the task splits (must match the training run) and the sampling."""
+    """Seeds the task splits (must match the training run) and the sampling: an integer >= 0, as every seed in
+    snooze (the sampling streams take it modulo 2**64, so any size works; the command line takes up to 2**63 - 1)."""
 
     chunk: int = 256
     """Prompts per sampling call (bounds memory)."""
 
     def __post_init__(self) -> None:
         for name in ("samples", "pool_size", "test_size", "chunk"):
-            value = getattr(self, name)
-            if not is_int(value) or value < 1:
-                raise ConfigError(f"BaselineConfig.{name}={value!r}: must be an integer >= 1")
+            check_int(self, name, 1)
+        check_int(self, "seed", 0)  # as Scheduler's seed and Profile.first_seed
         check_temperature(self.temperature, "BaselineConfig.temperature")
 
 
@@ -183,6 +182,13 @@ def _rewards(model: Any, records: Sequence[Mapping[str, Any]], cfg: BaselineConf
     return out
 
 
+def _stream_seed(seed: int, m: int) -> int:
+    """The seed of model ``m``'s sampling stream (``m``: its place among the models): ``seed * 1_000_003 + m``
+    modulo 2**64, the range a torch generator takes. Below 2**64 (every seed up to about 1.8e13) that is the
+    product itself, as it always was; a larger seed wraps around instead of overflowing the generator."""
+    return (seed * 1_000_003 + m) % 2**64
+
+
 def baseline_completions(
     models: Mapping[str, Any],
     pools: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -194,7 +200,7 @@ def baseline_completions(
 
     rows: list[dict[str, Any]] = []
     for m, (model_name, model) in enumerate(models.items()):
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + m)  # each model its own sampling stream
+        gen = torch.Generator().manual_seed(_stream_seed(cfg.seed, m))  # each model its own sampling stream
         for dataset, records in pools.items():
             if progress is not None:
                 progress(model_name, dataset)
