@@ -11,7 +11,7 @@ audit: an arm run with ``audit=0`` claims no saving from what it skipped (its sk
 the drawn rate). The last line is one JSON object.
 
 ``--recompute``: the estimate replayed from each run's per-step metrics by this version's estimator
-(``snooze.core._audit.saved_from_metrics``) instead of the value the run logged. The estimate decides nothing
+(``snooze.analysis.saved_dapo_groups``) instead of the value the run logged. The estimate decides nothing
 in a run, so this is what the run would log if it were trained again now (the same to the last digit:
 checked on a development run); it checks a new estimator on runs trained before it.
 """
@@ -30,13 +30,11 @@ DAPO = "dynamic_sampling"
 
 def _recomputed(run: Path) -> float:
     """The run's ``total/saved_dapo_groups`` by this version's estimator, from its per-step metrics."""
-    from snooze.core._audit import Shape, saved_from_metrics
-    from snooze.core.config import SchedulerConfig
-    from snooze.logs import read_metrics
+    from snooze import SchedulerConfig
+    from snooze.analysis import saved_dapo_groups
 
     cfg = SchedulerConfig.from_dict(json.loads((run / "config.json").read_text(encoding="utf-8"))["scheduler"])
-    shape = Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds)
-    return saved_from_metrics(read_metrics(run / "metrics.jsonl"), shape)
+    return saved_dapo_groups(run / "metrics.jsonl", cfg)
 
 
 def _last(path: Path) -> dict[str, Any]:

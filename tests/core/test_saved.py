@@ -3,14 +3,20 @@ online from the run's own draws and the audit (snooze.core._audit.dapo_step_grou
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from helpers_core import bernoulli_roller, id_pool
 
 import snooze
+from snooze.analysis import saved_dapo_groups
 from snooze.core._audit import PRIOR_GROUPS, Diagnosis, Shape, dapo_step_groups, expected_rounds, saved_from_metrics
 
 G = 4
+FULL = {"snooze/audit/groups": 1, "snooze/audit/signal_rate": 0.0, "snooze/drawn/groups": 12}
+FULL |= {"snooze/drawn/signal_rate": 0.5, "snooze/skipped": 4}
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -93,7 +99,7 @@ def test_without_the_audit_no_saving_is_claimed() -> None:
     assert dapo_step_groups({**one, "skips": 0, "audit_groups": 0, "drawn_groups": 0}, totals, shape) == 0.0
 
 
-def test_the_estimate_recomputed_from_the_metrics_log_is_the_one_the_run_logged() -> None:
+def test_the_estimate_recomputed_from_the_metrics_log_is_the_one_the_run_logged(tmp_path: Path) -> None:
     """``saved_from_metrics`` replays a run's per-step metrics through the estimator: on a run's own lines it
     gives its ``total/saved_dapo_groups`` (to float rounding), so a finished run can be re-estimated."""
     rng = np.random.default_rng(5)
@@ -108,6 +114,34 @@ def test_the_estimate_recomputed_from_the_metrics_log_is_the_one_the_run_logged(
     assert saved_from_metrics(lines, Shape(8, 8, cfg.max_gen_rounds)) == pytest.approx(
         lines[-1]["total/saved_dapo_groups"], rel=1e-9
     )
+    # the public face: the run's lines, or its metrics.jsonl, and its config
+    assert saved_dapo_groups(lines, cfg) == saved_from_metrics(lines, Shape(8, 8, cfg.max_gen_rounds))
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    assert saved_dapo_groups(path, cfg) == pytest.approx(lines[-1]["total/saved_dapo_groups"], rel=1e-9)
+    assert saved_dapo_groups(str(tmp_path), cfg) == saved_dapo_groups(path, cfg)
+
+
+@pytest.mark.parametrize(
+    ("metrics", "config", "error", "match"),
+    [
+        ([], {"batch_size": 8}, snooze.ConfigError, "config must be the run's SchedulerConfig, not dict"),
+        (7, snooze.SchedulerConfig(), snooze.ConfigError, "metrics must be a run directory.*not int"),
+        ([3], snooze.SchedulerConfig(), snooze.DataError, "line 0 is a int, not a mapping"),
+        ([{**FULL, "snooze/drawn/groups": "12"}], snooze.SchedulerConfig(), snooze.DataError, "drawn/groups is '12'"),
+        ([{**FULL, "snooze/skipped": -1}], snooze.SchedulerConfig(), snooze.DataError, "skipped is -1, not a finite"),
+        ([{**FULL, "snooze/audit/groups": True}], snooze.SchedulerConfig(), snooze.DataError, "groups is True"),
+        (
+            [{**FULL, "snooze/audit/signal_rate": None}],
+            snooze.SchedulerConfig(),
+            snooze.DataError,
+            "has no snooze/audit/signal_rate",
+        ),
+    ],
+)
+def test_bad_metrics_or_config_are_refused_naming_what_is_wrong(metrics, config, error, match) -> None:
+    with pytest.raises(error, match=match):
+        saved_dapo_groups(metrics, config)
 
 
 def test_a_log_without_the_audit_metrics_is_refused_naming_them() -> None:

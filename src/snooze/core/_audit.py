@@ -135,12 +135,19 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
     totals = {"audit_signal": 0.0, "audit_drawn": 0.0}
     out = 0.0
     for i, line in enumerate(lines):
-        missing = [k for k in (*need, "snooze/skipped") if k not in line]
+        if not isinstance(line, Mapping):
+            raise DataError(f"metrics line {i} is a {type(line).__name__}, not a mapping of metric names to values")
+        missing = [k for k in (*need, "snooze/skipped") if line.get(k) is None]
         if missing:
             raise DataError(
                 f"metrics line {i} has no {', '.join(missing)}: recomputing the saving needs every step's full "
                 "metrics (TrainConfig(metrics='full'), the default)"
             )
+        bad = [
+            k for k in (*need, "snooze/skipped", "filter/skipped") if line.get(k) is not None and _not_count(line[k])
+        ]
+        if bad:
+            raise DataError(f"metrics line {i}: {bad[0]} is {line[bad[0]]!r}, not a finite number >= 0")
         step = {
             "audit_groups": float(line["snooze/audit/groups"]),
             "audit_signal": line["snooze/audit/groups"] * line["snooze/audit/signal_rate"],
@@ -148,11 +155,20 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
             "drawn_signal": line["snooze/drawn/groups"] * line["snooze/drawn/signal_rate"],
         }
         # the skipped encounters, audited ones among them (what the audit samples): as Diagnosis.add_skips
-        step["skips"] = float(line["snooze/skipped"]) + float(line.get("filter/skipped", 0))
+        step["skips"] = float(line["snooze/skipped"]) + float(line.get("filter/skipped") or 0)
         totals["audit_signal"] += step["audit_signal"]
         totals["audit_drawn"] += _audit_drawn(step)
         out += dapo_step_groups(step, totals, shape)
     return out
+
+
+def _not_count(value: Any) -> bool:
+    """Whether a logged count or rate is unusable: not a finite real number >= 0 (a bool is not one)."""
+    return (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.integer, np.floating))
+        or not (0 <= value < math.inf)
+    )
 
 
 def _audit_drawn(step: Mapping[str, float]) -> float:
