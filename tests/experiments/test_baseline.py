@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,3 +139,57 @@ def test_a_negative_seed_is_refused_as_everywhere_else(tmp_path: Path, capsys: p
     assert main(_tiny_args(tmp_path, "--seed", "-1")) == 2
     assert "BaselineConfig.seed=-1: must be an integer >= 0 (option --seed)" in capsys.readouterr().err
     assert not (tmp_path / "b.jsonl").exists()
+
+
+def _disk_full(*args: Any) -> None:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+class _DiskFull:
+    """A file that takes half of what is written to it, then says the disk is full."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def write(self, data: Any) -> int:
+        self.handle.write(data[: len(data) // 2])
+        self.handle.flush()
+        _disk_full()
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
+
+    def __enter__(self) -> _DiskFull:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+
+@pytest.mark.parametrize("fails", ["write", "fsync"])
+def test_a_write_that_fails_leaves_the_old_output_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fails: str
+) -> None:
+    """The disk fills up while the rows are written (or flushed to it): the old file is kept byte for byte and
+    no temporary file is left beside it."""
+    import builtins
+
+    from snooze.core import _files
+    from snooze.experiments import baseline
+
+    args = _tiny_args(tmp_path)
+    assert main(args) == 0
+    out = tmp_path / "b.jsonl"
+    old, before = out.read_bytes(), sorted(os.listdir(tmp_path))
+    if fails == "write":
+        for module in (baseline, _files):  # whichever module opens the output file
+            monkeypatch.setattr(module, "open", lambda *a, **k: _DiskFull(builtins.open(*a, **k)), raising=False)
+    else:
+        monkeypatch.setattr(os, "fsync", _disk_full)
+    assert main([*args, "--samples", "3"]) == 2
+    assert f"{out}: No space left on device" in capsys.readouterr().err
+    assert out.read_bytes() == old and sorted(os.listdir(tmp_path)) == before

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import open_regular
+from snooze.core._files import open_regular, write_atomic
 from snooze.core._json import read_json
 from snooze.core.errors import DataError
 from snooze.logs._record import Record
@@ -211,7 +211,11 @@ def baseline_completions(
 
 
 def write_completions(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-    """Write rows as JSONL (the input format of ``snooze stratify``)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(r) + "\n" for r in rows)
+    """Write rows as JSONL (the input format of ``snooze stratify``), atomically: a write that fails (a full disk)
+    leaves the file as it was and no temporary file beside it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows).encode())
+    except OSError as exc:  # named after the file asked for, not its temporary one (or none: a full disk)
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
