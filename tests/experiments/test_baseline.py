@@ -193,3 +193,33 @@ def test_a_write_that_fails_leaves_the_old_output_as_it_was(
     assert main([*args, "--samples", "3"]) == 2
     assert f"{out}: No space left on device" in capsys.readouterr().err
     assert out.read_bytes() == old and sorted(os.listdir(tmp_path)) == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "flags"),
+    [
+        (["--max-new-tokens", "0", "--reward-range", "5,6"], "--max-new-tokens, --reward-range: for --dataset"),
+        (["--max-new-tokens", "256"], "--max-new-tokens: for --dataset"),  # its default, given: refused too
+        (["--reward-range", "0,1"], "--reward-range: for --dataset"),
+        (["--reward", "r.py:score"], "--reward: for --dataset"),
+        (["--cache", "warm"], "--cache: the warm-up cache, used only with --warmup"),
+    ],
+)
+def test_an_option_the_built_in_tasks_do_not_use_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], flags: str
+) -> None:
+    """Without --dataset, the options of --dataset alone (and --cache without --warmup) are refused, not ignored."""
+    assert main(_tiny_args(tmp_path, *extra)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flags in err, err
+    assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_with_dataset_the_options_of_the_built_in_tasks_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"prompt": "simple is"}) + "\n")
+    base = ["baseline", "--dataset", str(data), "--model", "m", "--out", str(tmp_path / "o.jsonl")]
+    assert main([*base, "--cache", str(tmp_path / "warm"), "--test-size", "3"]) == 2
+    assert "--test-size, --cache: for the built-in tasks" in capsys.readouterr().err

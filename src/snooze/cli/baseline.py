@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,12 @@ PROFILE_OPTIONS = ("temperature", "pool_size", "test_size")
 
 OPTIONS = ("samples", "seed", "chunk")
 """The other fields of :class:`~snooze.experiments.baseline.BaselineConfig`."""
+
+DATASET_ONLY: dict[str, Any] = {"reward": None, "max_new_tokens": 256, "reward_range": (0.0, 1.0)}
+"""The options of ``--dataset`` alone (dest -> its value when not given), refused without ``--dataset``."""
+
+TASKS_ONLY = ("warmup", "profile", "tasks", "pool_size", "test_size", "cache")
+"""The options of the built-in tasks alone (dests), refused with ``--dataset``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,21 +93,52 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
         "completion",
     )
     own.add_argument(
-        "--max-new-tokens", type=integer, default=256, help="tokens generated per completion (default 256)"
+        "--max-new-tokens",
+        type=integer,
+        default=None,
+        help=f"tokens generated per completion (default {DATASET_ONLY['max_new_tokens']})",
     )
     own.add_argument(
         "--reward-range",
         type=_pair,
-        default=(0.0, 1.0),
+        default=None,
         metavar="LOW,HIGH",
-        help="where the reward function's rewards lie (default 0,1); scaled to [0, 1] for stratify. "
-        "A negative LOW needs the = form: --reward-range=-1,1.",
+        help="where the reward function's rewards lie (default {:g},{:g}); scaled to [0, 1] for stratify. ".format(
+            *DATASET_ONLY["reward_range"]
+        )
+        + "A negative LOW needs the = form: --reward-range=-1,1.",
     )
     parser.add_argument(
         "--warmup",
         action="store_true",
         help="also use the reference trainer's warm-up base model (trained once, then cached) as model 'base'",
     )
+
+
+def _given(args: argparse.Namespace, dests: Iterable[str]) -> list[str]:
+    """The flags of those options given on the command line (a flag left out is ``None``, or ``False``)."""
+    return ["--" + d.replace("_", "-") for d in dests if getattr(args, d) is not None and getattr(args, d) is not False]
+
+
+def _check_mode(args: argparse.Namespace) -> None:
+    """Refuse the options of the other mode: ``--dataset``'s without it, the built-in tasks' with it."""
+    if args.dataset is None and _given(args, DATASET_ONLY):
+        raise ConfigError(
+            f"{', '.join(_given(args, DATASET_ONLY))}: for --dataset (your dataset, with a Hugging Face model); "
+            "the built-in tasks have their own verifier, rewards and completion length: drop them, or add --dataset"
+        )
+    if args.dataset is not None and _given(args, TASKS_ONLY):
+        raise ConfigError(
+            f"{', '.join(_given(args, TASKS_ONLY))}: for the built-in tasks; --dataset samples your dataset's prompts"
+        )
+    if args.dataset is None and args.cache is not None and not args.warmup:
+        raise ConfigError("--cache: the warm-up cache, used only with --warmup; add --warmup or drop --cache")
+
+
+def _dataset_option(args: argparse.Namespace, dest: str) -> Any:
+    """A ``--dataset`` option's value: as given, else its default (:data:`DATASET_ONLY`)."""
+    value = getattr(args, dest)
+    return DATASET_ONLY[dest] if value is None else value
 
 
 def _named(text: str) -> tuple[str, str]:
@@ -158,11 +196,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from snooze.trainer.tasks import parse_tasks
 
+    _check_mode(args)
     torch.set_num_threads(os.cpu_count() or 1)
     if args.dataset is not None:
         return _run_hf(args)
-    if args.reward is not None:
-        raise ConfigError("--reward scores completions of --dataset; the built-in tasks have their own verifier")
     if not args.model and not args.warmup:
         raise ConfigError("no models: pass --model [NAME=]PATH (repeatable) and/or --warmup")
     profile = None
@@ -233,18 +270,10 @@ def _run_hf(args: argparse.Namespace) -> int:
     from snooze.experiments.baseline import BaselineConfig, write_completions
     from snooze.experiments.hf_baseline import hf_completions, load_reward, read_prompts
 
-    clash = [
-        flag
-        for flag, given in (("--warmup", args.warmup), ("--profile", args.profile), ("--tasks", args.tasks))
-        if given
-    ]
-    clash += ["--" + k.replace("_", "-") for k in values(args, ("pool_size", "test_size"))]
-    if clash:
-        raise ConfigError(f"{', '.join(clash)}: for the built-in tasks; --dataset samples your dataset's prompts")
     if not args.model:
         raise ConfigError("--dataset needs --model [NAME=]NAME_OR_PATH (a Hugging Face causal LM; repeatable)")
     cfg = build(BaselineConfig, {**values(args, OPTIONS), **values(args, ("temperature",))})
-    reward_range = check_reward_range(args.reward_range, "--reward-range")
+    reward_range = check_reward_range(_dataset_option(args, "reward_range"), "--reward-range")
     reward = load_reward(args.reward) if args.reward is not None else None
     rows, kind = read_prompts(args.dataset)
     print(f"{args.dataset}: {len(rows):,} prompts, named as the {kind} adapter names them")
@@ -261,7 +290,7 @@ def _run_hf(args: argparse.Namespace) -> int:
             rows,
             cfg.samples,
             cfg.temperature,
-            args.max_new_tokens,
+            _dataset_option(args, "max_new_tokens"),
             cfg.chunk,
             cfg.seed,
             reward,
