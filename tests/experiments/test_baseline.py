@@ -223,3 +223,70 @@ def test_with_dataset_the_options_of_the_built_in_tasks_are_refused(
     base = ["baseline", "--dataset", str(data), "--model", "m", "--out", str(tmp_path / "o.jsonl")]
     assert main([*base, "--cache", str(tmp_path / "warm"), "--test-size", "3"]) == 2
     assert "--test-size, --cache: for the built-in tasks" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("tasks", "pool_size", "test_size", "seed", "digest"),
+    [
+        ("add:1-3,rev:3-7,count:4-10,sort:3-7", 40, 10, 0, "6b0708867e510178"),
+        ("add:1-3,rev:3-7,count:4-10,sort:3-7", 40, 10, 7, "066549d0396338a3"),
+        ("add:1", 99, 1, 0, "f6efd17354d41ff5"),  # every one-digit sum but the test split's one
+        ("rev:1-2", 100, 10, 3, "95b3c2dd484d37d0"),  # all 110 strings
+        ("count:1", 20, 5, 0, "c0c47405a2945432"),  # all 25 prompts
+        ("sort:1-2", 60, 5, 2**63 - 1, "e4cf18c10a2cc1b6"),
+    ],
+)
+def test_the_pools_are_the_ones_they_always_were(
+    tasks: str, pool_size: int, test_size: int, seed: int, digest: str
+) -> None:
+    """The same problems in the same order as before pools were sized up front (digests of the records then):
+    a baseline's ids must stay those of the training runs already made."""
+    import hashlib
+
+    pools = task_pool(parse_tasks(tasks), BaselineConfig(pool_size=pool_size, test_size=test_size, seed=seed))
+    assert hashlib.sha256(json.dumps(pools).encode()).hexdigest()[:16] == digest
+
+
+@pytest.mark.parametrize("name", ["add:1", "add:1-2", "rev:1-2", "sort:1", "count:1-2"])
+def test_a_split_takes_every_distinct_problem_and_one_more_is_refused_before_drawing(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snooze.core.errors import DataError
+    from snooze.trainer import tasks
+
+    spec = tasks.TaskSpec.parse(name)
+    every = {r["prompt"] for r in tasks.make_split(spec, "pool", tasks._distinct(spec))}
+    assert len(every) == tasks._distinct(spec)
+    held = sorted(every)[:3] + ["1+2", ">k=", "#f:aa="]  # three of its prompts, three of no task
+    assert len(tasks.make_split(spec, "pool", len(every) - 3, exclude=held)) == len(every) - 3
+
+    def no_draws(*args: Any) -> Any:
+        raise AssertionError("a split that cannot be filled was drawn")
+
+    monkeypatch.setattr(tasks, "_draw", no_draws)
+    with pytest.raises(DataError, match=rf"only {len(every) - 3:,} distinct pool problems exist \("):
+        tasks.make_split(spec, "pool", len(every) - 2, exclude=held)
+
+
+def test_a_pool_larger_than_its_tasks_have_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--pool-size 100000`` of ``add:1`` (100 sums) took 26 s of draws to fail, 10**7 would take 40 minutes."""
+    from snooze.trainer import tasks
+
+    draws = 0
+    real = tasks._draw
+
+    def counted(*args: Any) -> Any:
+        nonlocal draws
+        draws += 1
+        assert draws < 1_000, "the pool was drawn"
+        return real(*args)
+
+    monkeypatch.setattr(tasks, "_draw", counted)
+    assert main(_tiny_args(tmp_path, "--pool-size", "10000000")) == 2
+    err = capsys.readouterr().err
+    assert (
+        "task add:1-1: only 99 distinct pool problems exist (100 in all, 1 of them excluded), 10,000,000 wanted" in err
+    )
+    assert not (tmp_path / "b.jsonl").exists()

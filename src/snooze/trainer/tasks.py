@@ -21,6 +21,7 @@ Strata for the design note's figure 3 (the blog post this project implements: do
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,6 +135,33 @@ def make_problem(family: str, level: int, rng: np.random.Generator) -> tuple[str
     raise ConfigError(f"task family {family!r}: must be one of {', '.join(FAMILIES)}")
 
 
+def _distinct(spec: TaskSpec) -> int:
+    """How many distinct prompts :func:`make_problem` can write for ``spec`` (levels never share a prompt)."""
+    per_level = {
+        "add": lambda n: (10 if n == 1 else 9 * 10 ** (n - 1)) ** 2,  # two operands of n digits, no leading 0
+        "rev": lambda n: len(_REV_LETTERS) ** n,
+        "sort": lambda n: len(_REV_LETTERS) ** n,
+        "count": lambda n: len(_COUNT_LETTERS) ** (n + 1),  # the target letter, then the string
+    }[spec.family]
+    return sum(per_level(n) for n in range(spec.lo, spec.hi + 1))
+
+
+_PROMPT = {
+    "add": re.compile(r"(0|[1-9][0-9]*)\+(0|[1-9][0-9]*)="),
+    "rev": re.compile(f">([{_REV_LETTERS}]+)="),
+    "sort": re.compile(f":([{_REV_LETTERS}]+)="),
+    "count": re.compile(f"#[{_COUNT_LETTERS}]:([{_COUNT_LETTERS}]+)="),
+}
+
+
+def _possible(spec: TaskSpec, prompt: str) -> bool:
+    """Whether ``prompt`` is one of the prompts of ``spec`` (counted by :func:`_distinct`)."""
+    found = _PROMPT[spec.family].fullmatch(prompt) if isinstance(prompt, str) else None
+    if found is None or len({len(g) for g in found.groups()}) != 1:  # (add: both operands of one length)
+        return False
+    return spec.lo <= len(found.group(1)) <= spec.hi
+
+
 def _seed(*parts: Any) -> int:
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little")
@@ -147,10 +175,18 @@ def make_split(spec: TaskSpec, split: str, n: int, seed: int = 0, exclude: Itera
     """``n`` distinct problems (records ``{"id", "prompt", "answer", "task", "level"}``).
 
     ``exclude``: prompt texts that must not appear (another split's). Deterministic in
-    ``(spec, split, n, seed, exclude)``.
+    ``(spec, split, n, seed, exclude)``. More than the spec's distinct prompts not excluded is a
+    :class:`DataError` before any draw; else up to 50 draws per problem.
     """
-    rng = np.random.default_rng(_seed(spec.name, split, seed))
     seen = set(exclude)
+    room = _distinct(spec) - sum(_possible(spec, p) for p in seen)
+    if n > room:  # refused before drawing: 50 draws per problem would take minutes to find out
+        held = f", {_distinct(spec) - room:,} of them excluded" if room < _distinct(spec) else ""
+        raise DataError(
+            f"task {spec.name}: only {room:,} distinct {split} problems exist ({_distinct(spec):,} in all{held}), "
+            f"{n:,} wanted; ask for fewer or widen the level range"
+        )
+    rng = np.random.default_rng(_seed(spec.name, split, seed))
     out: list[dict[str, Any]] = []
     for _ in range(n * _MAX_TRIES):
         if len(out) == n:
