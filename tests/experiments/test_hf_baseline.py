@@ -153,3 +153,19 @@ def test_what_the_dataset_mode_refuses(tmp_path: Path, capsys: pytest.CaptureFix
         assert main([*base, *extra]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_hf_completions_takes_the_seeds_baseline_config_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A negative seed is refused (as BaselineConfig's) before a model is loaded; any other seeds torch, wrapped
+    modulo 2**64 past its 64 bits (2**70 overflowed torch.manual_seed), itself below."""
+    from snooze.core.errors import ConfigError
+    from snooze.experiments import hf_baseline
+
+    with pytest.raises(ConfigError, match=r"seed=-1: must be an integer >= 0"):
+        hf_baseline.hf_completions("never-loaded", "m", [], 1, 1.0, 4, 1, -1)
+    seeded: list[int] = []
+    monkeypatch.setattr(hf_baseline, "_load", lambda name: (None, None))
+    monkeypatch.setattr(torch, "manual_seed", seeded.append)
+    for seed in (0, 7, 2**63 - 1, 2**70 + 5):
+        assert hf_baseline.hf_completions("m", "m", [], 1, 1.0, 4, 1, seed) == []
+    assert seeded == [0, 7, 2**63 - 1, 5]

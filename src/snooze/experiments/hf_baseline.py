@@ -226,8 +226,10 @@ def hf_completions(
 
     if not is_int(max_new_tokens) or max_new_tokens < 1:
         raise ConfigError(f"--max-new-tokens {max_new_tokens!r}: must be an integer >= 1")
+    if not is_int(seed) or seed < 0:  # as BaselineConfig.seed
+        raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
     tok, model = _load(model_name)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed % 2**64)  # torch takes 64 bits; below 2**64 (every seed the CLI takes) the seed itself
     low, high = reward_range
     out: list[dict[str, Any]] = []
     for start in range(0, len(rows), chunk):
