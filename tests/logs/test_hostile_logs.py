@@ -103,3 +103,26 @@ def test_a_cut_back_that_fails_on_a_full_disk_leaves_the_log_and_no_temporary_fi
             truncate_log(path, 1)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["log.jsonl"]
     assert truncate_log(path, 1) == 1 and path.read_text() == GOOD  # and the next cut-back works
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_a_line_cut_short_inside_a_log_says_so(tmp_path: Path, reader: str) -> None:
+    path = tmp_path / "log.jsonl"
+    good = '{"step": 0, "efficiency": 0.5}\n' if reader == "metrics log" else GOOD
+    path.write_text(good + good[:15] + "\n" + good)  # cut inside a string: json says "Invalid control character at"
+    with pytest.raises(snooze.DataError) as err:
+        READERS[reader](path)
+    assert str(err.value) == (
+        f"{path}, line 2: not one JSON object: the line ends before its object does (cut short: a run killed while "
+        "writing it, then more lines written after it); each line of a JSONL file is one whole object: fix or "
+        "remove that line"
+    )
+
+
+def test_a_line_that_is_not_json_names_the_parser_s_reason_once(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(GOOD + '"tab\there"\n')
+    with pytest.raises(
+        snooze.DataError, match=r"line 2: not valid JSON \(Invalid control character at column 5\); fix"
+    ):
+        read_reward_log(path)  # was "Invalid control character at at column 5"

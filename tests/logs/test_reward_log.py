@@ -100,3 +100,100 @@ def test_a_last_line_cut_short_is_dropped_elsewhere_a_bad_line_is_an_error(tmp_p
             call(inside)
     assert inside.read_text().count("\n") == 3  # a refused truncation leaves the log as it was
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+GOOD_ROW = (["d", "d"], ["a", "b"], [[1.0, 0.0], [0.0, 0.0]])
+WRITES = {  # a write the reader would refuse -> (its arguments, what the reader says of the line)
+    "float-step": (
+        (2.9, *GOOD_ROW),
+        r"line 4 \(not written\), field 'step': 2\.9 is not an integer in \[0, 2\*\*63 - 1\]",
+    ),
+    "string-step": (("3", *GOOD_ROW), r"field 'step': '3' is not an integer"),
+    "nan-step": ((float("nan"), *GOOD_ROW), r"field 'step': nan is not an integer"),
+    "none-step": ((None, *GOOD_ROW), r"field 'step': None is not an integer"),
+    "negative-step": ((-1, *GOOD_ROW), r"field 'step': -1 is not an integer"),
+    "backwards": ((0, *GOOD_ROW), r"line 4 \(not written\), field 'step': 0 after step 1: lines must be in generation"),
+    "string-reward": ((2, ["d"], ["a"], [["1", 0.0]]), r"field 'rewards': rollout 0: '1' is not a number"),
+    "bool-reward": ((2, ["d"], ["a"], [[True, 0]]), r"field 'rewards': rollout 0: True is not a number"),
+    "nan-reward": ((2, ["d"], ["a"], [[0.0, float("nan")]]), r"field 'rewards': rollout 1: nan is not finite"),
+    "inf-reward": ((2, ["d"], ["a"], np.array([[np.inf, 0.0]])), r"field 'rewards': rollout 0: inf is not finite"),
+    "outside-range": ((2, ["d"], ["a"], [[1.5, 0.0]]), r"rollout 0: 1\.5 is outside the reward range \[0\.0, 1\.0\]"),
+    "wrong-g": ((2, ["d"], ["a"], [[1.0, 0.0, 1.0]]), r"field 'rewards': 3 rewards, but the header has 2"),
+    "float-id": ((2, ["d"], [1.5], [[1.0, 0.0]]), r"field 'id': 1\.5 is not a string or an integer"),
+    "id-beyond-int64": ((2, ["d"], [2**63], [[1.0, 0.0]]), r"field 'id': 9223372036854775808 does not fit in a sig"),
+    "surrogate-id": ((2, ["d"], ["q\ud800"], [[1.0, 0.0]]), r"field 'id': 'q\\ud800' holds a lone surrogate"),
+    "empty-dataset": (
+        (2, [""], ["a"], [[1.0, 0.0]]),
+        r"line 4 \(not written\), field 'dataset': '' is not a non-empty",
+    ),
+    "int-dataset": ((2, [5], ["a"], [[1.0, 0.0]]), r"field 'dataset': 5 is not a non-empty string"),
+    "mixed-ids": (
+        (2, ["d"], [7], [[1.0, 0.0]]),
+        r"field 'id': 7 is an integer, but dataset 'd' has the id 'a0' at line 2",
+    ),
+    "second-bad": ((2, ["d", ""], ["a", "b"], [[1.0, 0.0], [1.0, 0.0]]), r"line 5 \(not written\), field 'dataset'"),
+}
+
+
+@pytest.mark.parametrize(("args", "message"), WRITES.values(), ids=WRITES.keys())
+def test_the_writer_refuses_what_the_reader_would_and_writes_nothing(tmp_path: Path, args: tuple, message: str) -> None:
+    path = tmp_path / "log.jsonl"
+    with RewardLogWriter(path, header=snooze.logs.RewardLogHeader(group_size=2)) as log:
+        log.write(1, ["d", "d"], ["a0", "b0"], [[1.0, 0.0], [1.0, 1.0]])
+        before = path.read_bytes()
+        with pytest.raises(DataError, match=message):
+            log.write(*args)
+        assert path.read_bytes() == before  # not one line of the refused write
+        log.write(2, ["d"], ["c"], np.array([[0.0, 1.0]], dtype=np.float32))  # and the next good write goes on
+    assert read_reward_log(path).ids == ["a0", "b0", "c"]
+
+
+def test_the_writer_refuses_a_folder_and_a_log_it_would_break(tmp_path: Path) -> None:
+    header = snooze.logs.RewardLogHeader(group_size=2)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(snooze.ConfigError, match=r"runs: is not a regular file; pass the path of a reward log file"):
+        RewardLogWriter(tmp_path / "runs", header=header)  # was a bare IsADirectoryError
+    path = tmp_path / "log.jsonl"
+    with RewardLogWriter(path, header=header) as log:
+        log.write(3, ["d"], ["a"], [[1.0, 0.0]])
+    before = path.read_bytes()
+    with pytest.raises(
+        DataError, match=r"log\.jsonl: the log has groups of 2 \(the header\), but the header given says 4"
+    ):
+        RewardLogWriter(path, append=True, header=snooze.logs.RewardLogHeader(group_size=4))  # was ignored
+    other_range = snooze.logs.RewardLogHeader(group_size=2, reward_range=(-1.0, 1.0))
+    with pytest.raises(DataError, match=r"the log's header has the reward range \[0\.0, 1\.0\], but the header given"):
+        RewardLogWriter(path, append=True, header=other_range)
+    with RewardLogWriter(path, append=True, header=header) as log, pytest.raises(DataError, match="2 after step 3"):
+        log.write(2, ["d"], ["a"], [[1.0, 0.0]])  # a resumed run's step before the log's last one
+    assert path.read_bytes() == before
+    path.write_bytes(before + b'{"step": 3, "data')  # a run killed while writing its last line
+    with pytest.raises(DataError, match=r"its last line is cut short .* cut the log back first"):
+        RewardLogWriter(path, append=True, header=header)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"reward_range": "0,1"}, r"reward_range='0,1': must be \(low, high\) with finite low < high"),
+        ({"reward_range": (float("nan"), 1)}, r"reward_range=\(nan, 1\): must be \(low, high\)"),
+        ({"reward_range": (1, 0)}, r"reward_range=\(1, 0\): must be \(low, high\) with finite low < high"),
+        ({"group_size": "2"}, r"group_size='2': must be an integer >= 2"),
+        ({"group_size": 2.0}, r"group_size=2\.0: must be an integer >= 2"),
+    ],
+)
+def test_read_reward_log_refuses_a_bad_argument_as_a_config_error(tmp_path: Path, kwargs: dict, message: str) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(json.dumps({"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0]}) + "\n")
+    with pytest.raises(snooze.ConfigError, match=message):
+        read_reward_log(path, **kwargs)
+
+
+def test_integer_and_string_ids_in_one_dataset_are_refused_naming_both(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    lines = [(0, "a", 0), (0, "b", "0"), (1, "a", "0")]  # dataset b's "0" is fine: its ids are all strings
+    path.write_text(
+        "".join(json.dumps({"step": s, "dataset": d, "id": i, "rewards": [1, 0]}) + "\n" for s, d, i in lines)
+    )
+    with pytest.raises(DataError, match=r"line 3, field 'id': '0' is a string, but dataset 'a' has the id 0 at line 1"):
+        read_reward_log(path)

@@ -69,6 +69,22 @@ def test_the_reward_range_comes_from_the_header(tmp_path: Path) -> None:
         ({"reward_range": [1, 0]}, r"field 'reward_range': \[1, 0\]: must be \[low, high\], low < high"),
         ({"dynamic_sampling": "yes"}, r"field 'dynamic_sampling': 'yes': must be true, false or null"),
         ({"group_size": 3}, r"line 2, field 'rewards': 2 rewards, but the header has 3"),
+        ({"version": True}, r"field 'version': True: this snooze reads version 1 headers"),  # (True == 1 in Python)
+        ({"version": 1.0}, r"field 'version': 1\.0: this snooze reads version 1 headers"),
+        # sizes the command line would refuse (replay died of an OverflowError): at most 2**63 - 1, as --batch-size
+        (
+            {"gen_batch_size": 10**20},
+            r"field 'gen_batch_size': 100000000000000000000: must be an integer in \[1, 2\*\*63 - 1\]",
+        ),
+        (
+            {"batch_size": 2**63},
+            r"field 'batch_size': 9223372036854775808: must be an integer in \[1, 2\*\*63 - 1\], or null",
+        ),
+        (
+            {"max_gen_rounds": 2**64},
+            r"field 'max_gen_rounds': 18446744073709551616: must be an integer in \[1, 2\*\*63",
+        ),
+        ({"group_size": 2**63}, r"field 'group_size': 9223372036854775808: must be an integer in \[2, 2\*\*63 - 1\]"),
     ],
 )
 def test_a_bad_header_names_its_field(tmp_path: Path, edit: dict, message: str) -> None:
@@ -78,6 +94,11 @@ def test_a_bad_header_names_its_field(tmp_path: Path, edit: dict, message: str) 
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(snooze.DataError, match=message):
         read_reward_log(path)
+
+
+def test_the_largest_sizes_the_command_line_takes_are_read(tmp_path: Path) -> None:
+    path = _log(tmp_path / "r.jsonl", _header(batch_size=2**63 - 1, gen_batch_size=2**63 - 1))
+    assert read_reward_log(path).header.sizes()["gen_batch_size"] == 2**63 - 1  # type: ignore[union-attr]
 
 
 def test_a_header_elsewhere_or_against_group_size_is_refused(tmp_path: Path) -> None:

@@ -41,7 +41,8 @@ def parse_json(text: str | bytes, where: str, error: type[SnoozeError], fix: str
         ) from None
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno}, column {exc.colno}" if "\n" in exc.doc.rstrip() else f"column {exc.colno}"
-        raise error(f"{where}: not valid JSON ({exc.msg} at {at}){tail}") from None
+        msg = exc.msg.removesuffix(" at")  # ("Invalid control character at": its position follows)
+        raise error(f"{where}: not valid JSON ({msg} at {at}){tail}") from None
     except UnicodeDecodeError as exc:
         raise error(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}){tail}") from None
     except RecursionError:

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from snooze.core._checks import finite_float, is_int, shown
+from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import DataError
 
 __all__ = ["RewardLogHeader", "FORMAT", "VERSION", "is_header"]
@@ -117,7 +117,7 @@ class RewardLogHeader:
             raise DataError(
                 f"{where}, field 'format': {shown(obj.get('format'))}: a reward log's header says {FORMAT!r}"
             )
-        if obj.get("version") != VERSION:
+        if not is_int(obj.get("version")) or obj.get("version") != VERSION:  # (true == 1 and 1.0 == 1 in Python)
             raise DataError(
                 f"{where}, field 'version': {shown(obj.get('version'))}: this snooze reads version {VERSION} headers"
             )
@@ -144,13 +144,23 @@ def _fail(field_name: str, what: str) -> DataError:
     return DataError(f"field {field_name!r}: {what}")
 
 
+def _size_ok(value: Any, least: int) -> bool:
+    """A size the command line would take too (``snooze replay --batch-size``: an integer within int64)."""
+    return is_int(value) and least <= value <= INT64_MAX
+
+
+def _integer(value: Any, least: int) -> str:
+    """What a size must be; the storage limit is named only to a value beyond it (as ``as_int`` does)."""
+    return f"an integer in [{least}, 2**63 - 1]" if is_int(value) and value > INT64_MAX else f"an integer >= {least}"
+
+
 def _check(h: RewardLogHeader) -> None:
-    if not is_int(h.group_size) or h.group_size < 2:
-        raise _fail("group_size", f"{shown(h.group_size)}: must be an integer >= 2")
+    if not _size_ok(h.group_size, 2):
+        raise _fail("group_size", f"{shown(h.group_size)}: must be {_integer(h.group_size, 2)}")
     for name in _SIZES:
         value = getattr(h, name)
-        if value is not None and (not is_int(value) or value < 1):
-            raise _fail(name, f"{shown(value)}: must be an integer >= 1, or null when not known")
+        if value is not None and not _size_ok(value, 1):
+            raise _fail(name, f"{shown(value)}: must be {_integer(value, 1)}, or null when not known")
     if not isinstance(h.policy, str) or not h.policy:
         raise _fail("policy", f"{shown(h.policy)}: must be a policy name (or 'unknown')")
     for name in ("dynamic_sampling", "carry_surplus"):

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 from snooze.core._checks import INT64_MAX, is_int
-from snooze.core._files import fsync_dir, open_regular, write_atomic
+from snooze.core._files import fsync_dir, open_regular, remove_quietly, write_atomic
 from snooze.core._json import parse_json
-from snooze.core.errors import DataError
+from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["LineWriter", "read_lines", "truncate_log", "fail"]
+__all__ = ["LineWriter", "read_lines", "truncate_log", "fail", "cut_short", "CUT_INSIDE", "written_aside"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,19 @@ Fast = Callable[[str], Any]
 
 Returns the line's value, or ``None`` (see :func:`read_lines`).
 """
+
+
+CUT_INSIDE = (
+    "not one JSON object: the line ends before its object does (cut short: a run killed while writing it, "
+    "then more lines written after it); each line of a JSONL file is one whole object: fix or remove that line"
+)
+"""Why a line inside a log that starts an object and does not end it is refused."""
+
+
+def cut_short(text: str) -> bool:
+    """Whether a line that is not JSON looks cut short: it opens an object it does not close."""
+    body = text.strip()
+    return body.startswith("{") and not body.endswith("}")
 
 
 def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) -> DataError:
@@ -48,8 +63,14 @@ class LineWriter:
 
     def __init__(self, path: str | os.PathLike[str], append: bool = False) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle: IO[str] | None = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        self._handle: IO[str] | None = None
+        if self.path.exists() and not self.path.is_file():  # a folder; a FIFO would block the open until read
+            raise ConfigError(f"{self.path}: is not a regular file; pass the path of a {self.kind} file to write")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._handle = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot be written ({exc.strerror or exc}); pass another path") from None
 
     def _write_lines(self, lines: list[str]) -> None:
         if self._handle is None:
@@ -76,6 +97,23 @@ class LineWriter:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+@contextmanager
+def written_aside(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` (``.tmp-<hex>-<name>``) for a block to write a file to: when the block
+    ends, that file is fsynced and renamed onto ``path`` (then the folder fsynced); when it raises, the file is
+    removed. ``path`` is then the old file or the whole new one, never a part, and nothing is left beside it."""
+    tmp = path.with_name(f".tmp-{secrets.token_hex(4)}-{path.name}")
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    fsync_dir(path.parent)
 
 
 def _parsed(path: str | os.PathLike[str], fast: Fast | None = None) -> Iterator[tuple[int, str, Any]]:
@@ -108,6 +146,8 @@ def _parse(path: str | os.PathLike[str], fast: Fast | None) -> Iterator[tuple[in
                 if not text.endswith("\n"):  # only the last line can lack one: cut short by a crash
                     yield number, text, None
                     return
+                if cut_short(text):
+                    raise fail(path, number, None, CUT_INSIDE) from None
                 raise
             if not isinstance(obj, dict):
                 raise fail(path, number, None, f"expected a JSON object per line, got {type(obj).__name__}")

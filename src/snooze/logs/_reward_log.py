@@ -14,6 +14,7 @@ the candidates). Extra fields on a line are allowed and ignored by the readers h
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -21,22 +22,25 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import (  # steps and integer ids are held as int64
-    INT64_MAX,
-    INT64_MIN,
-    finite_float,
-    is_int,
-    lone_surrogate,
-    shown,
-)
-from snooze.core.errors import DataError
+from snooze.core._checks import INT64_MAX, as_int, check_reward_range
+from snooze.core._files import open_regular
+from snooze.core.errors import ConfigError, DataError
 from snooze.core.types import Candidate
 from snooze.logs._header import RewardLogHeader, is_header
 from snooze.logs._jsonl import LineWriter, fail, read_lines
+from snooze.logs._line_checks import (
+    LineChecks,
+    dataset_problem,
+    first_bad_reward,
+    id_problem,
+    rewards_problem,
+    step_problem,
+)
 
 __all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
 
@@ -91,43 +95,22 @@ class RewardLog:
 
 
 def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, list[Any]]:
+    """The four fields of a group's line, each checked (:mod:`snooze.logs._line_checks`), or a DataError."""
     if not isinstance(obj, dict):
         raise fail(path, line, None, f"expected a JSON object, got {type(obj).__name__}; see docs/reward-log.md")
     for field in REQUIRED_FIELDS:
         if field not in obj:
             raise fail(path, line, field, f"missing; every line needs {list(REQUIRED_FIELDS)} (docs/reward-log.md)")
-    step, dataset, pid, rewards = (obj[f] for f in REQUIRED_FIELDS)
-    if not is_int(step) or not 0 <= step <= INT64_MAX:
-        raise fail(path, line, "step", f"{shown(step)} is not an integer in [0, 2**63 - 1]")
-    if not isinstance(dataset, str) or not dataset:
-        raise fail(path, line, "dataset", f"{dataset!r} is not a non-empty string")
-    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise fail(path, line, "id", f"{pid!r} is not a string or an integer")
-    if isinstance(pid, int) and not INT64_MIN <= pid <= INT64_MAX:  # no scheduler issues one: its ids are int64
-        raise fail(path, line, "id", f"{shown(pid)} does not fit in a signed 64-bit integer; use string ids")
-    for field, text in (("dataset", dataset), ("id", pid)):
-        bad = lone_surrogate(text) if isinstance(text, str) else None
-        if bad is not None:
-            raise fail(
-                path,
-                line,
-                field,
-                f"{text!r} holds a lone surrogate ({bad}), which is not text; fix the encoding of its source",
-            )
-    _check_rewards(rewards, path, line)
-    return step, dataset, pid, rewards
+    values = tuple(obj[f] for f in REQUIRED_FIELDS)
+    for field, check, value in zip(REQUIRED_FIELDS, _CHECKS, values, strict=True):
+        what = check(value)
+        if what is not None:
+            raise fail(path, line, field, what)
+    return values  # type: ignore[return-value]
 
 
-def _check_rewards(rewards: Any, path: str, line: int) -> None:
-    if not isinstance(rewards, list) or not rewards:
-        raise fail(path, line, "rewards", "must be a non-empty list of numbers, one per rollout")
-    for r, value in enumerate(rewards):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(path, line, "rewards", f"rollout {r}: {value!r} is not a number")
-        if isinstance(value, int) and finite_float(value) is None:  # (NaN and infinities: checked with the range below)
-            raise fail(
-                path, line, "rewards", f"rollout {r}: an integer of {value.bit_length()} bits is too large for a float"
-            )
+_CHECKS = (step_problem, dataset_problem, id_problem, rewards_problem)
+"""The check of each of :data:`REQUIRED_FIELDS`, in order."""
 
 
 _WS = r"[ \t\r\n]*"  # JSON's whitespace (not Python's \s, which takes more)
@@ -177,16 +160,30 @@ def _header(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None)
     return header, []
 
 
-def _parse_lines(
-    lines: Iterator[tuple[int, Any]], path: str, group_size: int | None
-) -> tuple[RewardLogHeader | None, tuple[list[Any], ...]]:
+@dataclass
+class _Parsed:
+    """A log's lines, each checked on its own and against the lines before it (not yet its reward range)."""
+
+    header: RewardLogHeader | None
+    checks: LineChecks
+    steps: list[int]
+    datasets: list[str]
+    ids: list[str | int]
+    rewards: list[Any]
+    """Each a list of numbers, or the checked text of a line in the writer's form."""
+    numbers: list[int]
+    last_line: int
+    """The number of the last line read (the header's, when it has no group), 0 for an empty log."""
+
+
+def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | None) -> _Parsed:
     header, pending = _header(lines, path, group_size)
-    steps: list[int] = []
-    datasets: list[str] = []
-    ids: list[str | int] = []
-    rewards: list[Any] = []  # each a list of numbers, or the checked text of a line in the writer's form
-    numbers: list[int] = []
-    want = header.group_size if header is not None else group_size
+    checks = LineChecks()
+    if header is not None:
+        checks.group_size, checks.size_from = header.group_size, "the header"
+    elif group_size is not None:
+        checks.group_size, checks.size_from = group_size, "--group-size"
+    out = _Parsed(header, checks, [], [], [], [], [], 0 if header is None else 1)
     for line_no, obj in itertools.chain(pending, lines):
         if isinstance(obj, tuple):
             step, dataset, pid, row = obj
@@ -196,31 +193,25 @@ def _parse_lines(
                 raise fail(path, line_no, "format", "a header can only be the first line (two logs joined into one?)")
             step, dataset, pid, row = _check_line(obj, path, line_no)
             size = len(row)
-        if want is None:
-            want = size
-        if size != want:
-            source = (
-                "the header"
-                if header is not None
-                else "--group-size"
-                if group_size is not None
-                else f"line {numbers[0]}"
-            )
-            raise fail(path, line_no, "rewards", f"{size} rewards, but {source} has {want}: groups must all be size G")
-        if steps and step < steps[-1]:
-            raise fail(
-                path,
-                line_no,
-                "step",
-                f"{step} after step {steps[-1]}: lines must be in generation order "
-                "(a resumed run that re-logs steps should start a new log or drop the repeated steps)",
-            )
-        steps.append(step)
-        datasets.append(dataset)
-        ids.append(pid)
-        rewards.append(row)
-        numbers.append(line_no)
-    return header, (steps, datasets, ids, rewards, numbers)
+        problem = checks.problem(step, dataset, pid, size, f"line {line_no}")
+        if problem is not None:
+            raise fail(path, line_no, *problem)
+        out.steps.append(step)
+        out.datasets.append(dataset)
+        out.ids.append(pid)
+        out.rewards.append(row)
+        out.numbers.append(line_no)
+        out.last_line = line_no
+    return out
+
+
+def _arguments(group_size: Any, reward_range: Any) -> tuple[int | None, tuple[float, float] | None]:
+    """:func:`read_reward_log`'s arguments, checked as every argument of snooze is (a ConfigError naming it)."""
+    if group_size is not None:
+        group_size = as_int(group_size, "group_size", 2, INT64_MAX)
+    if reward_range is not None:
+        reward_range = check_reward_range(reward_range, "reward_range")
+    return group_size, reward_range
 
 
 def read_reward_log(
@@ -230,29 +221,27 @@ def read_reward_log(
 
     ``group_size``: the expected G (``None``: the header's, else the first line's; one that contradicts the
     header is an error). Every reward must be finite and in ``reward_range`` (``None``: the header's, else
-    ``[0, 1]``); ``G >= 2`` (a group of one has no spread).
+    ``[0, 1]``); ``G >= 2`` (a group of one has no spread). A bad argument is a :class:`~snooze.ConfigError`.
     """
+    group_size, reward_range = _arguments(group_size, reward_range)
     name = str(path)
     if not os.path.exists(name):
         raise DataError(f"{name}: reward log not found")
-    header, (steps, datasets, ids, rows, lines) = _parse_lines(read_lines(path, _canonical), name, group_size)
+    parsed = _parse_lines(read_lines(path, _canonical), name, group_size)
     if reward_range is None:
-        reward_range = header.reward_range if header is not None else (0.0, 1.0)
-    if not rows:
+        reward_range = parsed.header.reward_range if parsed.header is not None else (0.0, 1.0)
+    if not parsed.rewards:
         raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
-    arr = _rewards_array(rows)  # [N, G]
-    line_arr = np.asarray(lines, dtype=np.int64)
+    arr = _rewards_array(parsed.rewards)  # [N, G]
+    line_arr = np.asarray(parsed.numbers, dtype=np.int64)
     if arr.shape[1] < 2:
         raise fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
-    low, high = reward_range
-    bad = ~np.isfinite(arr) | (arr < low) | (arr > high)
-    if bad.any():
-        g, r = (int(i) for i in np.argwhere(bad)[0])
-        kind = "not finite" if not math.isfinite(arr[g, r]) else f"outside the reward range [{low}, {high}]"
-        raise fail(
-            name, int(line_arr[g]), "rewards", f"rollout {r}: {float(arr[g, r])!r} is {kind} (set --reward-range?)"
-        )
-    return RewardLog(name, np.asarray(steps, dtype=np.int64), datasets, ids, arr, line_arr, header)
+    bad = first_bad_reward(arr, *reward_range)
+    if bad is not None:
+        raise fail(name, int(line_arr[bad[0]]), "rewards", bad[1])
+    return RewardLog(
+        name, np.asarray(parsed.steps, dtype=np.int64), parsed.datasets, parsed.ids, arr, line_arr, parsed.header
+    )
 
 
 def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any) -> None:
@@ -268,7 +257,13 @@ class RewardLogWriter(LineWriter):
     Trainers call :meth:`write` after every generation round, with the groups in the order they were
     generated. Lines are flushed at each call so a crashed run still leaves a usable log. ``header``: the
     run's :class:`RewardLogHeader`, written as the first line of a new (or empty) log; a log appended to
-    keeps the header it has.
+    keeps the header it has (one whose group size or reward range differs from ``header`` is refused, as is
+    one whose last line is cut short: cut it back first, :func:`~snooze.logs.truncate_log`).
+
+    Every line is checked as :func:`read_reward_log` checks it (:mod:`snooze.logs._line_checks`) before
+    anything is written: a write the reader would refuse is a :class:`~snooze.DataError` naming the line it
+    would have been, and writes nothing. Rewards are checked against the header's reward range (without a
+    header, only that they are finite: the reader's range is chosen when it reads).
     """
 
     kind = "reward log"
@@ -276,20 +271,110 @@ class RewardLogWriter(LineWriter):
     def __init__(
         self, path: str | os.PathLike[str], append: bool = False, header: RewardLogHeader | None = None
     ) -> None:
+        if header is not None and not isinstance(header, RewardLogHeader):
+            raise ConfigError(f"header={type(header).__name__}: must be a snooze.logs.RewardLogHeader or None")
+        on_disk = _on_disk(Path(path)) if append else None
+        if on_disk is not None and header is not None:
+            _check_agrees(header, on_disk, path)
         super().__init__(path, append)
+        self._checks = on_disk.checks if on_disk is not None else LineChecks()
+        self._line = on_disk.last_line if on_disk is not None else 0
+        self.header = on_disk.header if on_disk is not None else header
+        """The header the log has (``None``: a log without one)."""
         if header is not None and self.path.stat().st_size == 0:
             self._write_lines([header.to_line()])
+            self._line, self.header = 1, header
+        if self.header is not None:
+            self._checks.group_size, self._checks.size_from = self.header.group_size, "the header"
 
     def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> None:
-        """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``."""
-        arr = np.asarray(rewards, dtype=np.float64)
-        if arr.ndim != 2 or arr.shape[0] != len(datasets) or arr.shape[0] != len(ids):
+        """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``; all of
+        them, or none and a :class:`~snooze.DataError` (see the class)."""
+        lines, checks = self._lines(step, datasets, ids, rewards)
+        self._write_lines(lines)
+        self._checks, self._line = checks, self._line + len(lines)
+
+    def _refused(self, line: int, field: str, what: str) -> DataError:
+        return DataError(f"{self.path}, line {line} (not written), field {field!r}: {what}")
+
+    def _lines(self, step: Any, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> tuple[list[str], Any]:
+        """The lines of a write and the checks' state after them, or the DataError of its first bad line."""
+        first = self._line + 1
+        what = step_problem(step)
+        if what is not None:
+            raise self._refused(first, "step", what)
+        rows = _plain_rows(rewards)
+        if len(rows) != len(datasets) or len(rows) != len(ids):
             raise DataError(
-                f"{self.path}: rewards of shape {arr.shape} do not match {len(datasets)} datasets and {len(ids)} ids; "
-                "pass one [G] row per group"
+                f"{self.path}: {len(rows)} rows of rewards do not match {len(datasets)} datasets and {len(ids)} ids; "
+                "pass one [G] row per group (nothing was written)"
             )
+        checks = dataclasses.replace(self._checks, id_types=dict(self._checks.id_types))
+        low, high = self.header.reward_range if self.header is not None else (-math.inf, math.inf)
         out = []
-        for name, pid, row in zip(datasets, ids, arr.tolist(), strict=True):
+        for i, (name, pid, row) in enumerate(zip(datasets, ids, rows, strict=True)):
             plain = pid.item() if hasattr(pid, "item") else pid
+            field, what = _first_problem(name, plain, row, low, high)
+            if what is None and len(row) < 2:
+                field, what = "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2"
+            if what is None:
+                field, what = checks.problem(int(step), name, plain, len(row), f"line {first + i}") or (field, None)
+            if what is not None:
+                raise self._refused(first + i, field, what)
             out.append(json.dumps({"step": int(step), "dataset": name, "id": plain, "rewards": row}) + "\n")
-        self._write_lines(out)
+        return out, checks
+
+
+def _plain_rows(rewards: Any) -> list[Any]:
+    """The rows of ``rewards`` as Python values (numpy's and torch's numbers as Python's), nothing converted:
+    a string stays a string, a bool a bool, for the reader's check to refuse."""
+    if hasattr(rewards, "tolist"):  # a numpy array, a tensor
+        return list(rewards.tolist())
+    return [row.tolist() if hasattr(row, "tolist") else [_plain(v) for v in row] for row in rewards]
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _first_problem(name: Any, pid: Any, row: Any, low: float, high: float) -> tuple[str, str | None]:
+    """``(field, what)`` of the first problem of a group's own fields (``what`` ``None``: none)."""
+    for field, check, value in (("dataset", dataset_problem, name), ("id", id_problem, pid)):
+        what = check(value)
+        if what is not None:
+            return field, what
+    what = rewards_problem(row)
+    if what is None:
+        bad = first_bad_reward(np.asarray([row], dtype=np.float64), low, high, "the header's reward_range")
+        what = bad[1] if bad is not None else None
+    return "rewards", what
+
+
+def _on_disk(path: Path) -> _Parsed | None:
+    """The log a writer appends to, read as :func:`read_reward_log` reads it; ``None``: no log there yet."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    with open_regular(path) as handle:
+        handle.seek(-1, os.SEEK_END)
+        cut = handle.read(1) != b"\n"
+    if cut:
+        raise DataError(
+            f"{path}: its last line is cut short (a run killed while writing it), so a line appended would join "
+            "it; cut the log back first (snooze.logs.truncate_log), then append"
+        )
+    return _parse_lines(read_lines(path, _canonical), str(path), None)
+
+
+def _check_agrees(header: RewardLogHeader, on_disk: _Parsed, path: str | os.PathLike[str]) -> None:
+    """A log appended to has the writer's group size and reward range, or its lines would not read as one log."""
+    size = on_disk.checks.group_size
+    if size is not None and size != header.group_size:
+        raise DataError(
+            f"{path}: the log has groups of {size} ({on_disk.checks.size_from}), but the header given says "
+            f"{header.group_size}; a log holds one group size: write this run's groups to a new log"
+        )
+    if on_disk.header is not None and on_disk.header.reward_range != header.reward_range:
+        raise DataError(
+            f"{path}: the log's header has the reward range {list(on_disk.header.reward_range)}, but the header "
+            f"given has {list(header.reward_range)}; write this run's groups to a new log"
+        )
