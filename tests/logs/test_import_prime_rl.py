@@ -81,6 +81,14 @@ def _edit_first(run: Path, edit: dict | None = None, drop: str | None = None) ->
     path.write_text("\n".join([json.dumps(obj), *lines[1:]]) + "\n")
 
 
+def _edit_trace(run: Path, **edit: object) -> None:
+    path = run / "rollouts" / "step_0" / "train" / "all" / "traces.jsonl"
+    lines = path.read_text().splitlines()
+    obj = json.loads(lines[0])
+    obj["traces"][0].update(edit)
+    path.write_text("\n".join([json.dumps(obj), *lines[1:]]) + "\n")
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [
@@ -94,6 +102,27 @@ def _edit_first(run: Path, edit: dict | None = None, drop: str | None = None) ->
         (
             lambda run: (run / "rollouts" / "step_1" / "train" / "all" / "traces.jsonl").write_text('{"env": {'),
             r"step_1/train/all/traces.jsonl, line 1: truncated JSONL",
+        ),
+        # was an AttributeError ('str' object has no attribute 'get')
+        (lambda run: _edit_trace(run, agent="x"), r"line 1, field 'traces\[0\]': its 'agent' is a str: a trace is"),
+        (lambda run: _edit_trace(run, agent=["x"]), r"line 1, field 'traces\[0\]': its 'agent' is a list"),
+        (lambda run: _edit_first(run, {"traces": ["x"]}), r"line 1, field 'traces\[0\]': a str: a trace is an object"),
+        # ids the reward log's reader refuses (the import exited 0 and replay refused the log)
+        (
+            lambda run: _edit_first(run, {"task": {"key": 2**63}}),
+            r"line 1, field 'task.key': 9223372036854775808 does not fit in a signed 64-bit integer",
+        ),
+        (
+            lambda run: _edit_first(run, {"task": {"key": "t\ud800"}}),
+            r"line 1, field 'task.key': 't\\ud800' holds a lone surrogate \(U\+D800\)",
+        ),
+        (
+            lambda run: _edit_first(run, {"env": {"name": "gsm\udfff"}}),
+            r"line 1, field 'env.name': 'gsm\\udfff' holds a lone surrogate",
+        ),
+        (
+            lambda run: (run / "rollouts" / "step_2").rename(run / "rollouts" / "step_99999999999999999999"),
+            r"step_99999999999999999999: the folder's step, 99999999999999999999 is not an integer in \[0, 2\*\*63",
         ),
     ],
 )
@@ -143,3 +172,17 @@ def test_a_dump_whose_every_group_has_spread_is_refused_as_filtered(
     err = _one_line_error(capsys)
     assert "every one of the 40 groups has reward spread" in err and "usable only for runs without the filter" in err
     assert _import(run, tmp_path / "r.jsonl", "--not-filtered") == 0
+
+
+def test_integer_and_string_task_keys_of_one_environment_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = write_run(tmp_path / "run", [*ROWS, (2, "math", "7", [0.0, 1.0, 0.0, 0.0])])  # math's 7 and "7"
+    assert _import(run, tmp_path / "r.jsonl") == 2  # was 0, and replay counted them as two prompts
+    err = _one_line_error(capsys)
+    assert re.search(
+        r"step_2/train/all/traces.jsonl, line \d+, the prompt's id \(task.key\): '7' is a string, but dataset 'math' "
+        r"has the id 7 at .*step_0/train/all/traces.jsonl, line \d+: a dataset's ids must be all integers or all",
+        err,
+    ), err
+    assert not (tmp_path / "r.jsonl").exists()

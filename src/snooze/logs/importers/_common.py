@@ -17,9 +17,11 @@ finds the group size and refuses what a replay cannot use, each with one :class:
 
 from __future__ import annotations
 
+import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,8 @@ from snooze.core._checks import as_int, check_reward_range
 from snooze.core.classify import SIGNAL, classify
 from snooze.core.errors import DataError
 from snooze.logs._header import RewardLogHeader
+from snooze.logs._jsonl import written_aside
+from snooze.logs._line_checks import LineChecks
 from snooze.logs._reward_log import RewardLogWriter
 
 __all__ = ["Rollout", "Group", "ImportReport", "ImportOptions", "build_groups", "write_reward_log", "FILTER_MIN"]
@@ -191,6 +195,7 @@ def build_groups(
     if not groups:
         raise DataError(f"{report.source}: every group is incomplete; nothing to import")
     _check_steps(groups, report)
+    _check_as_lines(groups, report)
     report.groups, report.group_size = len(groups), size
     report.steps = (groups[0].step, groups[-1].step)
     return groups
@@ -221,11 +226,34 @@ def _check_mixed(
         )
 
 
+def _check_as_lines(groups: Sequence[Group], report: ImportReport) -> None:
+    """The groups, in step order, as the reward log's reader checks its lines against the lines before them
+    (each dataset's ids all integers or all strings: the dump's ``0`` and ``"0"`` would be two prompts)."""
+    checks = LineChecks()
+    for g in groups:
+        problem = checks.problem(g.step, g.dataset, g.id, len(g.rewards), g.where)
+        if problem is not None:
+            raise DataError(f"{g.where}, the prompt's id ({report.keyed_by}): {problem[1]}")
+
+
+def _missing_steps(steps: Iterable[int], most: int = 5) -> tuple[list[int], int]:
+    """The first ``most`` steps missing between the smallest and the largest of ``steps``, and how many are
+    missing in all: found from the gaps between the sorted steps, so a lone step 10**8 costs nothing."""
+    ordered = sorted(set(steps))
+    shown: list[int] = []
+    total = 0
+    for a, b in itertools.pairwise(ordered):
+        if b - a > 1:
+            shown.extend(range(a + 1, min(b, a + 1 + most - len(shown))))
+            total += b - a - 1
+    return shown, total
+
+
 def _check_steps(groups: Sequence[Group], report: ImportReport) -> None:
-    steps = sorted({g.step for g in groups})
-    missing = sorted(set(range(steps[0], steps[-1] + 1)) - set(steps))
-    if missing:
-        shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
+    steps = [groups[0].step, groups[-1].step]
+    missing, total = _missing_steps(g.step for g in groups)
+    if total:
+        shown = ", ".join(map(str, missing)) + (f" ... ({total:,} in all)" if total > len(missing) else "")
         raise DataError(
             f"{report.source}: step(s) {shown} missing between {steps[0]} and {steps[-1]}: the dump is partial, and a "
             "replay needs every step's groups; import a folder that holds consecutive steps"
@@ -272,13 +300,25 @@ def check_filtered(groups: Sequence[Group], rr: tuple[float, float], opts: Impor
 
 
 def write_reward_log(path: str | os.PathLike[str], groups: Sequence[Group], header: RewardLogHeader) -> None:
-    """The groups as a reward log with ``header`` (its first line), step by step in dump order."""
-    with RewardLogWriter(path, header=header) as log:
-        start = 0
-        while start < len(groups):
-            end = start
-            while end < len(groups) and groups[end].step == groups[start].step:
-                end += 1
-            step = groups[start:end]
-            log.write(step[0].step, [g.dataset for g in step], [g.id for g in step], [g.rewards for g in step])
-            start = end
+    """The groups as a reward log with ``header`` (its first line), step by step in dump order. Written aside
+    and renamed into place: a write that fails (a group the reward log refuses, a full disk) leaves ``path``
+    as it was (an earlier log stays whole) and nothing beside it."""
+    path = Path(path)
+    try:
+        with written_aside(path) as tmp, RewardLogWriter(tmp, header=header) as log:
+            for step in _by_step(groups):
+                log.write(step[0].step, [g.dataset for g in step], [g.id for g in step], [g.rewards for g in step])
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise DataError(f"{path}: the reward log could not be written ({why}); it is as it was") from None
+
+
+def _by_step(groups: Sequence[Group]) -> Iterator[Sequence[Group]]:
+    """The runs of groups (in step order) that share a step."""
+    start = 0
+    while start < len(groups):
+        end = start
+        while end < len(groups) and groups[end].step == groups[start].step:
+            end += 1
+        yield groups[start:end]
+        start = end

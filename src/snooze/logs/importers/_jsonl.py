@@ -14,6 +14,7 @@ from typing import Any
 from snooze.core._files import open_regular
 from snooze.core._json import parse_json
 from snooze.core.errors import DataError
+from snooze.logs._jsonl import CUT_INSIDE, cut_short
 
 __all__ = ["objects", "where"]
 
@@ -37,6 +38,8 @@ def objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                             f"{where(path, number)}: truncated JSONL (the last line is cut short: the run was killed "
                             "while this file was written); remove that file to import the steps before it"
                         ) from None
+                    if cut_short(text):
+                        raise DataError(f"{where(path, number)}: {CUT_INSIDE}") from None
                     raise
                 if not isinstance(obj, dict):
                     raise DataError(f"{where(path, number)}: expected a JSON object per line, got {type(obj).__name__}")

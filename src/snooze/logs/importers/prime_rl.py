@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from snooze.core._checks import finite_float
 from snooze.core.errors import DataError
 from snooze.logs._header import RewardLogHeader
+from snooze.logs._line_checks import dataset_problem, id_problem, step_problem
 from snooze.logs.importers._common import (
     Group,
     ImportOptions,
@@ -73,7 +74,10 @@ def _files(path: Path, report: ImportReport) -> list[tuple[int, Path]]:
             continue
         file = sub.joinpath(*ALL_FILE)
         if file.is_file():
-            found.append((int(m.group(1)), file))
+            step = int(m.group(1))
+            if step_problem(step) is not None:
+                raise DataError(f"{sub}: the folder's step, {step_problem(step)}; prime-rl names it step_<N>")
+            found.append((step, file))
         effective += sub.joinpath("train", "effective", "traces.jsonl").is_file()
     if not found and effective:
         raise DataError(
@@ -86,6 +90,14 @@ def _files(path: Path, report: ImportReport) -> list[tuple[int, Path]]:
             f"{root}: no prime-rl episode files (an empty folder, or no rollouts/step_<N>/train/all/traces.jsonl)"
         )
     return sorted(found)
+
+
+def _check(value: Any, problem: Callable[[Any], str | None], at: str, field: str) -> Any:
+    """``value``, or the reward log reader's DataError for it, naming the episode's line and field."""
+    what = problem(value)
+    if what is not None:
+        raise DataError(f"{at}, field {field!r}: {what}")
+    return value
 
 
 def _field(obj: Any, path: str, at: str) -> Any:
@@ -104,7 +116,13 @@ def _reward(episode: dict[str, Any], at: str) -> float | None:
         raise DataError(f"{at}, field 'traces': {type(traces).__name__}, not a list of traces")
     if episode.get("ok") is False or not traces:
         return None
-    trainable = [t for t in traces if not isinstance(t, dict) or (t.get("agent") or {}).get("trainable", True)]
+    bad = next((i for i, t in enumerate(traces) if _trace_problem(t)), None)
+    if bad is not None:
+        raise DataError(
+            f"{at}, field 'traces[{bad}]': {_trace_problem(traces[bad])}: a trace is an object whose 'agent' is an "
+            "object (verifiers' Trace); is this a prime-rl episode file?"
+        )
+    trainable = [t for t in traces if (t.get("agent") or {}).get("trainable", True)]
     if len(trainable) != 1:
         raise DataError(
             f"{at}, field 'traces': {len(trainable)} trainable traces in one episode; a reward log has one reward "
@@ -127,6 +145,16 @@ def _reward(episode: dict[str, Any], at: str) -> float | None:
     return total
 
 
+def _trace_problem(trace: Any) -> str | None:
+    """What makes ``trace`` no trace record, or ``None``."""
+    if not isinstance(trace, dict):
+        return f"a {type(trace).__name__}"
+    agent = trace.get("agent")
+    if agent is not None and not isinstance(agent, dict):
+        return f"its 'agent' is a {type(agent).__name__}"
+    return None
+
+
 def _rows(files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, Counter[str]]) -> Iterator[Rollout]:
     seen: set[str] = set()
     last: dict[str, tuple[int, str]] = {}  # group id -> (step, where) of its last episode
@@ -138,11 +166,10 @@ def _rows(files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, 
             seen.update(obj)
             env = _field(obj, "env", at)
             name = (env.get("name") or env.get("id")) if isinstance(env, dict) else None
-            if not isinstance(name, str) or not name:
+            if name is None:
                 raise DataError(f"{at}, field 'env.name': missing; an episode names its environment")
-            key = _field(obj, "task.key", at)
-            if isinstance(key, bool) or not isinstance(key, (str, int)):
-                raise DataError(f"{at}, field 'task.key': {key!r} is not a task id")
+            _check(name, dataset_problem, at, "env.name")
+            key = _check(_field(obj, "task.key", at), id_problem, at, "task.key")
             gid = str(_field(obj, "group.id", at))
             rows.append((gid, name, key, _reward(obj, at), at))
             last[gid] = (step, at)

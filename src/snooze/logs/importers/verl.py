@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from snooze.core._checks import finite_float, is_int
-from snooze.core.errors import DataError
+from snooze.core.errors import ConfigError, DataError
 from snooze.logs._header import RewardLogHeader
+from snooze.logs._line_checks import dataset_problem, id_problem, step_problem
 from snooze.logs.importers._common import (
     Group,
     ImportOptions,
@@ -61,19 +62,28 @@ def _files(folder: Path, report: ImportReport) -> list[tuple[int, Path]]:
         raise DataError(f"{folder}: no such folder (pass verl's trainer.rollout_data_dir)")
     if not folder.is_dir():
         raise DataError(f"{folder}: not a folder; pass verl's trainer.rollout_data_dir (it holds <step>.jsonl files)")
-    found = []
+    found: dict[int, Path] = {}
     for path in sorted(folder.iterdir()):
         m = STEP_FILE.match(path.name)
-        if m and path.is_file():
-            found.append((int(m.group(1)), path))
-        else:
+        if not m or not path.is_file():
             report.files_ignored.append(path.name)
+            continue
+        step = int(m.group(1))
+        what = step_problem(step)
+        if what is not None:
+            raise DataError(f"{path}: the file's step, {what}; verl names a step's file <global_step>.jsonl")
+        if step in found:
+            raise DataError(
+                f"{folder}: {found[step].name} and {path.name} are both step {step}'s file: two dumps in one folder? "
+                "Keep the one verl wrote for this run (the other's rollouts would be read twice or lost)"
+            )
+        found[step] = path
     if not found:
         raise DataError(
             f"{folder}: no verl rollout dump here (an empty folder, or no <step>.jsonl file): verl writes one file "
             "per step into trainer.rollout_data_dir"
         )
-    return sorted(found)
+    return sorted(found.items())
 
 
 def _value(obj: dict[str, Any], name: str, at: str, kind: str) -> Any:
@@ -87,11 +97,17 @@ def _key(obj: dict[str, Any], at: str, id_field: str | None) -> str | int:
         text = _value(obj, "input", at, "the prompt ('input')")
         if not isinstance(text, str):
             raise DataError(f"{at}, field 'input': {type(text).__name__}, not the prompt's text")
-        return text
+        return _checked(text, id_problem, at, "input")
     pid = _value(obj, id_field, at, f"the id field {id_field!r} (--id-field)")
-    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise DataError(f"{at}, field {id_field!r}: {pid!r} is not a string or an integer id")
-    return pid
+    return _checked(pid, id_problem, at, id_field)
+
+
+def _checked(value: Any, problem: Callable[[Any], str | None], at: str, field: str) -> Any:
+    """``value``, or the reward log reader's DataError for it, naming the dump's line and field."""
+    what = problem(value)
+    if what is not None:
+        raise DataError(f"{at}, field {field!r}: {what}")
+    return value
 
 
 def _rows(
@@ -101,6 +117,11 @@ def _rows(
     seen: set[str] = set()
     for step, path in files:
         report.files_read.append(path.name)
+        if path.stat().st_size == 0:
+            raise DataError(
+                f"{path}: empty, where verl writes every rollout of step {step}: the run was killed while dumping "
+                "it? Remove the file to import the steps before it"
+            )
         for number, obj in objects(path):
             at = where(path, number)
             seen.update(obj)
@@ -110,9 +131,7 @@ def _rows(
                 raise DataError(f"{at}, field 'score': {score!r} is not a finite number")
             if "step" in obj and (not is_int(obj["step"]) or obj["step"] != step):
                 raise DataError(f"{at}, field 'step': {obj['step']!r}, but the file is step {step}'s ({path.name})")
-            name = obj.get(dataset_field, dataset)
-            if not isinstance(name, str) or not name:
-                raise DataError(f"{at}, field {dataset_field!r}: {name!r} is not a dataset name")
+            name = _checked(obj[dataset_field], dataset_problem, at, dataset_field) if dataset_field in obj else dataset
             pid = _key(obj, at, id_field)
             uid = obj.get("uid")
             m = _UID.match(uid) if isinstance(uid, str) else None
@@ -128,7 +147,13 @@ def _sessions(rows: list[tuple[Rollout, Any]]) -> list[Rollout]:
     for r, session in rows:
         key = (r.step, r.group, session[0] if session else id(r))
         index = session[1] if session else 0
-        if key not in best or index >= best[key][0]:
+        if key in best and index == best[key][0]:
+            raise DataError(
+                f"{r.where}, field 'uid': {r.group}_{session[0]}_{index} names the rollout of {best[key][1].where} "
+                f"too (prompts {best[key][1].id!r} and {r.id!r}): one uid for two rollouts would lose one. verl "
+                "draws a uid per prompt; is this dump edited or two dumps joined?"
+            )
+        if key not in best or index > best[key][0]:
             best[key] = (index, r)
     return [r for _, r in best.values()]
 
@@ -137,6 +162,8 @@ def _by_text(rows: list[tuple[Rollout, Any]], opts: ImportOptions) -> list[Rollo
     """Without uid: a prompt's rollouts in a step, its k-th ``G`` rows its k-th group (G: the option, else the
     most common number of rows a prompt has in a step; a prompt with more rows than that is then an error, as
     it may be a second group size or the prompt twice in a batch, which only the option can tell apart)."""
+    if not rows:
+        return []
     counts = Counter((r.step, r.dataset, r.id) for r, _ in rows)
     size = opts.group_size or Counter(counts.values()).most_common(1)[0][0]
     over = next((k for k, n in counts.items() if n > size), None)
@@ -169,6 +196,9 @@ def read_verl(
     prompt's id (``None``: the prompt text, ``input``). Every problem is a :class:`~snooze.DataError` naming
     the file, the line and the field."""
     opts = opts or ImportOptions()
+    what = dataset_problem(dataset)
+    if what is not None:
+        raise ConfigError(f"--dataset: {what} (the dataset of the rows without {dataset_field!r})")
     folder = Path(folder)
     report = ImportReport(
         source=f"verl rollout dump {folder}", keyed_by=f"field {id_field!r}" if id_field else "prompt text"
