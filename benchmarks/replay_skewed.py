@@ -57,14 +57,15 @@ CLI = "from snooze.cli.main import main\nraise SystemExit(main(sys.argv[1:]))\n"
 
 
 def write_log(path: Path, hot: int, singles: int, group_size: int, seed: int = 0) -> int:
-    """The skewed log: line ``2i`` is the hot prompt, line ``2i + 1`` single prompt ``i`` (while both last)."""
+    """The skewed log: line ``2i`` is the hot prompt (id -1), line ``2i + 1`` single prompt ``i`` (while both last);
+    integer ids all (a dataset's ids are all integers or all strings)."""
     rng = np.random.default_rng(seed)
     n = hot + singles
-    ids: list[object] = []
+    ids: list[int] = []
     h = s = 0
     while h < hot or s < singles:
         if h < hot:
-            ids.append("hot")
+            ids.append(-1)
             h += 1
         if s < singles:
             ids.append(s)
