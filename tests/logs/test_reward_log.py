@@ -197,3 +197,24 @@ def test_integer_and_string_ids_in_one_dataset_are_refused_naming_both(tmp_path:
     )
     with pytest.raises(DataError, match=r"line 3, field 'id': '0' is a string, but dataset 'a' has the id 0 at line 1"):
         read_reward_log(path)
+
+
+def test_a_run_that_accepts_rewards_outside_its_range_logs_them(tmp_path: Path) -> None:
+    """``SchedulerConfig(out_of_range="accept")`` (the TRL trainer's default: reward models, length penalties)
+    records a reward outside the range; its reward log must take it too, not stop the run, and the log is
+    replayed with a wider range. A writer without it refuses the same write."""
+    from snooze.integrations._paths import open_log
+
+    cfg = snooze.SchedulerConfig(batch_size=1, group_size=2, out_of_range="accept")
+    with open_log(tmp_path / "accept.jsonl", resumed=False, config=cfg, source="test") as log:
+        log.write(0, ["d"], ["a"], [[1.5, -0.25]])
+    assert read_reward_log(tmp_path / "accept.jsonl", reward_range=(-1.0, 2.0)).rewards.tolist() == [[1.5, -0.25]]
+    with pytest.raises(DataError, match=r"1\.5 is outside the reward range \[0\.0, 1\.0\]"):
+        read_reward_log(tmp_path / "accept.jsonl")  # the header's range, as before: replay says to widen it
+    strict = snooze.SchedulerConfig(batch_size=1, group_size=2)
+    with open_log(tmp_path / "raise.jsonl", resumed=False, config=strict) as log:
+        with pytest.raises(DataError, match="outside the reward range"):
+            log.write(0, ["d"], ["a"], [[1.5, -0.25]])
+    with pytest.raises(snooze.ConfigError, match="out_of_range='clip': must be 'raise' or 'accept'"):
+        RewardLogWriter(tmp_path / "x.jsonl", out_of_range="clip")
+    assert not (tmp_path / "x.jsonl").exists()

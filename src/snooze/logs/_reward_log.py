@@ -263,16 +263,26 @@ class RewardLogWriter(LineWriter):
     Every line is checked as :func:`read_reward_log` checks it (:mod:`snooze.logs._line_checks`) before
     anything is written: a write the reader would refuse is a :class:`~snooze.DataError` naming the line it
     would have been, and writes nothing. Rewards are checked against the header's reward range (without a
-    header, only that they are finite: the reader's range is chosen when it reads).
+    header, only that they are finite: the reader's range is chosen when it reads). ``out_of_range``: as
+    :attr:`SchedulerConfig.out_of_range <snooze.SchedulerConfig.out_of_range>`; ``"accept"`` (a run whose
+    scheduler accepts rewards outside its range) writes any finite reward, and such a log is replayed with a
+    wider ``--reward-range``.
     """
 
     kind = "reward log"
 
     def __init__(
-        self, path: str | os.PathLike[str], append: bool = False, header: RewardLogHeader | None = None
+        self,
+        path: str | os.PathLike[str],
+        append: bool = False,
+        header: RewardLogHeader | None = None,
+        out_of_range: str = "raise",
     ) -> None:
         if header is not None and not isinstance(header, RewardLogHeader):
             raise ConfigError(f"header={type(header).__name__}: must be a snooze.logs.RewardLogHeader or None")
+        if out_of_range not in ("raise", "accept"):
+            raise ConfigError(f"out_of_range={out_of_range!r}: must be 'raise' or 'accept'")
+        self.out_of_range = out_of_range
         on_disk = _on_disk(Path(path)) if append else None
         if on_disk is not None and header is not None:
             _check_agrees(header, on_disk, path)
@@ -310,7 +320,9 @@ class RewardLogWriter(LineWriter):
                 "pass one [G] row per group (nothing was written)"
             )
         checks = dataclasses.replace(self._checks, id_types=dict(self._checks.id_types))
-        low, high = self.header.reward_range if self.header is not None else (-math.inf, math.inf)
+        low, high = -math.inf, math.inf
+        if self.header is not None and self.out_of_range == "raise":
+            low, high = self.header.reward_range
         out = []
         for i, (name, pid, row) in enumerate(zip(datasets, ids, rows, strict=True)):
             plain = pid.item() if hasattr(pid, "item") else pid

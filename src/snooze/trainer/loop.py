@@ -324,7 +324,9 @@ def _loop(
     steps and at the end. The logs are fsynced before each commit: a committed step's lines are on disk."""
     header = RewardLogHeader.of_config(sched_cfg, source="snooze.trainer")
     with (
-        RewardLogWriter(run_dir / REWARDS_FILE, append=True, header=header) as rlog,
+        RewardLogWriter(
+            run_dir / REWARDS_FILE, append=True, header=header, out_of_range=sched_cfg.out_of_range
+        ) as rlog,
         MetricsLogWriter(run_dir / METRICS_FILE) as mlog,
     ):
         run.roller.log_to(rlog)
