@@ -34,6 +34,7 @@ from snooze.core._checks import (  # INT64: the ids a Scheduler takes
 from snooze.core._files import open_regular
 from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError
+from snooze.core.source import read_parquet
 
 __all__ = ["Completions", "read_completions", "COLUMNS"]
 
@@ -134,12 +135,9 @@ def _iter_csv(path: str) -> Iterator[tuple[int, Any]]:
 
 def _iter_parquet(path: str) -> Iterator[tuple[int, Any]]:
     try:
-        import pyarrow.parquet as pq
-    except ModuleNotFoundError:
-        raise ConfigError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
-    try:
-        with open_regular(path) as handle:  # (a FIFO is refused, not waited on)
-            rows = pq.read_table(handle).to_pylist()
+        rows = read_parquet(path).to_pylist()  # (a FIFO is refused, not waited on)
+    except ConfigError:
+        raise
     except OSError as exc:
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except Exception as exc:  # pyarrow raises many types for a corrupt file; translate at the boundary

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ import numpy as np
 from snooze.core._checks import INT64_MAX, INT64_MIN, as_int, lone_surrogate
 from snooze.core._files import open_regular
 from snooze.core._json import parse_json
-from snooze.core.errors import DataError
+from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["Source", "as_source", "MAX_RECORD_BYTES"]
+__all__ = ["Source", "as_source", "read_parquet", "MAX_RECORD_BYTES"]
 
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Largest JSONL line accepted (16 MiB): a corrupt file must not exhaust memory in one line."""
@@ -150,12 +151,9 @@ class Source:
         """A Parquet file (needs ``pyarrow``, extra ``[parquet]``); records are read row by row on demand."""
         _check_id_field(name, id_field)
         try:
-            import pyarrow.parquet as pq
-        except ImportError:  # pragma: no cover - depends on the environment
-            raise DataError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
-        try:
-            with open_regular(path) as fh:  # (a FIFO is refused, not waited on)
-                table = pq.read_table(fh)
+            table = read_parquet(path)
+        except ConfigError:
+            raise
         except Exception as exc:  # pyarrow raises many types; translate at the boundary
             raise DataError(f"{path}: dataset {name!r} could not be read as Parquet ({exc})") from None
         if id_field not in table.column_names:
@@ -194,6 +192,29 @@ class Source:
             return cls(name, [r[id_field] for r in records], records.__getitem__)
         except DataError as exc:
             raise DataError(f"{where}: {exc}") from None
+
+
+def read_parquet(path: str | os.PathLike[str]) -> Any:
+    """The ``pyarrow.Table`` in Parquet file ``path``: the one way the library reads Parquet.
+
+    The file is opened with :func:`~snooze.core._files.open_regular` (a FIFO is refused, not waited on)
+    and copied into memory pyarrow allocates, which pyarrow reads. pyarrow's scanner lets go of its
+    source on one of its own threads, sometimes after ``read_table`` has returned; when that source was
+    a Python object (the open file, or its bytes) letting go needs the GIL, and a thread that asks for
+    it while the interpreter exits is ended in a way C++ answers with ``terminate called without an
+    active exception`` (exit 134, after the command's work and its error line; apache/arrow#33975).
+    Raises :class:`ConfigError` when pyarrow is missing, ``OSError`` when the file cannot be read, and
+    pyarrow's own errors for a file that is not Parquet (each caller turns those into its
+    :class:`DataError` naming the file)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ConfigError("reading Parquet needs pyarrow: pip install pyarrow (snooze's [parquet] extra)") from None
+    sink = pa.BufferOutputStream()  # memory pyarrow owns: no Python object for its threads to let go of
+    with open_regular(path) as fh:  # (a FIFO is refused, not waited on)
+        shutil.copyfileobj(fh, sink, 1 << 20)
+    return pq.read_table(pa.BufferReader(sink.getvalue()))
 
 
 def as_source(name: str, data: Any, id_field: str = "id") -> Source:
