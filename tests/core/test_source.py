@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -79,6 +80,28 @@ def test_parquet_without_id_column(tmp_path):
     pq.write_table(pa.Table.from_pylist([{"prompt": "x"}]), tmp_path / "d.parquet")
     with pytest.raises(snooze.DataError, match="no 'id' column"):
         Source.from_parquet("d", tmp_path / "d.parquet")
+
+
+@pytest.mark.parametrize(
+    "ids, why",
+    [
+        ([1, 1, 2], r"id 1 appears 2 times"),
+        ([1.5, 2.5], r"ids must be all integers or all strings, got \['float'\]"),
+        ([], r"is empty"),
+    ],
+    ids=["duplicate", "float", "empty"],
+)
+def test_parquet_id_errors_name_the_file(tmp_path, ids, why):
+    """A JSONL dataset's id errors named the file, a Parquet dataset's did not."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow as pa
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array(ids, pa.float64() if ids and isinstance(ids[0], float) else pa.int64())}), path
+    )
+    with pytest.raises(snooze.DataError, match=f"^{re.escape(str(path))}: dataset 'd'.*{why}"):
+        snooze.as_source("d", path)
 
 
 def test_unknown_file_type(tmp_path):

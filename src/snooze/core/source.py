@@ -162,7 +162,7 @@ class Source:
         missing = [i for i, v in enumerate(ids) if v is None]
         if missing:
             raise DataError(f"{path}: row {missing[0]} of dataset {name!r} has a null {id_field!r}")
-        return cls(name, ids, lambda row: table.slice(row, 1).to_pylist()[0])
+        return cls._at(str(path), name, ids, lambda row: table.slice(row, 1).to_pylist()[0])
 
     @classmethod
     def from_hf(cls, name: str, dataset: Any, id_field: str = "id") -> Source:
@@ -188,8 +188,13 @@ class Source:
 
     @classmethod
     def _from_list(cls, name: str, records: list[dict[str, Any]], id_field: str, where: str) -> Source:
+        return cls._at(where, name, [r[id_field] for r in records], records.__getitem__)
+
+    @classmethod
+    def _at(cls, where: str, name: str, ids: Sequence[Any], get_record: Callable[[int], Any]) -> Source:
+        """``cls(name, ids, get_record)`` for the data in file ``where``, which an error about the ids names."""
         try:
-            return cls(name, [r[id_field] for r in records], records.__getitem__)
+            return cls(name, ids, get_record)
         except DataError as exc:
             raise DataError(f"{where}: {exc}") from None
 
