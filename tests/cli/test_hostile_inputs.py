@@ -175,3 +175,51 @@ def test_compare_with_a_value_the_scheduler_cannot_hold_is_refused_before_the_wa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"snooze compare: error: {field}="), err
     assert not Path(files["new"]).exists()
+
+
+LIST_CASES = [
+    # (command, arguments after its input, what the error line says)
+    ("replay", ["--out", ""], r"argument --out: an empty path; pass a folder"),
+    ("stratify", ["--out", ""], r"argument --out: an empty path; pass a folder"),
+    ("replay", ["--factors", ""], r"argument --factors: '': empty; separate the items by single commas"),
+    (
+        "replay",
+        ["--factors", "1,,2"],
+        r"argument --factors: '1,,2': an empty item; separate the items by single commas",
+    ),
+    ("replay", ["--factors", ",1,"], r"argument --factors: ',1,': an empty item"),
+    ("replay", ["--factors", "1,1"], r"argument --factors: '1,1': 1 is given twice; give each once"),
+    ("replay", ["--factors", "5,05"], r"argument --factors: '5,05': 05 is 5 again; give each once"),
+    ("stratify", ["--models", ","], r"argument --models: ',': an empty item"),
+    ("stratify", ["--models", ""], r"argument --models: '': empty"),
+    ("stratify", ["--models", "m,,n"], r"argument --models: 'm,,n': an empty item"),
+    ("stratify", ["--models", "m,m"], r"argument --models: 'm,m': m is given twice"),
+]
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "message"), LIST_CASES, ids=[f"{c[0]}:{'='.join(c[1])}" for c in LIST_CASES]
+)
+def test_an_empty_path_or_list_item_or_a_repeated_item_is_refused(
+    files: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    args: list[str],
+    message: str,
+) -> None:
+    """``--out ''`` wrote into the current folder; ``--factors 1,,2`` and ``,1,`` dropped the empty items,
+    ``1,1`` was deduplicated, and ``--models ,`` (or ``''``) meant no filter at all. Each is refused now."""
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    out = [] if args[0] == "--out" else ["--out", files["new"]]
+    given = files["log"] if command == "replay" else files["rows_surrogate"]  # (never read: refused before)
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, given, *out, *args, "--no-plot"])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    assert last.startswith(f"snooze {command}: error: ") and re.search(message, last), err
+    assert not list(here.iterdir()) and not Path(files["new"]).exists()  # nothing written anywhere

@@ -36,7 +36,7 @@ import re
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from snooze.core._checks import INT64_MAX, INT64_MIN
@@ -57,6 +57,7 @@ __all__ = [
     "off_help",
     "flag",
     "integer",
+    "comma_list",
 ]
 
 T = TypeVar("T")
@@ -142,6 +143,30 @@ def integer(text: str) -> int:
             f"{given}: does not fit in 64 bits (|n| < 2**63), as every count and size must"
         )
     return value
+
+
+def comma_list(text: str, item: Callable[[str], T], example: str) -> list[T]:
+    """An option that takes a list, ``"1,2,5"``: each item parsed by ``item`` (which raises
+    ``argparse.ArgumentTypeError``). An empty item (``''``, ``1,,2``, ``,1``) or one given twice is refused,
+    not dropped: either is a typo whose meaning cannot be guessed. ``example``: a valid value, for the message.
+
+    >>> comma_list("1,2", integer, "1,2")
+    [1, 2]
+    >>> comma_list("1,,2", integer, "1,2")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '1,,2': an empty item; separate the items by single commas, e.g. 1,2
+    """
+    parts = text.split(",")
+    if "" in parts:
+        what = "empty" if not text else "an empty item"
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}; separate the items by single commas, e.g. {example}")
+    values = [item(part) for part in parts]
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            first = parts[values.index(value)]
+            again = "given twice" if parts[i] == first else f"{first} again"
+            raise argparse.ArgumentTypeError(f"{text!r}: {parts[i]} is {again}; give each once")
+    return values
 
 
 def _pair(text: str) -> tuple[float, float]:

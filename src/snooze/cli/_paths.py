@@ -18,9 +18,16 @@ from snooze.core._files import open_regular
 __all__ = ["input_file", "output_folder", "output_file"]
 
 
+def _not_empty(text: str, what: str) -> Path:
+    """``Path(text)``; an empty text is refused (``Path("")`` is the current folder: ``--out ''`` wrote there)."""
+    if not text:
+        raise argparse.ArgumentTypeError(f"an empty path; pass {what}")
+    return Path(text)
+
+
 def input_file(text: str) -> Path:
     """A regular file that exists (not a folder; not a FIFO or a device, whose reading would block or not end)."""
-    path = Path(text)
+    path = _not_empty(text, "a file")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: is a folder; pass a file")
     if not path.exists():
@@ -42,7 +49,7 @@ def _blocking_file(path: Path) -> Path | None:
 
 def output_folder(text: str) -> Path:
     """A folder to write into: it exists, or it can be created (no file in the way)."""
-    path = Path(text)
+    path = _not_empty(text, "a folder (it is created if missing; . for the current folder)")
     blocking = _blocking_file(path)
     if blocking is not None:
         what = "is a file" if blocking == path else f"cannot be created: {blocking} is a file"
@@ -52,7 +59,7 @@ def output_folder(text: str) -> Path:
 
 def output_file(text: str) -> Path:
     """A file to write: not a folder, and its folder exists or can be created."""
-    path = Path(text)
+    path = _not_empty(text, "the path of a file to write")
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text}: is a folder; pass the path of a file to write")
     blocking = _blocking_file(path.parent)

@@ -16,18 +16,28 @@ HELP = (
 )
 
 
-def _factors(text: str) -> list[int]:
+FACTORS = "1,2,5,10"
+"""``--factors``' default, and its example."""
+
+
+def _factor(text: str) -> int:
     from snooze.cli._options import integer
 
     try:
-        out = [integer(x) for x in text.split(",") if x.strip()]  # (each in 64 bits)
+        k = integer(text)  # (in 64 bits)
     except argparse.ArgumentTypeError as exc:
         raise argparse.ArgumentTypeError(
-            f"{exc} (--factors: integers >= 0 separated by commas, e.g. 1,2,5,10)"
+            f"{exc} (--factors: integers >= 0 separated by commas, e.g. {FACTORS})"
         ) from None
-    if not out or any(k < 0 for k in out):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected one or more integers >= 0")
-    return sorted(set(out))
+    if k < 0:
+        raise argparse.ArgumentTypeError(f"{text}: a factor must be an integer >= 0, e.g. {FACTORS}")
+    return k
+
+
+def _factors(text: str) -> list[int]:
+    from snooze.cli._options import comma_list
+
+    return sorted(comma_list(text, _factor, FACTORS))
 
 
 SCHEDULER_OPTIONS = ("group_size", "reward_range", "easy_threshold", "hard_threshold")
@@ -51,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, type=output_folder, help="output folder for replay.json and replay.png")
     parser.add_argument(
-        "--factors", type=_factors, default=[1, 2, 5, 10], help="snooze factors to replay (default 1,2,5,10)"
+        "--factors", type=_factors, default=_factors(FACTORS), help=f"snooze factors to replay (default {FACTORS})"
     )
     parser.add_argument(
         "--snooze-hard", action="store_true", help="also replay snooze-hard:k (too-hard groups snoozed too)"

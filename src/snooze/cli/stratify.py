@@ -15,6 +15,12 @@ def _fields() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(StratifyConfig))
 
 
+def _models(text: str) -> list[str]:
+    from snooze.cli._options import comma_list
+
+    return comma_list(text, str, "base,sft")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.analysis.stratify import StratifyConfig
     from snooze.cli._options import add_options
@@ -28,7 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="baseline completions: .jsonl, .csv or .parquet (docs/offline-analysis.md)",
     )
     parser.add_argument("--out", required=True, type=output_folder, help="output folder")
-    parser.add_argument("--models", default=None, help="comma-separated baseline models that must be present")
+    parser.add_argument(
+        "--models",
+        default=None,
+        type=_models,
+        help="comma-separated baseline models that must be present (default: every model in the inputs)",
+    )
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plots")
     add_options(parser.add_argument_group("stratification (StratifyConfig fields)"), StratifyConfig, _fields())
 
@@ -39,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from snooze.cli._options import build, values
 
     cfg = build(StratifyConfig, values(args, _fields()))
-    models = [m for m in args.models.split(",") if m] if args.models else None
-    result = stratify(args.inputs, cfg, models)
+    result = stratify(args.inputs, cfg, args.models)
     written = write_stratification(result, args.out, plots=not args.no_plot)
     cols = result.columns
     print(f"{len(cols['dataset']):,} prompts, models: {', '.join(result.models)}")
