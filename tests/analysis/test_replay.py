@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
+from analysis._disk import failing_fsync, file_size_limit, files
 from snooze.analysis import policy_names, replay_policies
 from snooze.analysis.replay import ReplayPolicy
 from snooze.core.classify import TOO_EASY, TOO_HARD, classify
@@ -227,3 +229,27 @@ def test_policies_that_do_not_replay_are_refused_with_the_reason(tmp_path) -> No
     assert (
         replay_policies(log, [backoff])["snooze-backoff"]["total_groups"] == 1
     )  # every counter policy replays, backoff too
+
+
+@pytest.mark.parametrize("how", ["file size limit", "fsync"])
+def test_a_full_disk_leaves_the_last_replay_json_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """replay.json was written in place: on a full disk the old report became a truncated, invalid JSON
+    file, and the error was only "No space left on device". Now it is replaced whole or not at all, and
+    the error names it."""
+    from snooze.cli.main import main
+
+    log, out = _write(tmp_path / "log.jsonl", LINES), tmp_path / "out"
+    assert main(["replay", str(log), "--out", str(out), "--factors", "1", "--no-plot"]) == 0
+    before = files(out)
+    capsys.readouterr()
+    with monkeypatch.context() as mp, file_size_limit(100) if how != "fsync" else contextlib.nullcontext():
+        if how == "fsync":
+            failing_fsync(mp, 1)
+        assert main(["replay", str(log), "--out", str(out), "--factors", "1,2", "--no-plot"]) == 2
+    err = capsys.readouterr().err
+    why = "File too large" if how != "fsync" else "No space left on device"
+    kept = "nothing was written: the files there are as they were"
+    assert err == f"snooze replay: error: {out / 'replay.json'}: {why}; {kept}\n"
+    assert files(out) == before  # byte for byte, and no temporary file

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis._disk import failing_fsync, file_size_limit, files
 from snooze.analysis.outputs import write_stratification
 from snooze.analysis.stratify import StratifyConfig, assign_strata, signal_prob, stratify
 from snooze.core.curriculum import Curriculum
@@ -134,3 +136,100 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["stratify", str(path), "--out", str(tmp_path / "o"), "--group-size", "2", "--no-plot"]) == 0
     assert json.loads((tmp_path / "o" / "curriculum.json").read_text())["drop"] == {"m": [1]}
     assert "stage 2 (all)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["fsync 1", "fsync 2", "fsync 3", "file size limit"],
+    ids=["prompts.csv", "curriculum.json", "prompts.parquet", "prompts.parquet too large"],
+)
+def test_a_full_disk_leaves_the_last_stratification_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """The outputs were written one after the other in place: a full disk left a truncated prompts.csv
+    beside the old curriculum.json (a mismatched set) and said only "No space left on device". Now they
+    are written aside and renamed into place together; the error names the file."""
+    pytest.importorskip("pyarrow")
+    from snooze.cli.main import main
+
+    out = tmp_path / "o"
+    old = _jsonl(tmp_path / "old.jsonl", ROWS)
+    assert main(["stratify", str(old), "--out", str(out), "--no-plot"]) == 0
+    before = files(out)
+    new = _jsonl(tmp_path / "new.jsonl", [{**r, "n_correct": 0} if "n" in r else r for r in ROWS])
+    capsys.readouterr()
+    limit = max(len(before["prompts.csv"]), len(before["curriculum.json"])) + 50  # the Parquet file is larger
+    with monkeypatch.context() as mp, file_size_limit(limit) if how == "file size limit" else contextlib.nullcontext():
+        if how.startswith("fsync"):
+            failing_fsync(mp, int(how[-1]))
+        assert main(["stratify", str(new), "--out", str(out), "--no-plot"]) == 2
+    name = {"fsync 1": "prompts.csv", "fsync 2": "curriculum.json"}.get(how, "prompts.parquet")
+    why = "File too large" if how == "file size limit" else "No space left on device"
+    err = capsys.readouterr().err
+    assert err.startswith(f"snooze stratify: error: {out / name}: {why}; nothing was written"), err
+    assert files(out) == before  # byte for byte, and no temporary file left
+    assert main(["stratify", str(new), "--out", str(out), "--no-plot"]) == 0  # and the next run writes them all
+    assert files(out) != before and set(files(out)) == set(before)
+
+
+def test_a_figure_that_fails_leaves_the_old_one_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figures are drawn after the data files, each aside and renamed into place."""
+    import errno
+
+    import snooze.plots as plots
+
+    r = stratify([_jsonl(tmp_path / "b.jsonl", ROWS)], StratifyConfig(group_size=2))
+    out = tmp_path / "o"
+    write_stratification(r, out)
+    before = files(out)
+
+    def half_drawn(rates: object, path: Path) -> None:
+        Path(path).write_bytes(b"\x89PNG half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(plots, "plot_pass_rates", half_drawn)
+    with pytest.raises(OSError, match="No space left on device; the figure is as it was") as err:
+        write_stratification(r, out)
+    assert err.value.filename == str(out / "pass_rates.png")
+    assert files(out) == before
+
+
+MIXED = [  # dataset a: integer ids; b: string ids; c: string ids written as whole numbers
+    {"dataset": "a", "id": 0, "n": 4, "n_correct": 1},
+    {"dataset": "a", "id": 7, "n": 4, "n_correct": 2},
+    {"dataset": "b", "id": "b0", "n": 4, "n_correct": 3},
+    {"dataset": "c", "id": "17", "n": 4, "n_correct": 0},
+]
+
+
+@pytest.mark.parametrize("rows", [MIXED, MIXED[:3], MIXED[3:]], ids=["all", "int and str", "str like an int"])
+def test_ids_of_every_type_are_read_back_as_they_were_from_csv_and_parquet(tmp_path: Path, rows: list) -> None:
+    """Datasets whose ids differ in type: prompts.parquet's id column was all strings (the integer 0
+    became "0") while prompts.csv kept the integers, and a string id "17" became the integer 17 in the
+    CSV. Now both files hold the ids as text with an id_type column, and agree."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    out = tmp_path / "o"
+    write_stratification(stratify([_jsonl(tmp_path / "b.jsonl", rows)]), out, plots=False)
+    with open(out / "prompts.csv", newline="") as fh:
+        from_csv = list(csv.DictReader(fh))
+    from_parquet = pq.read_table(out / "prompts.parquet").to_pylist()
+    want = [(r["dataset"], r["id"]) for r in rows]
+
+    def typed(row: dict) -> tuple:
+        return row["dataset"], int(row["id"]) if row["id_type"] == "int" else row["id"]
+
+    assert [typed(r) for r in from_csv] == [typed(r) for r in from_parquet] == want
+    assert list(from_csv[0]) == list(from_parquet[0])  # the same columns, id_type right after id
+    assert list(from_parquet[0])[:3] == ["dataset", "id", "id_type"]
+    assert {type(r["id"]) for r in from_parquet} == {str}
+
+
+def test_ids_of_one_type_keep_their_column_type(tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    for name, ids in (("ints", [3, 1]), ("strs", ["x", "007"])):
+        rows = [{"dataset": "a", "id": i, "n": 4, "n_correct": 1} for i in ids]
+        write_stratification(stratify([_jsonl(tmp_path / f"{name}.jsonl", rows)]), tmp_path / name, plots=False)
+        table = pq.read_table(tmp_path / name / "prompts.parquet")
+        assert "id_type" not in table.column_names and table.column("id").to_pylist() == ids

@@ -95,13 +95,19 @@ def _csv_cell(column: str, text: str, path: str, row: int) -> Any:
     if column == "rewards":
         return parse_json(text, f"{path}, row {row}, field 'rewards'", DataError, "write the rewards as [1, 0, 1]")
     if column == "id":
-        return int(text) if _INTEGER.fullmatch(text) else text
+        return int(text) if reads_as_integer(text) else text
     if column in ("n", "n_correct"):
         try:
             return float(text)
         except ValueError:
             return text  # refused by the row check, which names the field
     return text
+
+
+def reads_as_integer(text: str) -> bool:
+    """Whether an id written ``text`` in a CSV file is read as an integer (a whole number: no sign but
+    ``-``, no leading zero, ``17``), not as a string id."""
+    return _INTEGER.fullmatch(text) is not None
 
 
 def _iter_csv(path: str) -> Iterator[tuple[int, Any]]:

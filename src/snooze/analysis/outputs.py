@@ -1,57 +1,144 @@
-"""Writing a stratification: ``prompts.csv``, ``prompts.parquet``, ``curriculum.json`` and plots."""
+"""Writing the offline analyses' outputs: a stratification (``prompts.csv``, ``prompts.parquet``,
+``curriculum.json`` and plots) and, for ``snooze replay``, its ``replay.json`` and figure.
+
+Every output is all or nothing (:func:`write_files`): the data files are made in memory, written aside
+in full, and renamed into place together only once all were written, so a failure (a full disk)
+leaves the files already there exactly as they were, and no temporary file. Figures are drawn after
+the data files are in place, each aside and renamed in turn (:func:`write_figure`): a figure that
+fails leaves the new data files and the old figure, and its error names it.
+
+An id column holds each prompt's id as the input had it, an integer or a string. When the ids of
+different datasets differ in type, or a string id is written as a whole number (``"17"``, which a CSV
+reader takes for the integer 17), one column cannot say which is which: then both tables hold each id
+as text and an ``id_type`` column after ``id`` says ``int`` or ``str`` (:data:`ID_TYPE`), the same in
+the CSV and the Parquet file, so every id is read back as it was.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import secrets
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from snooze.analysis.completions import reads_as_integer
 from snooze.analysis.stratify import STRATA, Stratification
+from snooze.core._files import fsync_dir, remove_quietly, write_atomic
 
-__all__ = ["write_stratification"]
+__all__ = ["write_stratification", "write_files", "write_figure", "prompt_table", "ID_TYPE"]
 
-
-def _write_csv(result: Stratification, path: Path) -> None:
-    names = list(result.columns)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(names)
-        cols = [result.columns[n].tolist() for n in names]
-        for row in zip(*cols, strict=True):
-            writer.writerow(["" if isinstance(v, float) and np.isnan(v) else v for v in row])
+ID_TYPE = "id_type"
+"""The column that gives each id's type (``int`` or ``str``) where the ``id`` column cannot."""
 
 
-def _write_parquet(result: Stratification, path: Path) -> bool:
+def _aside(path: Path) -> Path:
+    """A temporary name beside ``path``, with its suffix (matplotlib picks a figure's format by it)."""
+    return path.with_name(f".tmp-{secrets.token_hex(4)}-{path.name}")
+
+
+def _failed(exc: OSError, path: Path, what: str) -> OSError:
+    return OSError(exc.errno, f"{exc.strerror or exc}; {what}", str(path))
+
+
+def write_files(files: Mapping[Path, bytes]) -> None:
+    """Replace each file of ``files`` (path -> its bytes), all or none. Each is written aside and fsynced
+    (:func:`~snooze.core._files.write_atomic`); only when all were written are they renamed into place.
+    A write that fails removes what was written aside and raises an ``OSError`` naming the file; the
+    files already there are left exactly as they were."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            tmp = _aside(path)
+            staged.append((tmp, path))
+            write_atomic(tmp, data)
+    except BaseException as exc:
+        for tmp, _ in staged:
+            remove_quietly(tmp)
+        if isinstance(exc, OSError):
+            raise _failed(exc, staged[-1][1], "nothing was written: the files there are as they were") from None
+        raise
+    try:
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            remove_quietly(tmp)  # (only left when a rename failed)
+    if staged:
+        fsync_dir(staged[0][1].parent)
+
+
+def write_figure(path: Path, draw: Callable[[Path], None]) -> None:
+    """``draw(file)`` to a temporary file beside ``path``, then renamed into place; a figure that fails is
+    an ``OSError`` naming ``path``, which is left as it was (and no temporary file)."""
+    tmp = _aside(path)
+    try:
+        draw(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise _failed(exc, path, "the figure is as it was (the data files were written)") from None
+    finally:
+        remove_quietly(tmp)
+
+
+def prompt_table(result: Stratification) -> dict[str, list[Any]]:
+    """The rows of ``prompts.csv`` and ``prompts.parquet``, column by column (one table for both files):
+    the stratification's columns, the ids as text with an ``id_type`` column where ``id`` alone cannot
+    tell an id's type (see the module docstring)."""
+    table = {name: col.tolist() for name, col in result.columns.items()}
+    ids = table["id"]
+    kinds = {type(v) for v in ids}
+    if len(kinds) > 1 or any(isinstance(v, str) and reads_as_integer(v) for v in ids):
+        at = list(table).index("id") + 1
+        typed = {"id": [str(v) for v in ids], ID_TYPE: ["int" if isinstance(v, int) else "str" for v in ids]}
+        items = list(table.items())
+        table = dict(items[: at - 1] + list(typed.items()) + items[at:])
+    return table
+
+
+def _csv_bytes(table: Mapping[str, list[Any]]) -> bytes:
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(list(table))
+    for row in zip(*table.values(), strict=True):  # NaN (a model without a row for the prompt): an empty cell
+        writer.writerow(["" if isinstance(v, float) and np.isnan(v) else v for v in row])
+    return text.getvalue().encode("utf-8")
+
+
+def _parquet_bytes(table: Mapping[str, list[Any]]) -> bytes | None:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ModuleNotFoundError:
-        return False
-    arrays = {}
-    for name, col in result.columns.items():
-        values = col.tolist()
-        if name == "id" and len({type(v) for v in values}) > 1:
-            values = [str(v) for v in values]  # Parquet columns have one type; mixed ids become strings
-        arrays[name] = pa.array(values)
-    pq.write_table(pa.table(arrays), path)
-    return True
+        return None
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({name: pa.array(values) for name, values in table.items()}), sink)
+    return sink.getvalue().to_pybytes()
 
 
 def write_stratification(result: Stratification, out_dir: str | os.PathLike[str], plots: bool = True) -> list[Path]:
     """Write every output of :func:`~snooze.analysis.stratify` into ``out_dir``; returns the paths written.
 
-    ``prompts.parquet`` is skipped when pyarrow is missing (``prompts.csv`` has the same table).
+    ``prompts.parquet`` is skipped when pyarrow is missing (``prompts.csv`` has the same table). The data
+    files are replaced all together or not at all (:func:`write_files`), then the plots one by one.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = [out / "prompts.csv", out / "curriculum.json"]
-    _write_csv(result, written[0])
-    written[1].write_text(json.dumps(result.curriculum, indent=1) + "\n", encoding="utf-8")
-    if _write_parquet(result, out / "prompts.parquet"):
-        written.append(out / "prompts.parquet")
+    table = prompt_table(result)
+    files = {
+        out / "prompts.csv": _csv_bytes(table),
+        out / "curriculum.json": (json.dumps(result.curriculum, indent=1) + "\n").encode("utf-8"),
+    }
+    parquet = _parquet_bytes(table)
+    if parquet is not None:
+        files[out / "prompts.parquet"] = parquet
+    write_files(files)
+    written = list(files)
     if plots:
         from snooze.plots import plot_pass_rates, plot_strata
 
@@ -60,7 +147,7 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
             d: {m: result.columns[f"pass_rate/{m}"][datasets == d] for m in result.models}
             for d in sorted(set(datasets.tolist()))
         }
-        plot_pass_rates(rates, out / "pass_rates.png")
-        plot_strata(result.mix(), STRATA, out / "strata.png")
+        write_figure(out / "pass_rates.png", lambda p: plot_pass_rates(rates, p))
+        write_figure(out / "strata.png", lambda p: plot_strata(result.mix(), STRATA, p))
         written += [out / "pass_rates.png", out / "strata.png"]
     return written

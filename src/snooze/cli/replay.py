@@ -84,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from snooze.analysis import policy_names, replay_policies
     from snooze.analysis.logrun import logged_run
+    from snooze.analysis.outputs import write_figure, write_files
     from snooze.analysis.replay import StepShape
     from snooze.cli._options import build, naming_options, values
     from snooze.cli._replay_report import print_details, print_headline, print_log
@@ -110,14 +111,14 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report = {"log": _log_info(log, run_info), "policies": results}
-    (out / "replay.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")})  # all or nothing
     print_log(log, run_info)
     print_headline(results)
     print_details(results, run_info)
     if not args.no_plot:
         from snooze.plots import plot_replay
 
-        plot_replay(results, out / "replay.png")
+        write_figure(out / "replay.png", lambda path: plot_replay(results, path))
     print(f"wrote {out / 'replay.json'}" + ("" if args.no_plot else f" and {out / 'replay.png'}"))
     print(
         "caveat: assumes each prompt's outcomes would have been the same under the replayed policy "
