@@ -253,3 +253,16 @@ def test_a_full_disk_leaves_the_last_replay_json_as_it_was(
     kept = "nothing was written: the files there are as they were"
     assert err == f"snooze replay: error: {out / 'replay.json'}: {why}; {kept}\n"
     assert files(out) == before  # byte for byte, and no temporary file
+
+
+def test_a_full_disk_makes_no_output_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A replay whose report cannot be written leaves no folder behind it (the folders made for it go too)."""
+    from snooze.cli.main import main
+
+    log = _write(tmp_path / "log.jsonl", LINES)
+    failing_fsync(monkeypatch, 1)
+    assert main(["replay", str(log), "--out", str(tmp_path / "new" / "out"), "--no-plot"]) == 2
+    assert "replay.json: No space left on device; nothing was written" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]

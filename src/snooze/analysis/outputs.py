@@ -16,6 +16,7 @@ the CSV and the Parquet file, so every id is read back as it was.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -49,19 +50,25 @@ def _failed(exc: OSError, path: Path, what: str) -> OSError:
 def write_files(files: Mapping[Path, bytes]) -> None:
     """Replace each file of ``files`` (path -> its bytes), all or none. Each is written aside and fsynced
     (:func:`~snooze.core._files.write_atomic`); only when all were written are they renamed into place.
-    A write that fails removes what was written aside and raises an ``OSError`` naming the file; the
-    files already there are left exactly as they were."""
+    A write that fails removes what was written aside (and the folders it made for them) and raises an
+    ``OSError`` naming the file; the files already there are left exactly as they were."""
     staged: list[tuple[Path, Path]] = []
+    made: list[Path] = []  # the folders made here, deepest first
+    path = Path()
     try:
         for path, data in files.items():
+            made += _make_folder(path.parent)
             tmp = _aside(path)
             staged.append((tmp, path))
             write_atomic(tmp, data)
     except BaseException as exc:
         for tmp, _ in staged:
             remove_quietly(tmp)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         if isinstance(exc, OSError):
-            raise _failed(exc, staged[-1][1], "nothing was written: the files there are as they were") from None
+            raise _failed(exc, path, "nothing was written: the files there are as they were") from None
         raise
     try:
         for tmp, path in staged:
@@ -69,8 +76,15 @@ def write_files(files: Mapping[Path, bytes]) -> None:
     finally:
         for tmp, _ in staged:
             remove_quietly(tmp)  # (only left when a rename failed)
-    if staged:
-        fsync_dir(staged[0][1].parent)
+    for folder in dict.fromkeys(path.parent for path in files):
+        fsync_dir(folder)
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; returns those made, deepest first."""
+    missing = [p for p in (folder, *folder.parents) if not (p.exists() or p.is_symlink())]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 def write_figure(path: Path, draw: Callable[[Path], None]) -> None:
@@ -128,7 +142,6 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
     files are replaced all together or not at all (:func:`write_files`), then the plots one by one.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     table = prompt_table(result)
     files = {
         out / "prompts.csv": _csv_bytes(table),

@@ -109,7 +109,6 @@ def run(args: argparse.Namespace) -> int:
     shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     report = {"log": _log_info(log, run_info), "policies": results}
     write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")})  # all or nothing
     print_log(log, run_info)
