@@ -101,7 +101,8 @@ OPTIONAL = {"efficiency", "total/gen_groups", "rev", "a"}  # keys a record may l
 
 def _valid(check: Callable[[Any], bool], value: Any, place: tuple[Any, ...]) -> bool:
     if isinstance(value, str) and value in (DEEP, DROP):
-        return value == DROP and place[-1] in OPTIONAL
+        # (a streak left out leaves a shorter array: the reader takes any length, the curriculum checks it fits)
+        return value == DROP and (place[-1] in OPTIONAL or place == ("streaks", 1))
     return check(value)
 
 
@@ -132,7 +133,7 @@ COMPLETION_RULES: dict[tuple[Any, ...], Callable[[Any], bool]] = {
 def _logs(name: str, doc: Any, root: Path) -> tuple[Path, Callable[[], Any]]:
     path = root / "log.jsonl"
     if name == "reward log":
-        first = json.dumps({**REWARD, "step": 0})
+        first = json.dumps({**REWARD, "step": 0, "dataset": "d0"})  # (another dataset: an integer id is good)
         path.write_text(first + "\n" + _text(doc) + "\n")
         return path, lambda: read_reward_log(path)
     if name == "cut-back":
