@@ -223,3 +223,32 @@ def test_an_empty_path_or_list_item_or_a_repeated_item_is_refused(
     assert exit_info.value.code == 2 and "Traceback" not in err, err
     assert last.startswith(f"snooze {command}: error: ") and re.search(message, last), err
     assert not list(here.iterdir()) and not Path(files["new"]).exists()  # nothing written anywhere
+
+
+@pytest.mark.parametrize(
+    ("arms", "message"),
+    [
+        ("grpo,,filter", r"'grpo,,filter': an empty item; separate the items by single commas"),
+        (",grpo", r"',grpo': an empty item"),
+        ("grpo,grpo", r"'grpo,grpo': grpo is given twice; give each once"),
+        ("grpo, grpo", r"'grpo, grpo': grpo is given twice"),
+        ("grpo,dapo", r"'grpo,dapo': arms must be 'all' or among grpo, dynamic_sampling"),
+    ],
+)
+def test_compare_arms_refuses_an_empty_or_repeated_arm(
+    files: dict[str, str], capsys: pytest.CaptureFixture[str], arms: str, message: str
+) -> None:
+    """``--arms grpo,,filter`` dropped the empty item and ``grpo,grpo`` trained grpo twice; the list is read
+    as every list option is (``_options.comma_list``): each refused in one line, before anything is written."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compare", "--out", files["new"], "--arms", arms])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    assert re.search(r"snooze compare: error: argument --arms: " + message, err.strip().splitlines()[-1]), err
+    assert not Path(files["new"]).exists()
+
+
+def test_compare_arms_takes_spaces_after_the_commas() -> None:
+    from snooze.cli.compare import _arms
+
+    assert _arms("grpo, filter") == ["grpo", "filter"] and _arms("all")[0] == "grpo"

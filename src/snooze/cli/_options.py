@@ -163,9 +163,9 @@ def comma_list(text: str, item: Callable[[str], T], example: str) -> list[T]:
     values = [item(part) for part in parts]
     for i, value in enumerate(values):
         if value in values[:i]:
-            first = parts[values.index(value)]
-            again = "given twice" if parts[i] == first else f"{first} again"
-            raise argparse.ArgumentTypeError(f"{text!r}: {parts[i]} is {again}; give each once")
+            first, this = parts[values.index(value)].strip(), parts[i].strip()
+            again = "given twice" if this == first else f"{first} again"
+            raise argparse.ArgumentTypeError(f"{text!r}: {this} is {again}; give each once")
     return values
 
 

@@ -14,15 +14,19 @@ HELP = (
 
 
 def _arms(text: str) -> list[str]:
+    from snooze.cli._options import comma_list
     from snooze.experiments.compare import ARMS
 
     if text.strip() == "all":
         return list(ARMS)
-    out = [a.strip() for a in text.split(",") if a.strip()]
-    bad = [a for a in out if a not in ARMS]
-    if not out or bad:
-        raise argparse.ArgumentTypeError(f"{text!r}: arms must be 'all' or among {', '.join(ARMS)}")
-    return out
+
+    def arm(name: str) -> str:
+        name = name.strip()  # ("grpo, filter" as typed in a shell)
+        if name not in ARMS:
+            raise argparse.ArgumentTypeError(f"{text!r}: arms must be 'all' or among {', '.join(ARMS)}")
+        return name
+
+    return comma_list(text, arm, "dynamic_sampling,snooze-f1-carry")
 
 
 PROFILE_OPTIONS = (

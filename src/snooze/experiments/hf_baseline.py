@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from snooze.core._checks import finite_float, is_int
-from snooze.core.errors import ConfigError, DataError
+from snooze.core.errors import ConfigError, DataError, SnoozeError
 
 __all__ = ["PromptRow", "read_prompts", "load_reward", "hf_completions", "ANSWER_COLUMNS", "TRL_DATASET"]
 
@@ -62,12 +62,12 @@ class PromptRow:
 
 def _rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
+        from snooze.core.source import read_parquet
+
         try:
-            import pyarrow.parquet as pq
-        except ModuleNotFoundError:
-            raise ConfigError("reading Parquet needs pyarrow: pip install pyarrow") from None
-        try:
-            return list(pq.read_table(path).to_pylist())
+            return list(read_parquet(path).to_pylist())
+        except SnoozeError:
+            raise
         except Exception as exc:  # pyarrow raises many types for a bad file: translate at the boundary
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
     from snooze.logs.importers._jsonl import objects
