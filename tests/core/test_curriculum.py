@@ -181,3 +181,105 @@ def test_set_stage_lets_back_in_then_excludes_and_counts_the_changes() -> None:
     assert ("a", 0) in drawn or ("a", 1) in drawn
     with pytest.raises(DataError, match="exclude must map dataset names"):
         sched.set_stage(None, exclude=[1, 2])  # type: ignore[arg-type]
+
+
+def _one_dataset() -> snooze.Scheduler:
+    data = {"t": [{"id": i} for i in range(10)]}
+    return snooze.Scheduler(data, snooze.SchedulerConfig(batch_size=2, group_size=2), seed=1)
+
+
+def test_a_refused_update_leaves_the_streaks_as_they_were() -> None:
+    """The first condition holds, the second names a missing metric: the error changes no streak, however
+    often it is retried, and a good call afterwards counts from where the curriculum was."""
+    two = [{"metric": "gen/rounds", "op": ">=", "value": 0, "for_steps": 3}, {"metric": "nope/x", "value": 1}]
+    cur = Curriculum.from_dict({"stages": [{"advance": two}, {}]})
+    sched = _one_dataset()
+    cur.apply(sched)
+    metrics = sched.step(_signal).metrics
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="'nope/x' is not in the step metrics"):
+            cur.update(sched, metrics)
+        assert (cur.stage, cur.streaks) == (0, [0, 0])
+    assert cur.update(sched, {**metrics, "nope/x": 5.0}) is False
+    assert cur.streaks == [1, 0]
+
+
+class _Refusing(_Stub):
+    """A scheduler-like object without datasets (nothing is checked at apply) that refuses stage 2's weights."""
+
+    def set_stage(self, weights: Any, exclude: dict[str, list[Any]], include: dict[str, list[Any]]) -> int:
+        if weights == {"zzz": 1.0}:
+            raise ConfigError("weights name unknown dataset(s) ['zzz']")
+        return super().set_stage(weights, exclude, include)
+
+
+def test_a_next_stage_the_scheduler_refuses_leaves_the_curriculum_in_its_stage() -> None:
+    cur = Curriculum.from_dict({"stages": [{"advance": [{"step": 1}]}, {"weights": {"zzz": 1.0}}]})
+    stub = _Refusing()
+    cur.apply(stub)
+    for _ in range(2):  # retried: the same error, never a silent stage 2 the scheduler does not have
+        with pytest.raises(ConfigError, match="curriculum stage 'stage-2': weights name unknown"):
+            cur.update(stub, {"step": 0})
+        assert (cur.stage, cur.streaks, len(stub.calls)) == (0, [0], 1)
+
+
+def test_apply_refuses_a_later_stage_the_scheduler_cannot_take() -> None:
+    """Checked up front against the scheduler's datasets: refused before step 1, not at the switch."""
+    sched = _one_dataset()
+    before = snapshot(sched)
+    for later, match in [
+        ({"weights": {"zzz": 1.0}}, r"unknown dataset\(s\) \['zzz'\]"),
+        ({"exclude": {"t": [99]}}, r"no prompt\(s\) with id \[99\]"),
+        ({"exclude": {"u": [1]}}, "unknown dataset 'u'"),
+    ]:
+        cur = Curriculum.from_dict({"stages": [{"advance": [{"step": 1}]}, {"name": "later", **later}]})
+        with pytest.raises((ConfigError, DataError), match=match) as info:
+            cur.apply(sched)
+        assert "curriculum stage 'later'" in str(info.value)
+        assert snapshot(sched) == before and cur.stage == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: Curriculum.from_file(None), r"from_file\(path=None\)"),  # type: ignore[arg-type]
+        (lambda: Curriculum.from_file("a\0b"), "not a usable file path"),
+        (lambda: Curriculum.from_file(""), "path must be a file path"),
+        (lambda: Curriculum("abc"), r"Curriculum\(stages=str\)"),  # type: ignore[arg-type]
+        (lambda: Curriculum([1]), r"item 0 is int, not a Stage"),  # type: ignore[list-item]
+        (lambda: Curriculum.from_dict({"stages": [{"name": {"a": 1}}]}), r"stages\[0\].name: \{'a': 1\}"),
+        (lambda: Curriculum.from_dict({"stages": [{"name": None}]}), r"stages\[0\].name: None is not a string"),
+    ],
+)
+def test_bad_curriculum_arguments_are_config_errors(call: Any, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        call()
+
+
+@pytest.mark.parametrize(
+    ("sched", "metrics", "match"),
+    [
+        ("sched", {"gen/rounds": None}, "'gen/rounds' is None, not a number"),
+        ("sched", {"gen/rounds": "abc"}, "'gen/rounds' is 'abc', not a number"),
+        ("sched", {"gen/rounds": True}, "'gen/rounds' is True, not a number"),
+        ("sched", [1], r"update\(metrics=list\): metrics must map"),
+        (None, None, r"update\(sched=NoneType\)"),
+    ],
+)
+def test_bad_update_arguments_are_config_errors_and_change_nothing(sched: Any, metrics: Any, match: str) -> None:
+    cur = Curriculum.from_dict({"stages": [{"advance": [{"metric": "gen/rounds", "op": ">=", "value": 0}]}, {}]})
+    real = _one_dataset()
+    cur.apply(real)
+    with pytest.raises(ConfigError, match=match):
+        cur.update(real if sched == "sched" else sched, metrics)
+    assert (cur.stage, cur.streaks) == (0, [0])
+    with pytest.raises(ConfigError, match=r"apply\(sched=NoneType\)"):
+        cur.apply(None)
+
+
+def test_a_step_condition_without_an_integer_step_metric_is_named() -> None:
+    cur = Curriculum.from_dict({"stages": [{"advance": [{"step": 2}]}, {}]})
+    for metrics in ({}, {"step": "3"}, {"step": 1.0}):
+        with pytest.raises(ConfigError, match=r"needs the integer metrics\['step'\]"):
+            cur.update(_Stub(), metrics)
+    assert cur.update(_Stub(), {"step": 1}) is True

@@ -33,15 +33,19 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 import operator
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from snooze.core._checks import INT64_MAX, check_weights, finite_float, is_int, shown
 from snooze.core._files import read_regular
 from snooze.core._json import parse_json, same_version
+from snooze.core._stage import rows_of
 from snooze.core._stateful import state_int
 from snooze.core.errors import ConfigError, DataError, StateError
 
@@ -109,9 +113,11 @@ def _ids(source: str, path: str, value: Any) -> dict[str, list[Any]]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{_where(source, path)}: must map dataset names to lists of prompt ids")
     for name, ids in value.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{_where(source, path)}: key {name!r} is not a dataset name (a string)")
         if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, (str, int)) for i in ids):
             raise ConfigError(f"{_where(source, path)}[{name!r}]: must be a list of string or integer ids")
-    return {str(k): list(v) for k, v in value.items()}
+    return {k: list(v) for k, v in value.items()}
 
 
 def _condition(source: str, path: str, raw: Any) -> Condition:
@@ -161,19 +167,55 @@ def _stage(source: str, i: int, raw: Any, last: bool) -> Stage:
     if not last and not advance:
         raise ConfigError(f"{_where(source, path)}.advance: every stage but the last needs a way out")
     conds = tuple(_condition(source, f"{path}.advance[{j}]", c) for j, c in enumerate(advance))
-    return Stage(
-        str(raw.get("name", f"stage-{i + 1}")), weights, _ids(source, f"{path}.exclude", raw.get("exclude")), conds
-    )
+    name = raw.get("name", f"stage-{i + 1}")
+    if not isinstance(name, str):  # (an object or null is no label: it was stringified before)
+        raise ConfigError(
+            f"{_where(source, path)}.name: {shown(name)} is not a string; give the stage a name or leave it out"
+        )
+    return Stage(name, weights, _ids(source, f"{path}.exclude", raw.get("exclude")), conds)
+
+
+def _scheduler(sched: Any, call: str) -> Any:
+    """``sched`` when it can take a stage (a :class:`~snooze.Scheduler`), else a ConfigError naming ``call``."""
+    if not callable(getattr(sched, "set_stage", None)):
+        raise ConfigError(
+            f"Curriculum.{call}(sched={type(sched).__name__}): sched must be the snooze.Scheduler to stage"
+        )
+    return sched
+
+
+def _metric_value(stage: str, metric: str, value: Any) -> float:
+    """A step metric as a float (NaN stays NaN: it never holds); anything but a real number is refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ConfigError(
+            f"curriculum stage {stage!r}: metric {metric!r} is {shown(value)}, not a number; pass the step's "
+            "metrics (batch.metrics or sched.metrics())"
+        )
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond the largest float
+        raise ConfigError(f"curriculum stage {stage!r}: metric {metric!r} is {shown(value)}, beyond a float") from None
 
 
 class Curriculum:
     """Stages applied to a :class:`~snooze.Scheduler` through its hooks; state is two counters."""
 
     def __init__(self, stages: list[Stage], drop: Mapping[str, list[Any]] | None = None) -> None:
+        if isinstance(stages, (str, bytes, Mapping)) or not isinstance(stages, (list, tuple)):
+            raise ConfigError(
+                f"Curriculum(stages={type(stages).__name__}): must be a list of Stage; build one from a file "
+                "with Curriculum.from_file or from its parsed JSON with Curriculum.from_dict"
+            )
         if not stages:
             raise ConfigError("a curriculum needs at least one stage")
+        bad = [i for i, st in enumerate(stages) if not isinstance(st, Stage)]
+        if bad:
+            raise ConfigError(
+                f"Curriculum(stages): item {bad[0]} is {type(stages[bad[0]]).__name__}, not a Stage; build a "
+                "curriculum from its parsed JSON with Curriculum.from_dict"
+            )
+        self.drop = _ids("", "Curriculum(drop)", drop)
         self.stages = list(stages)
-        self.drop = {k: list(v) for k, v in (drop or {}).items()}
         self.stage = 0
         self.streaks = [0] * len(self.stages[0].advance)
 
@@ -193,12 +235,16 @@ class Curriculum:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Curriculum:
         """Load a curriculum JSON file (as written by ``snooze stratify``)."""
+        if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)):
+            raise ConfigError(f"Curriculum.from_file(path={shown(path)}): path must be a file path (a str or a Path)")
         try:
             raw = read_regular(path)  # (a FIFO is refused, not waited on)
         except FileNotFoundError:
             raise ConfigError(f"{path}: curriculum file not found") from None
         except OSError as exc:  # a folder, a FIFO, no permission, ...
             raise ConfigError(f"{path}: cannot read the curriculum file ({exc.strerror or exc})") from None
+        except ValueError as exc:  # a NUL byte in the path
+            raise ConfigError(f"Curriculum.from_file(path={shown(path)}): not a usable file path ({exc})") from None
         data = parse_json(raw, str(path), ConfigError, "a curriculum is snooze stratify's curriculum.json")
         return cls.from_dict(data, source=str(path))
 
@@ -215,48 +261,87 @@ class Curriculum:
     def apply(self, sched: Any) -> None:
         """Set the scheduler's weights and exclusions to the current stage's (idempotent).
 
-        One :meth:`Scheduler.set_stage` call: a weight, dataset or id the scheduler does not have is an
-        error naming the stage, and the scheduler is left as it was."""
-        now = self._excluded(self.current)
+        Every stage is checked against the scheduler's datasets first (a weight, dataset or id it does
+        not have is an error naming the stage, raised now rather than when the run reaches that stage),
+        then one :meth:`Scheduler.set_stage` call sets the current one. On an error the scheduler is
+        left as it was."""
+        sched = _scheduler(sched, "apply")
+        sources = getattr(sched, "sources", None)
+        if sources is not None:  # (a scheduler-like object without datasets is checked by its set_stage only)
+            for stage in self.stages:
+                self._check_stage(sources, stage)
+        self._set_stage(sched, self.stage)
+        log.info("curriculum stage %d/%d (%s) applied", self.stage + 1, len(self.stages), self.current.name)
+
+    def _check_stage(self, sources: Any, stage: Stage) -> None:
+        """What ``set_stage`` checks of ``stage``, against the datasets ``sources``; nothing changes."""
+        try:
+            if stage.weights is not None:
+                check_weights(stage.weights, [s.name for s in sources])
+            for name, ids in self._excluded(stage).items():
+                rows_of(sources, "set_stage", name, ids)
+        except (ConfigError, DataError) as exc:
+            raise type(exc)(f"curriculum stage {stage.name!r}: {exc}") from None
+
+    def _set_stage(self, sched: Any, index: int) -> None:
+        """One ``set_stage`` call for stage ``index``: its weights and exclusions, the others' let back in."""
+        stage = self.stages[index]
         back: dict[str, list[Any]] = {}
         for other in self.stages:  # let back in what another stage excluded (set_stage: this one's exclusions win)
             for name, ids in other.exclude.items():
                 back.setdefault(name, []).extend(ids)
         try:
-            sched.set_stage(self.current.weights, exclude=now, include=back)
+            sched.set_stage(stage.weights, exclude=self._excluded(stage), include=back)
         except (ConfigError, DataError) as exc:
-            raise type(exc)(f"curriculum stage {self.current.name!r}: {exc}") from None
-        log.info("curriculum stage %d/%d (%s) applied", self.stage + 1, len(self.stages), self.current.name)
+            raise type(exc)(f"curriculum stage {stage.name!r}: {exc}") from None
 
-    def _holds(self, cond: Condition, metrics: Mapping[str, Any], j: int) -> bool:
+    def _streak(self, cond: Condition, metrics: Mapping[str, Any], j: int) -> tuple[int, bool]:
+        """Condition ``j``'s streak after this step (a step condition keeps 0) and whether it fires."""
         if cond.step is not None:
-            return int(metrics.get("step", -1)) + 1 >= cond.step
+            if "step" not in metrics or not is_int(metrics["step"]):
+                raise ConfigError(
+                    f"curriculum stage {self.current.name!r}: a {{'step': {cond.step}}} condition needs the "
+                    f"integer metrics['step'], got {shown(metrics.get('step'))}; pass batch.metrics or sched.metrics()"
+                )
+            return self.streaks[j], int(metrics["step"]) + 1 >= cond.step
         metric = cond.metric or ""
         if metric not in metrics:
-            near = sorted(k for k in metrics if k.split("/")[-1] == metric.split("/")[-1])[:5]
+            near = sorted(k for k in metrics if isinstance(k, str) and k.split("/")[-1] == metric.split("/")[-1])[:5]
             raise ConfigError(
                 f"curriculum stage {self.current.name!r}: metric {metric!r} is not in the step metrics"
                 + (f"; similar keys: {near}" if near else "; see docs/metrics.md for the names")
             )
-        value = float(metrics[metric])
+        value = _metric_value(self.current.name, metric, metrics[metric])
         ok = not math.isnan(value) and _OPS[cond.op](value, cond.value)
-        self.streaks[j] = self.streaks[j] + 1 if ok else 0
-        return self.streaks[j] >= cond.for_steps
+        streak = self.streaks[j] + 1 if ok else 0
+        return streak, streak >= cond.for_steps
 
     def update(self, sched: Any, metrics: Mapping[str, Any] | None = None) -> bool:
-        """Call after each finished step. Starts (and applies) the next stage when a condition holds."""
+        """Call after each finished step. Starts (and applies) the next stage when a condition holds.
+
+        All-or-nothing: every condition is evaluated, and the next stage set on the scheduler, before
+        the stage and the streaks change; an error (a missing or non-numeric metric, a stage the
+        scheduler refuses) leaves the curriculum and the scheduler as they were."""
+        sched = _scheduler(sched, "update")
+        if metrics is not None and not isinstance(metrics, Mapping):
+            raise ConfigError(
+                f"Curriculum.update(metrics={type(metrics).__name__}): metrics must map metric names to values "
+                "(batch.metrics), or be None (sched.metrics())"
+            )
         if self.stage == len(self.stages) - 1:
             return False
         metrics = sched.metrics() if metrics is None else metrics
-        fired = [self._holds(c, metrics, j) for j, c in enumerate(self.current.advance)]
+        conds = self.current.advance
+        streaks, fired = zip(*(self._streak(c, metrics, j) for j, c in enumerate(conds)))
         if not any(fired):
+            self.streaks = list(streaks)
             return False
+        self._set_stage(sched, self.stage + 1)  # raises with nothing changed
         self.stage += 1
         self.streaks = [0] * len(self.current.advance)
         log.info(
             "curriculum: stage %d (%s) starts after step %s", self.stage + 1, self.current.name, metrics.get("step")
         )
-        self.apply(sched)
         return True
 
     def state_dict(self) -> dict[str, Any]:
