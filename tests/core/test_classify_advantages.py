@@ -66,3 +66,26 @@ def test_unknown_scale_is_a_config_error():
 def test_check_rewards_rejects(bad, match):
     with pytest.raises(snooze.RewardError, match=match):
         snooze.check_rewards(bad, 1, 2, (0.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ((2, 4, "ab"), r"reward_range='ab': must be \(low, high\)"),
+        ((2, 4, None), r"reward_range=None: must be \(low, high\)"),
+        ((2, 4, (1.0, 0.0)), "finite low < high"),
+        (("x", 4, (0, 1)), "n_groups='x': must be an integer"),
+        ((2, 4.0, (0, 1)), "group_size=4.0: must be an integer"),
+        ((True, 4, (0, 1)), "n_groups=True: must be an integer"),
+    ],
+)
+def test_check_rewards_bad_arguments_are_config_errors(args, match):
+    with pytest.raises(snooze.ConfigError, match=match):
+        snooze.check_rewards(np.zeros((2, 4)), *args)
+
+
+@pytest.mark.parametrize("outside", ["maybe", None, "Accept"])
+def test_check_rewards_unknown_outside_is_refused_not_read_as_raise(outside):
+    with pytest.raises(snooze.ConfigError, match="outside=.*must be 'raise' or 'accept'"):
+        snooze.check_rewards(np.full((2, 4), 5.0), 2, 4, (0.0, 1.0), outside=outside)
+    assert snooze.check_rewards(np.full((2, 4), 5.0), 2, 4, (0.0, 1.0), outside="accept").tolist() == [[5.0] * 4] * 2

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._checks import check_band, check_reward_range, check_thresholds
+from snooze.core._checks import as_int, check_band, check_reward_range, check_thresholds
 from snooze.core.errors import ConfigError, RewardError
 
 __all__ = [
@@ -53,7 +53,16 @@ def check_rewards(
     dropped: a single bad value rejects the whole report, and the message names the first offending
     group and rollout. ``outside="accept"`` (``SchedulerConfig.out_of_range``) lets finite rewards
     outside ``reward_range`` through, as they are; NaN and infinities are refused either way.
+
+    The other arguments are checked as :class:`~snooze.SchedulerConfig` checks them: a count that is
+    not an integer, a range that is not ``(low, high)``, an ``outside`` other than ``"raise"`` or
+    ``"accept"`` is a :class:`~snooze.ConfigError` naming it.
     """
+    n_groups = as_int(n_groups, "check_rewards: n_groups", 0)
+    group_size = as_int(group_size, "check_rewards: group_size", 1)
+    reward_range = check_reward_range(reward_range, "check_rewards: reward_range")
+    if not isinstance(outside, str) or outside not in ("raise", "accept"):
+        raise ConfigError(f"check_rewards: outside={outside!r}: must be 'raise' or 'accept' (as out_of_range)")
     arr = reward_array(rewards, f"pass a float array shaped [n_candidates={n_groups}, group_size={group_size}]")
     if arr.shape != (n_groups, group_size):
         raise RewardError(
