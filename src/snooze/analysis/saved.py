@@ -24,8 +24,8 @@ def saved_dapo_groups(metrics: str | os.PathLike[str] | Sequence[Mapping[str, An
     newer estimator can re-read an older run; how far to trust it: docs/metrics.md."""
     if not isinstance(config, SchedulerConfig):
         raise ConfigError(
-            f"config must be the run's SchedulerConfig, not {type(config).__name__}: "
-            "SchedulerConfig.from_dict(json.load(open('config.json'))['scheduler']) reads a reference run's"
+            f"config must be the run's SchedulerConfig, not {type(config).__name__}: a reference run's is "
+            "SchedulerConfig.from_dict of the 'scheduler' entry of its config.json"
         )
     if isinstance(metrics, (str, os.PathLike)):
         metrics = read_metrics(metrics)
