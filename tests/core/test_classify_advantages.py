@@ -89,3 +89,62 @@ def test_check_rewards_unknown_outside_is_refused_not_read_as_raise(outside):
     with pytest.raises(snooze.ConfigError, match="outside=.*must be 'raise' or 'accept'"):
         snooze.check_rewards(np.full((2, 4), 5.0), 2, 4, (0.0, 1.0), outside=outside)
     assert snooze.check_rewards(np.full((2, 4), 5.0), 2, 4, (0.0, 1.0), outside="accept").tolist() == [[5.0] * 4] * 2
+
+
+def _direct(r, scale, eps=1e-6):
+    """The formulas as they were before the overflow fallback (the reference for ordinary rewards)."""
+    centred = r - np.ascontiguousarray(r.T).sum(axis=0)[:, None] / r.shape[1]
+    if scale == "group":
+        return centred / (np.sqrt(np.square(centred.T).sum(axis=0) / (r.shape[1] - 1))[:, None] + eps)
+    if scale == "batch":
+        return centred / (r.std(ddof=1) + eps)
+    return centred
+
+
+@pytest.mark.parametrize("scale", ["group", "batch", "none"])
+def test_ordinary_rewards_keep_bit_identical_advantages(scale):
+    rng = np.random.default_rng(0)
+    for r in (rng.random((64, 8)), rng.integers(0, 2, (32, 4)).astype(float), rng.normal(0, 1e100, (16, 5))):
+        assert snooze.grpo_advantages(r, scale).tobytes() == _direct(r, scale).tobytes()
+
+
+@pytest.mark.parametrize("scale", ["group", "batch"])
+def test_huge_rewards_get_the_advantages_of_their_pattern_not_zeros_or_nan(scale):
+    """Sums and squares of rewards near 1e160 and 1.7e308 overflow float64: the advantages are those of
+    the same pattern at scale 1 (the eps term aside), and a row that does not overflow is untouched."""
+    small = np.array([[1.0, 0.0, 0.0, 1.0]])
+    for big in (1e160, 1.7e308):
+        r = np.vstack([small * big, [[0.5, 0.25, 0.0, 1.0]]])
+        with np.errstate(over="raise", invalid="raise"):  # no overflow warning leaks either
+            adv = snooze.grpo_advantages(r, scale)
+        assert np.isfinite(adv).all()
+        expected = snooze.grpo_advantages(small, scale) if scale == "group" else np.sign(small - 0.5) * 1.0
+        if scale == "group":
+            np.testing.assert_allclose(adv[:1], expected, rtol=1e-5)
+            assert adv[1].tobytes() == _direct(r[1:], "group")[0].tobytes()
+        else:
+            assert (np.sign(adv[0]) == expected[0]).all() and np.abs(adv[0]).min() > 0.5
+    adv = snooze.grpo_advantages([[1e308, -1e308, 0.0, 1.0]])
+    np.testing.assert_allclose(adv[0, :2], [1.2247449, -1.2247449], rtol=1e-6)  # was all zeros
+
+
+def test_scheduler_advantages_of_rewards_near_the_float_limit():
+    for high in (1e160, 1.7e308):
+        cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, reward_range=(0.0, high))
+        sched = snooze.Scheduler({"t": [{"id": i} for i in range(10)]}, cfg)
+        with np.errstate(over="raise", invalid="raise"):
+            b = sched.step(lambda cs, h=high: np.tile([h, 0.0, 0.0, h], (len(cs), 1)))
+        assert b.signal.all()
+        np.testing.assert_allclose(b.advantages, np.tile([0.8660254, -0.8660254, -0.8660254, 0.8660254], (2, 1)))
+
+
+def test_group_means_of_huge_rewards_are_finite():
+    from snooze.core.classify import group_means
+
+    with np.errstate(over="raise", invalid="raise"):
+        assert group_means(np.array([[1.7e308, 1.7e308], [1.0, 2.0]])).tolist() == [1.7e308, 1.5]
+
+
+def test_centred_rewards_beyond_float64_are_refused_not_inf():
+    with pytest.raises(snooze.RewardError, match="exceed float64"):
+        snooze.grpo_advantages([[1.7e308, -1.7e308, -1.7e308, -1.7e308]], "none")

@@ -4,6 +4,12 @@ GRPO (Shao et al. 2024, https://arxiv.org/abs/2402.03300) centres each rollout's
 group's mean and divides by the group's std. Dr. GRPO (Liu et al. 2025,
 https://arxiv.org/abs/2503.20783) drops the division, which biases towards neither easy nor hard
 groups; scaling by one batch-wide std is the middle ground some recipes use.
+
+Rewards so large that a group's sum or its sum of squares overflows float64 (near ``1e154`` and above)
+are not left to give all-zero or NaN advantages: the groups that overflow (the whole batch for
+``"batch"``) are computed again on their rewards divided by a power of two near their largest
+magnitude, which changes no digit of the quotient. Every other group keeps the value of the direct
+formula, bit for bit.
 """
 
 from __future__ import annotations
@@ -68,12 +74,55 @@ def grpo_advantages(rewards: np.ndarray, scale: str = "group", eps: float = 1e-6
         )
     if not np.isfinite(r).all():
         raise RewardError("rewards hold NaN or infinite values; advantages of them are meaningless")
-    return scaled_advantages(r, scale, eps)
+    adv = scaled_advantages(r, scale, eps)
+    if not np.isfinite(adv).all():  # only "none": a centred reward beyond float64 (rewards ~1e308 apart)
+        raise RewardError(
+            "rewards are so far apart that their centred values exceed float64; rescale the rewards or use "
+            "scale='group' / 'batch'"
+        )
+    return adv
 
 
 def scaled_advantages(r: np.ndarray, scale: str, eps: float) -> np.ndarray:
     """:func:`grpo_advantages` of checked arguments (the scheduler's batch)."""
     if r.shape[0] == 0:
         return r.copy()
-    centred = r - group_means(r)[:, None]  # [N, G]
-    return ADVANTAGE_SCALES[scale](centred, r, eps)
+    try:
+        with np.errstate(over="raise"):  # the usual case: the direct formula, nothing to check after it
+            centred = r - group_means(r)[:, None]  # [N, G]
+            return ADVANTAGE_SCALES[scale](centred, r, eps)
+    except FloatingPointError:
+        return _rescaled(r, scale, eps)
+
+
+def _pow2_below(x: np.ndarray) -> np.ndarray:
+    """A power of two in ``(x / 2, x]`` (``x`` > 0, finite): dividing by it is exact (short of subnormals)."""
+    return np.ldexp(1.0, np.frexp(x)[1] - 1)
+
+
+def _rescaled(r: np.ndarray, scale: str, eps: float) -> np.ndarray:
+    """Advantages of rewards whose sums or squares overflow: those groups (the batch, for ``"batch"``)
+    computed on ``r / s``, ``s`` a power of two at their largest magnitude; the rest as usual."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if scale == "batch":
+            s = float(_pow2_below(np.abs(r).max()))
+            small = r / s
+            centred = small - group_means(small)[:, None]
+            return centred / (small.std(ddof=1) + eps / s) if r.size > 1 else centred * s
+        centred = r - group_means(r)[:, None]
+        out = ADVANTAGE_SCALES[scale](centred, r, eps)
+        bad = ~np.isfinite(out).all(axis=1) | ~np.isfinite(group_means(r))
+        if scale == "group":
+            bad |= ~np.isfinite(np.square(centred).sum(axis=1))  # an infinite std gave 0 for every rollout
+        if not bad.any():
+            return out
+        rows = r[bad]
+        s = _pow2_below(np.abs(rows).max(axis=1))[:, None]  # [B, 1]; > 0: a zero group overflows nothing
+        small = rows / s
+        c = small - group_means(small)[:, None]
+        if scale == "group":
+            std = np.sqrt(np.square(c).sum(axis=1, keepdims=True) / (r.shape[1] - 1))
+            out[bad] = c / (std + eps / s)
+        else:  # "none": centred rewards in their own units (infinite only beyond float64)
+            out[bad] = c * s
+        return out

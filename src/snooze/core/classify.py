@@ -119,9 +119,19 @@ def _kind_name(kind: str) -> str:
 def group_means(rewards: np.ndarray) -> np.ndarray:
     """Mean reward of each group. ``[N, G]`` -> ``[N]``.
 
-    Summed over a transposed copy: numpy reduces over a short inner axis (G) about 5x slower."""
+    Summed over a transposed copy: numpy reduces over a short inner axis (G) about 5x slower. A group of
+    finite rewards whose sum overflows (rewards near ``1e308``) is summed again divided by a power of
+    two near its largest magnitude: its mean is finite, never ``inf``; every other mean is unchanged."""
     r = np.asarray(rewards, dtype=np.float64)
-    return np.ascontiguousarray(r.T).sum(axis=0) / r.shape[1]
+    with np.errstate(over="ignore"):
+        means = np.ascontiguousarray(r.T).sum(axis=0) / r.shape[1]
+    if not np.isfinite(means).all():
+        over = ~np.isfinite(means) & np.isfinite(r).all(axis=1)  # (a NaN or an infinite reward stays as it is)
+        if over.any():
+            rows = r[over]
+            s = np.ldexp(1.0, np.frexp(np.abs(rows).max(axis=1))[1] - 1)  # a power of two in (max / 2, max]
+            means[over] = (np.ascontiguousarray((rows / s[:, None]).T).sum(axis=0) / r.shape[1]) * s
+    return means
 
 
 def classify_groups(
