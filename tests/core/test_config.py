@@ -84,3 +84,15 @@ def test_dapo_is_another_name_for_dynamic_sampling() -> None:
     cfg = snooze.SchedulerConfig(policy="dapo")
     assert cfg.policy == "dynamic_sampling" and cfg == snooze.SchedulerConfig(policy="dynamic_sampling")
     assert snooze.SchedulerConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_every_config_hashes_and_equal_configs_hash_equal() -> None:
+    """weights (a dict) made the frozen dataclass's own hash raise TypeError: unhashable type: 'dict'."""
+    a = snooze.SchedulerConfig(weights={"a": 1.0, "b": 2})
+    b = snooze.SchedulerConfig(weights={"b": 2.0, "a": 1})  # the same weights, in another order and type
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b, snooze.SchedulerConfig(), snooze.SchedulerConfig(weights={"a": 1.0})}) == 3
+    snoozing = snooze.SchedulerConfig(policy="snooze", options={"factor": 5}, weights={"a": 1.0})
+    assert hash(snoozing) == hash(snooze.SchedulerConfig.from_dict(snoozing.to_dict()))
+    assert hash(snoozing) != hash(snoozing.replace(options={"factor": 2}))
+    assert a.to_dict()["weights"] == {"a": 1.0, "b": 2.0}  # the public form is unchanged

@@ -223,6 +223,13 @@ class SchedulerConfig:
         """Where a recorded reward may lie: ``reward_range``, or anything finite under ``out_of_range="accept"``."""
         return (-np.inf, np.inf) if self.out_of_range == "accept" else self.reward_range
 
+    def __hash__(self) -> int:
+        """Over the fields' canonical form, as ``==`` compares them: ``weights`` (a dict) as its items in
+        name order, ``options`` as its class and :meth:`~snooze.core.options.Options.to_dict` (a plug-in's
+        options may hold lists). Equal configs hash equal; every config hashes (``weights`` made the
+        dataclass's own hash raise ``TypeError``)."""
+        return hash(tuple(_canonical(getattr(self, f.name)) for f in dataclasses.fields(self)))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (used in saved state and run metadata)."""
         out = dataclasses.asdict(self)
@@ -301,6 +308,18 @@ _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds"
 """Integer fields and their minimum."""
 _OPTIONAL = ("gen_batch_size", "epochs", "max_staleness")
 """Integer fields that may be ``None``."""
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable form of a field's value that equal values share: a mapping as its items in key order,
+    a list as a tuple, an :class:`Options` as its class and its ``to_dict()``."""
+    if isinstance(value, Options):
+        return (type(value), _canonical(value.to_dict()))
+    if isinstance(value, Mapping):
+        return (dict, tuple(sorted(((k, _canonical(v)) for k, v in value.items()), key=lambda kv: repr(kv[0]))))
+    if isinstance(value, (list, tuple)):
+        return tuple(_canonical(v) for v in value)
+    return value
 
 
 def _set(cfg: SchedulerConfig, name: str, value: Any) -> None:
