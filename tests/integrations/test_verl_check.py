@@ -94,6 +94,22 @@ def test_bad_overrides_are_each_reported_and_nothing_raises(tmp_path: Path, caps
     assert not any(step == "data" for _, step, _ in _lines(captured.out))  # no trainer built from a refused config
 
 
+def test_independent_option_errors_are_all_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """rollout.n left at 1 hid the bad policy, the misplaced batch_size and the bad weights: one error shown."""
+    overrides = [o for o in _base(tmp_path) if not o.startswith("actor_rollout_ref.rollout.n=")]
+    bad = ["trainer.v1.trainer_mode=snooze", "+trainer.v1.snooze.policy=bogus", "+trainer.v1.snooze.batch_size=3",
+           "+trainer.v1.snooze.weights=5", "+trainer.v1.snooze.seed=-1"]  # fmt: skip
+    assert main(["check-verl", *overrides, *bad]) == 2
+    captured = capsys.readouterr()
+    errors = [d for s, step, d in _lines(captured.out) if s == "ERROR" and step == "options"]
+    said = " ".join(errors)
+    for words in ("actor_rollout_ref.rollout.n=1: must be an integer in [2,", "policy='bogus': must be one of",
+                  "batch_size is read from verl's data.train_batch_size", "weights=5: must map each data_source",
+                  "seed=-1: must be an integer >= 0"):  # fmt: skip
+        assert words in said, errors
+    assert len(errors) == 5 and "5 problem(s)" in captured.err
+
+
 @pytest.mark.parametrize(
     ("overrides", "step", "says"),
     [

@@ -13,8 +13,9 @@ started, and collects what each finds instead of stopping at the first:
 3. the plug-in: verl's processes in this environment import ``snooze.integrations.verl`` by themselves
    (the ``verl.plugins`` entry point, or ``VERL_USE_EXTERNAL_MODULES``);
 4. verl's own ``validate_config``;
-5. the snooze options: every refused verl setting, every option the async modes refuse, then the options
-   themselves (the first error among them);
+5. the snooze options: every refused verl setting, every option the async modes refuse, every verl size
+   the scheduler reads (``data.train_batch_size``, ``rollout.n``...) that it refuses, and each option's own
+   error (of the scheduler's config, its first: a bad ``rollout.n`` hides no bad ``policy``);
 6. the resume: the checkpoint ``trainer.resume_mode`` would load holds the scheduler's state;
 7. the data, when ``data.train_files`` and the model's tokenizer are on this machine: verl's dataset built
    as verl builds it, and the scheduler built from its rows (every row's ``extra_info.index``, the weights).

@@ -217,31 +217,45 @@ def _refuse_conflicts(config: Any, verl_mode: str) -> None:
         raise found[0]
 
 
-def _scheduler_fields(opts: dict[str, Any], config: Any) -> dict[str, Any]:
+def _scheduler_fields(opts: dict[str, Any], config: Any, errors: list[SnoozeError]) -> dict[str, Any]:
+    """The scheduler's fields: the options and the sizes read from verl. Each refused one is appended to
+    ``errors`` and left out (a refused size: its least value in its place), so the rest is still checked."""
     fields = {k: v for k, v in opts.items() if k not in _OWN}
     for name, (verl_key, least) in _FROM_VERL.items():
         if name in fields:
-            raise IntegrationError(
-                f"{OPTIONS_KEY}.{name} is read from verl's {verl_key}; set it there (one value for both)"
+            errors.append(
+                IntegrationError(
+                    f"{OPTIONS_KEY}.{name} is read from verl's {verl_key}; set it there (one value for both)"
+                )
             )
+            del fields[name]
         value = _select(config, verl_key)
         if value is not None:
             if not is_int(value) or not least <= value <= INT64_MAX:  # 2.5 was truncated to 2, 'abc' a ValueError
-                raise IntegrationError(
-                    f"{verl_key}={shown(value)}: must be an integer in [{least}, 2**63 - 1] (the snooze trainer "
-                    f"reads {name} from it)"
+                errors.append(
+                    IntegrationError(
+                        f"{verl_key}={shown(value)}: must be an integer in [{least}, 2**63 - 1] (the snooze trainer "
+                        f"reads {name} from it)"
+                    )
                 )
+                value = least  # (a stand-in, so that the other fields are checked too; never used)
             fields[name] = value
     if "batch_size" not in fields or "group_size" not in fields:
-        raise IntegrationError("data.train_batch_size and actor_rollout_ref.rollout.n must be set")
+        errors.append(IntegrationError("data.train_batch_size and actor_rollout_ref.rollout.n must be set"))
+        fields.setdefault("batch_size", 1)
+        fields.setdefault("group_size", 2)
     weights = fields.get("weights")
     if weights is not None:
         if not isinstance(weights, Mapping):
-            raise IntegrationError(
-                f"{OPTIONS_KEY}.weights={weights!r}: must map each data_source to its weight, e.g. "
-                f"'+{OPTIONS_KEY}.weights={{gsm8k:2,math:1}}' (unset: each data_source's row count)"
+            errors.append(
+                IntegrationError(
+                    f"{OPTIONS_KEY}.weights={weights!r}: must map each data_source to its weight, e.g. "
+                    f"'+{OPTIONS_KEY}.weights={{gsm8k:2,math:1}}' (unset: each data_source's row count)"
+                )
             )
-        fields["weights"] = dict(weights)
+            del fields["weights"]
+        else:
+            fields["weights"] = dict(weights)
     return fields
 
 
@@ -319,11 +333,19 @@ def read_options(config: Any, verl_mode: str = "sync") -> VerlOptions:
     return options
 
 
-def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str) -> SchedulerConfig:
-    fields = _scheduler_fields(opts, config)
+def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[SnoozeError]) -> SchedulerConfig | None:
+    """The scheduler's config, or ``None`` with each of its errors appended to ``errors``: the verl keys it is
+    read from, and then the config's own first error (a bad ``rollout.n`` hides no bad ``policy``)."""
+    before = len(errors)
+    fields = _scheduler_fields(opts, config, errors)
     if verl_mode != "sync":
         fields.pop("gen_batch_size", None)  # verl fetches one prompt at a time there (data.gen_batch_size=1)
-    return _scheduler_config(fields)
+    try:
+        scheduler = _scheduler_config(fields)
+    except SnoozeError as exc:
+        errors.append(exc)
+        return None
+    return None if len(errors) > before else scheduler
 
 
 def _seed(opts: dict[str, Any], config: Any) -> int:
@@ -358,8 +380,9 @@ def _poll_interval(opts: dict[str, Any]) -> float:
 def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[SnoozeError]) -> VerlOptions | None:
     """The options ``opts`` (``trainer.v1.snooze``) give, each field checked on its own: every field's error is
     appended to ``errors``, and ``None`` is returned if there was one."""
+    before = len(errors)
+    scheduler = _scheduler(opts, config, verl_mode, errors)  # each of its errors (verl's sizes, the config's)
     readers = {
-        "scheduler": lambda: _scheduler(opts, config, verl_mode),
         "seed": lambda: _seed(opts, config),
         "reward_log": lambda: _reward_log(opts, config),
         "reward_metric": lambda: _reward_metric(opts),
@@ -367,7 +390,7 @@ def options_from(opts: dict[str, Any], config: Any, verl_mode: str, errors: list
         "metrics": lambda: check_metrics_mode(opts.get("metrics", "full"), f"{OPTIONS_KEY}.metrics"),
         "curriculum": lambda: _curriculum(opts.get("curriculum"), verl_mode),
     }
-    values, before = {}, len(errors)
+    values: dict[str, Any] = {"scheduler": scheduler}
     for name, read in readers.items():
         try:
             values[name] = read()
