@@ -282,3 +282,35 @@ def test_config_helpers_refuse_unknown_fields_and_take_numpy_numbers() -> None:
     ]:
         with pytest.raises(snooze.ConfigError, match=match):
             snooze.SchedulerConfig(**bad)
+
+
+def test_report_keeps_its_own_copy_of_the_rewards() -> None:
+    """``report()`` kept the caller's float64 array: a caller that reused its buffer after the report changed the
+    state and the batch (rewards 0.5, advantages 0, yet ``signal`` True). The report is what was reported."""
+    s = snooze.Scheduler(
+        {"toy": [{"id": f"q{i}"} for i in range(20)]}, snooze.SchedulerConfig(batch_size=4, group_size=4)
+    )
+    cands = s.propose()
+    rewards = np.zeros((len(cands), 4))
+    rewards[::2, 0] = 1.0
+    s.report(cands, rewards)
+    before = snapshot(s)
+    rewards[:] = 0.5  # the caller's buffer, reused
+    assert snapshot(s) == before
+    batch = s.finish_step()
+    assert batch.signal.all() and (batch.rewards.max(axis=1) == 1.0).all() and (batch.advantages != 0).any(axis=1).all()
+
+
+def test_propose_refuses_an_n_beyond_int64_as_a_config_error() -> None:
+    """``propose(10**20)`` raised a StateError blaming the state ("not written by this scheduler's own run")."""
+    s = small_scheduler()
+    before = snapshot(s)
+    for n in (10**20, 2**63):
+        with pytest.raises(
+            snooze.ConfigError, match=r"propose\(n=\d+\): n is too large; a round issues at most 2\*\*63"
+        ):
+            s.propose(n)
+        assert snapshot(s) == before
+    with pytest.raises(snooze.ConfigError, match="n must be an integer >= 0"):
+        s.propose(-1)
+    assert len(s.propose(2)) == 2

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from snooze.core._audit import Shape, audit_budget
-from snooze.core._checks import is_int
+from snooze.core._checks import INT64_MAX, is_int, shown
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
@@ -179,11 +179,17 @@ class Scheduler:
         """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
 
         Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted.
-        ``n=0`` returns no candidates and is no round (nothing is drawn or counted).
+        ``n=0`` returns no candidates and is no round (nothing is drawn or counted). ``n`` is at most
+        ``2**63 - 1`` (tickets are int64); a larger one, or one that is no integer, is a :class:`ConfigError`.
         """
         n = self.config.gen_size if n is None else n
         if not is_int(n) or n < 0:
             raise ConfigError(f"propose(n={n!r}): n must be an integer >= 0")
+        if n > INT64_MAX:
+            raise ConfigError(
+                f"propose(n={shown(n)}): n is too large; a round issues at most 2**63 - 1 candidates (tickets are "
+                f"int64); pass the candidates one round should roll out (default gen_batch_size={self.config.gen_size})"
+            )
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
@@ -268,6 +274,7 @@ class Scheduler:
         tickets, ds, rows = issued
         index = parts.pending.locate(issued, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
+        arr = arr.copy()  # ours from here: the caller may reuse its array (the step's groups and the policy keep it)
         outcomes = classify(
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
