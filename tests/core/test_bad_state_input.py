@@ -40,8 +40,8 @@ def _set(path: str, value):
         *keys, last = path.split(".")
         where = st["arrays"] if keys == ["arrays"] else st["meta"]
         for k in keys[1:] if keys[:1] in (["arrays"], ["meta"]) else keys:
-            where = where[k]
-        where[last] = value(where[last]) if callable(value) else value
+            where = where[int(k)] if isinstance(where, list) else where[k]
+        where[last] = value(where.get(last)) if callable(value) else value
 
     return damage
 
@@ -63,6 +63,24 @@ DAMAGES = {
         {"step.rewards": st["arrays"]["step.rewards"][:, :2]}
     ),
     "next_ticket a string": _set("meta.next_ticket", "12"),
+    # integers beyond int64: each would wrap or raise OverflowError at the next step or save
+    "finished steps beyond int64": _set("meta.metrics.totals.steps", 2**63),
+    "drawn beyond int64": _set("meta.drawn", lambda d: [2**63] * len(d)),
+    "metrics ds beyond int64": _set("meta.metrics.ds.gen_groups", lambda v: [2**63] * len(v)),
+    "metrics outcomes beyond int64": _set("meta.metrics.outcomes", lambda v: [2**63] * len(v)),
+    # the saved config, as SchedulerConfig.from_dict checks it
+    "config policy a list": _set("meta.config.policy", ["x"]),
+    "config audit NaN": _set("meta.config.audit", float("nan")),
+    "config batch_size a string": _set("meta.config.batch_size", "x"),
+    "config field missing": lambda st: st["meta"]["config"].pop("epochs"),
+    "config unknown field": _set("meta.config.batch_sise", 3),
+    # each dataset's size: a non-negative int64, the data's own when its ids are the same
+    "dataset size None": _set("meta.datasets.0.size", None),
+    "dataset size negative": _set("meta.datasets.0.size", -1),
+    "dataset size a string": _set("meta.datasets.0.size", "x"),
+    "dataset size beyond int64": _set("meta.datasets.0.size", 2**63),
+    "dataset size not the data's": _set("meta.datasets.0.size", lambda n: n + 1),
+    "dataset size missing": lambda st: st["meta"]["datasets"][0].pop("size"),
 }
 
 
@@ -84,6 +102,47 @@ def test_a_malformed_field_is_refused_before_anything_changes(name: str) -> None
     assert snapshot(target) == before
     more = target.propose()
     target.report(more, rewards_for(more))  # and it goes on working
+
+
+@pytest.mark.parametrize(
+    ("damage", "match"),
+    [
+        (_set("meta.metrics.totals.steps", 2**63), r"metrics totals\['steps'\]=9223372036854775808 is out of range"),
+        (_set("meta.drawn", lambda d: [2**63] * len(d)), "array drawn holds values outside"),
+        (_set("meta.config.policy", ["x"]), r"config: policy=\['x'\]: must be one of"),
+        (_set("meta.config.audit", float("nan")), "config: audit=nan: must be a finite number"),
+        (lambda st: st["meta"]["config"].pop("epochs"), r"config lacks field\(s\) \['epochs'\]"),
+        (_set("meta.datasets.0.size", -1), r"datasets\[0\].size=-1 is out of range"),
+        (lambda st: st["meta"]["datasets"][0].pop("size"), r"datasets\[0\] lacks its size"),
+        (_set("meta.datasets.0.size", 5), "dataset 'a': size=5 in the state, but its ids match this data's 9"),
+    ],
+)
+def test_a_damaged_counter_config_or_size_is_a_state_error_naming_the_field(damage, match) -> None:
+    """A counter beyond int64 loaded and then raised OverflowError at the next step (or was wrapped in the next
+    save, whose file was refused); a saved config or dataset size that ``Scheduler.load`` would refuse loaded
+    with a warning at most. Each is refused on load, naming the field, and the scheduler is left as it was."""
+    src = small_scheduler()
+    src.step(rewards_for)
+    state = copy.deepcopy(src.state_dict())
+    damage(state)
+    target = small_scheduler()
+    before = snapshot(target)
+    with pytest.raises(snooze.StateError, match=match):
+        target.load_state_dict(state)
+    assert snapshot(target) == before
+
+
+def test_a_state_at_the_int64_limit_loads_and_its_own_checkpoint_reloads(tmp_path: Path) -> None:
+    """The bound is int64's, not lower: counters at 2**63 - 1 load, save and load again unchanged."""
+    src = small_scheduler()
+    src.step(rewards_for)
+    state = copy.deepcopy(src.state_dict())
+    state["meta"]["drawn"][0] = state["meta"]["metrics"]["ds"]["gen_groups"][0] = 2**63 - 1
+    target = small_scheduler()
+    target.load_state_dict(state)
+    target.save(tmp_path / "ck")
+    again = snooze.Scheduler.load(tmp_path / "ck", {n: s for n, s in zip(target.names, target.sources)})
+    assert again.state_dict()["meta"]["drawn"][0] == 2**63 - 1
 
 
 # -- case 9: the operating system's errors, as the project's ------------------------------------------------

@@ -25,6 +25,7 @@ states it writes, nothing older.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
 from snooze.core._stateful import state_int
 from snooze.core.config import SchedulerConfig
-from snooze.core.errors import StateError, StateMismatchError
+from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.source import Source, as_source
 
 __all__ = ["Parts", "pack", "unpack", "envelope", "reading", "STATE_FORMAT", "STATE_VERSION"]
@@ -137,6 +138,12 @@ def unpack(
         parts = _migrate(meta, arrays, seed, config, sources, previous)
         parts.policy = dict(meta.get("policy", {})) if same_policy else dict(fresh_policy or {})
         return parts
+    for info, src in zip(meta["datasets"], sources):  # same ids (fingerprint): the same number of them
+        if info["size"] != len(src):
+            raise StateError(
+                f"dataset {src.name!r}: size={info['size']} in the state, but its ids match this data's "
+                f"{len(src)}; the state is corrupt"
+            )
     return Parts(
         streams=[{"epoch": info["epoch"], "cursor": info["cursor"]} for info in meta["datasets"]],
         memory={"datasets": [_columns(arrays, d) for d in range(len(sources))]},
@@ -176,10 +183,27 @@ def envelope(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, 
         )
     if not isinstance(meta["config"], Mapping) or not all(isinstance(d, Mapping) for d in meta["datasets"]):
         raise StateError("scheduler state metadata is malformed (config or datasets are not objects)")
+    _check_config(meta["config"])
+    for i, info in enumerate(meta["datasets"]):
+        if "size" not in info:
+            raise StateError(f"datasets[{i}] lacks its size; the state is corrupt")
+        state_int(info["size"], f"datasets[{i}].size")
     seed = meta.get("seed")
     if not is_int(seed) or seed < 0:  # (true read as seed 1, 0.0 as 0)
         raise StateError(f"seed={seed!r} is not a seed (an integer >= 0); the state is corrupt")
     return meta, arrays
+
+
+def _check_config(saved: Mapping[str, Any]) -> None:
+    """``meta.config`` is a whole config, one :meth:`SchedulerConfig.from_dict` takes (the check
+    ``Scheduler.load`` makes when it builds the scheduler from it), or a :class:`StateError` naming the field."""
+    missing = [f.name for f in dataclasses.fields(SchedulerConfig) if f.name not in saved]
+    if missing:
+        raise StateError(f"config lacks field(s) {missing}; the state is corrupt")
+    try:
+        SchedulerConfig.from_dict(saved)
+    except ConfigError as exc:
+        raise StateError(f"config: {exc}; the state is corrupt") from None
 
 
 def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sources: Sequence[Source]) -> list[str]:
@@ -265,9 +289,9 @@ def _migrate(
         moved += _move_memory(memory[d], _columns(arrays, i), i, info, sources[d], previous)
         exact = info["fingerprint"] == sources[d].fingerprint and meta.get("seed") == seed
         streams[d] = {"epoch": info["epoch"], "cursor": info["cursor"] if exact else 0}
-        drawn[d] = state_int(int(meta["drawn"][i]), f"drawn[{i}]")
+        drawn[d] = state_int(meta["drawn"][i], f"drawn[{i}]")  # (never int(): 2.7 would be read as 2)
     metrics = StepMetrics(names)  # a fresh step; the totals carry on
-    metrics.totals = {k: int(meta["metrics"]["totals"][k]) for k in metrics.totals}
+    metrics.totals = {k: state_int(meta["metrics"]["totals"][k], f"metrics totals[{k!r}]") for k in metrics.totals}
     metrics.diagnosis.load_state_dict(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
     metrics.diagnosis.start_step()
     log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)

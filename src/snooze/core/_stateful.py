@@ -15,16 +15,24 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import is_int
+from snooze.core._checks import INT64_MAX, INT64_MIN, is_int, shown
 from snooze.core.errors import StateError
 
 __all__ = ["state_int", "state_ints", "state_reals", "state_array", "check_rows"]
 
 
+def _int64_bounds(low: int, high: int | None) -> tuple[int, int]:
+    """``[low, high]`` within int64 (``high`` ``None``: up to int64's largest). Every integer of a state is
+    held as, or added up in, an ``int64``: a larger one would wrap or raise ``OverflowError`` later (at the
+    next step, or in the next save's file), so it is refused on load, like any other out of range."""
+    return max(low, INT64_MIN), INT64_MAX if high is None else min(high, INT64_MAX)
+
+
 def state_int(value: Any, what: str, low: int = 0, high: int | None = None) -> int:
-    """``value`` as an ``int`` in ``[low, high]``, or a :class:`StateError` naming ``what``."""
-    if not is_int(value) or value < low or (high is not None and value > high):
-        raise StateError(f"{what}={value!r} is out of range; the state is corrupt")
+    """``value`` as an ``int`` in ``[low, high]`` (and in int64), or a :class:`StateError` naming ``what``."""
+    low, high = _int64_bounds(low, high)
+    if not is_int(value) or not low <= value <= high:
+        raise StateError(f"{what}={shown(value)} is out of range [{low}, {high}]; the state is corrupt")
     return int(value)
 
 
@@ -43,12 +51,13 @@ def _shaped(value: Any, what: str, shape: tuple[int | None, ...], kinds: str) ->
 def state_ints(
     value: Any, what: str, shape: tuple[int | None, ...], low: int = 0, high: int | None = None
 ) -> np.ndarray:
-    """``value`` as an ``int64`` array of ``shape`` (``None``: any length) with values in ``[low, high]``,
-    or a :class:`StateError`. Only integers: a float or a string is never cut or parsed to one."""
+    """``value`` as an ``int64`` array of ``shape`` (``None``: any length) with values in ``[low, high]`` (and in
+    int64: a ``uint64`` value above it is refused, never wrapped), or a :class:`StateError`. Only integers: a
+    float or a string is never cut or parsed to one."""
     arr = _shaped(value, what, shape, "iu")
-    if arr.size and (int(arr.min()) < low or (high is not None and int(arr.max()) > high)):
-        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise StateError(f"array {what} holds values outside {bound}; the state is corrupt")
+    low, high = _int64_bounds(low, high)
+    if arr.size and (int(arr.min()) < low or int(arr.max()) > high):
+        raise StateError(f"array {what} holds values outside [{low}, {high}]; the state is corrupt")
     return arr.astype(np.int64)
 
 
