@@ -145,6 +145,51 @@ def test_a_state_at_the_int64_limit_loads_and_its_own_checkpoint_reloads(tmp_pat
     assert again.state_dict()["meta"]["drawn"][0] == 2**63 - 1
 
 
+def test_load_arguments_are_checked_before_the_state() -> None:
+    """``migrate`` was read by truth (``"no"`` as True, ``0.0`` as False); a ``previous_datasets`` that is not a
+    mapping, or whose data is unusable, was a StateError about the state ("incomplete or malformed"). Each is a
+    ConfigError naming the argument, and nothing changes."""
+    src = small_scheduler()
+    src.step(rewards_for)
+    state = src.state_dict()
+    target = small_scheduler(prefix="c")  # other ids: loading needs migrate=True and previous_datasets
+    before = snapshot(target)
+    for kwargs, match in [
+        ({"migrate": "no"}, "migrate='no': must be True or False"),
+        ({"migrate": 0.0}, "migrate=0.0: must be True or False"),
+        ({"migrate": None}, "migrate=None: must be True or False"),
+        ({"migrate": True, "previous_datasets": 5}, "previous_datasets=int: must be None or a mapping"),
+        ({"migrate": False, "previous_datasets": [("a", [])]}, "previous_datasets=list: must be None or a mapping"),
+        ({"migrate": True, "previous_datasets": {1: []}}, "previous_datasets=dict: must be None or a mapping"),
+        ({"migrate": True, "previous_datasets": {"a": None}}, r"previous_datasets\['a'\] is not usable data"),
+    ]:
+        with pytest.raises(snooze.ConfigError, match=match):
+            target.load_state_dict(state, **kwargs)
+        assert snapshot(target) == before
+    target.load_state_dict(
+        state, migrate=np.bool_(True), previous_datasets={n: s for n, s in zip(src.names, src.sources)}
+    )
+    assert target.step_index == 1
+
+
+@pytest.mark.parametrize("path", [None, 123, b"/x", "a\0b", ""])
+def test_a_path_that_is_no_path_is_a_config_error_and_nothing_is_written(path, tmp_path: Path, monkeypatch) -> None:
+    """``save(None)``, ``save(123)``, ``save(b"/x")`` raised TypeError, ``"a\\0b"`` ValueError; ``save("")`` and
+    ``Scheduler.load("", ...)`` used the current folder. Each is a ConfigError naming the path argument."""
+    monkeypatch.chdir(tmp_path)
+    s = small_scheduler()
+    data = {n: src for n, src in zip(s.names, s.sources)}
+    for call, what in [
+        (lambda: s.save(path), r"save\(path\)="),
+        (lambda: snooze.Scheduler.load(path, data), r"Scheduler\.load\(path\)="),
+        (lambda: snooze.save_state(path, s.state_dict()), r"save_state\(path\)="),
+        (lambda: snooze.load_state(path), r"load_state\(path\)="),
+    ]:
+        with pytest.raises(snooze.ConfigError, match=what):
+            call()
+    assert list(tmp_path.iterdir()) == []  # nothing saved in the current folder
+
+
 # -- case 9: the operating system's errors, as the project's ------------------------------------------------
 def test_a_missing_or_directory_jsonl_path_is_a_data_error(tmp_path: Path) -> None:
     (tmp_path / "dir.jsonl").mkdir()

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,7 @@ __all__ = [
     "check_reward_range",
     "check_thresholds",
     "check_band",
+    "as_path",
     "INT64_MIN",
     "INT64_MAX",
 ]
@@ -84,6 +87,26 @@ def as_real(value: Any, what: str, low: float = -math.inf, high: float = math.in
     if out is None or not low <= out <= high:
         raise ConfigError(f"{what}={shown(value)}: must be {allowed or _interval(low, high)}")
     return out
+
+
+def as_path(value: Any, what: str) -> Path:
+    """``value`` as a :class:`~pathlib.Path`: a ``str`` or an ``os.PathLike`` of ``str``, not empty and without a
+    NUL character. ``Path("")`` is the current folder (a checkpoint saved there by mistake), bytes are not a
+    path here, and a NUL would be an ``OSError``/``ValueError`` deep in the file calls; each is refused
+    with a :class:`~snooze.ConfigError` naming ``what`` (``"save(path)"``)."""
+    try:
+        text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    except TypeError:  # an os.PathLike whose __fspath__ returns neither str nor bytes
+        text = None
+    if not isinstance(text, str):
+        raise ConfigError(
+            f"{what}={shown(value)}: must be a path, a str or a pathlib.Path (got {type(value).__name__})"
+        )
+    if not text:
+        raise ConfigError(f"{what}='': an empty path; pass a directory path ('.' for the current folder)")
+    if "\0" in text:
+        raise ConfigError(f"{what}={text!r}: a path cannot hold a NUL character ('\\0')")
+    return Path(text)
 
 
 def shown(value: Any) -> str:

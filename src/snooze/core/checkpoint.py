@@ -12,7 +12,8 @@ or the new one; temporary files (``.tmp-*``) are never read. Saves into one dire
 holds an exclusive lock on ``path/.lock`` (``flock``, which the kernel releases when a saver dies), so
 two threads or processes saving there never delete each other's files, and ``LATEST`` always names a
 file that is there. A path that is not a directory, or a write that fails (no space, no permission), is
-a :class:`~snooze.StateError` naming the path; the last committed checkpoint is left as it was, and the
+a :class:`~snooze.StateError` naming the path (a path that is no path at all: ``None``, bytes, ``""``, one
+holding a NUL, is a :class:`~snooze.ConfigError`); the last committed checkpoint is left as it was, and the
 failed save leaves no file behind. Loading verifies size and sha256 before parsing, reads with
 ``allow_pickle=False``, reads only regular files (a FIFO or a device in their place is refused, never
 opened for a blocking read), parses JSON with the guarded reader (:mod:`snooze.core._json`), and only
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from snooze.core._checks import as_path
 from snooze.core._files import fsync_dir as _fsync_dir
 from snooze.core._files import open_regular, read_regular, remove_quietly
 from snooze.core._files import write_atomic as _write_atomic  # by these names: benchmarks/kill9*.py hook them
@@ -77,8 +79,8 @@ def _turn(root: Path) -> Iterator[None]:
 
 def save_state(path: str | os.PathLike[str], state: dict[str, Any]) -> Path:
     """Commit ``state`` (``{"meta": dict, "arrays": dict}``) into directory ``path``; return the state file."""
+    root = as_path(path, "save_state(path)")  # before anything is encoded or made
     data, step = _encode(state)
-    root = Path(path)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -256,7 +258,7 @@ def load_state(path: str | os.PathLike[str]) -> dict[str, Any]:
 
     Returns ``{"meta", "arrays", "path"}``; ``path`` (the state file) lets later checks name the file too.
     """
-    root = Path(path)
+    root = as_path(path, "load_state(path)")
     # a save between reading LATEST and opening its file may prune that file: read LATEST again
     for _ in range(_RETRIES):
         record = _read_record(root)

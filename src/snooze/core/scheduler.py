@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from snooze.core._audit import Shape, audit_budget
-from snooze.core._checks import INT64_MAX, is_int, shown
+from snooze.core._checks import INT64_MAX, as_path, is_int, shown
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
@@ -370,12 +370,15 @@ class Scheduler:
     ) -> None:
         """Restore :meth:`state_dict` output, all or nothing. A state saved with other data, seed, group
         size or weights raises :class:`StateMismatchError` unless ``migrate=True``; migrating to changed
-        data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id."""
+        data also needs ``previous_datasets`` (the data the state was saved with) to match prompts by id.
+        ``migrate`` must be a bool and ``previous_datasets`` ``None`` or a mapping of dataset name to data,
+        else a :class:`ConfigError` (checked before the state is read)."""
+        previous = _check_load_args(migrate, previous_datasets)
         with reading(state):
             # each component checks its part; nothing of self changes until all passed
             fresh = Components(self.sources, self.config, self.seed, self.run_id)
             parts = unpack(
-                state, self.seed, self.config, self.sources, migrate, previous_datasets, fresh.policy.state_dict()
+                state, self.seed, self.config, self.sources, bool(migrate), previous, fresh.policy.state_dict()
             )
             fresh.load_parts(parts, self.config)
             changes = config_changes(state["meta"]["config"], self.config)
@@ -388,7 +391,7 @@ class Scheduler:
         """Write the state into directory ``path`` atomically (write aside, fsync, rename). Returns the file."""
         from snooze.core.checkpoint import save_state
 
-        return save_state(path, self.state_dict())
+        return save_state(as_path(path, "save(path)"), self.state_dict())
 
     @classmethod
     def load(
@@ -404,7 +407,9 @@ class Scheduler:
         a given one that differs in what the state depends on needs ``migrate=True``."""
         from snooze.core.checkpoint import load_state
 
-        state = load_state(path)
+        where = as_path(path, "Scheduler.load(path)")
+        _check_load_args(migrate, previous_datasets, convert=False)  # before the file is read
+        state = load_state(where)
         with reading(state):  # a state without a usable config or seed is a StateError naming its file
             envelope(state)  # a state of another format or a pre-release says so before its config is read
             cfg = config if config is not None else SchedulerConfig.from_dict(state["meta"]["config"])
@@ -412,3 +417,28 @@ class Scheduler:
         sched = cls(datasets, cfg, seed=seed)
         sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched
+
+
+def _check_load_args(migrate: Any, previous_datasets: Any, convert: bool = True) -> Mapping[str, Any] | None:
+    """``load_state_dict``'s arguments checked before the state is touched: ``migrate`` a bool, and
+    ``previous_datasets`` ``None`` or a mapping of dataset name to data, each made a :class:`Source` when
+    migrating (``convert``), so that data it cannot use is a :class:`ConfigError` naming it, never a
+    :class:`StateError` about the state."""
+    if not isinstance(migrate, (bool, np.bool_)):
+        raise ConfigError(f"migrate={migrate!r}: must be True or False")
+    if previous_datasets is None:
+        return None
+    if not isinstance(previous_datasets, Mapping) or not all(isinstance(k, str) for k in previous_datasets):
+        raise ConfigError(
+            f"previous_datasets={type(previous_datasets).__name__}: must be None or a mapping of dataset name (str) "
+            "to the data the state was saved with (records, a path, a Hugging Face Dataset or a Source)"
+        )
+    if not (convert and migrate):
+        return previous_datasets
+    out: dict[str, Source] = {}
+    for name, data in previous_datasets.items():
+        try:
+            out[name] = as_source(name, data)
+        except DataError as exc:
+            raise ConfigError(f"previous_datasets[{name!r}] is not usable data: {exc}") from None
+    return out
