@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_disk import failing_fsync, file_size_limit, files
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
-from analysis._disk import failing_fsync, file_size_limit, files
 from snooze.analysis import policy_names, replay_policies
 from snooze.analysis.replay import ReplayPolicy
 from snooze.core.classify import TOO_EASY, TOO_HARD, classify

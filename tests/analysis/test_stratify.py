@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_disk import failing_fsync, file_size_limit, files
 
-from analysis._disk import failing_fsync, file_size_limit, files
 from snooze.analysis.outputs import write_stratification
 from snooze.analysis.stratify import StratifyConfig, assign_strata, signal_prob, stratify
 from snooze.core.curriculum import Curriculum

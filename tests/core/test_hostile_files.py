@@ -6,7 +6,6 @@ and leaves what is on disk as it was."""
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers_core import records, rewards_for
+from helpers_disk import failing_fsync
 
 import snooze
 from snooze.core._checks import as_int, as_real
@@ -78,19 +78,6 @@ def test_a_device_in_place_of_latest_is_refused_not_read(saved: Path) -> None:
 
 
 # -- item 7: a save that fails leaves nothing behind --------------------------------------------------------
-def _failing_fsync(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
-    """``os.fsync`` fails with ENOSPC on its ``nth`` call, as a full disk makes it (delayed allocation)."""
-    real, calls = os.fsync, {"n": 0}
-
-    def fsync(fd: int) -> None:
-        calls["n"] += 1
-        if calls["n"] == nth:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        real(fd)
-
-    monkeypatch.setattr(os, "fsync", fsync)
-
-
 @pytest.mark.parametrize("nth", [1, 2, 3], ids=["state file", "folder", "LATEST"])
 def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(
     saved: Path, monkeypatch: pytest.MonkeyPatch, nth: int
@@ -99,7 +86,7 @@ def test_a_save_that_fails_on_a_full_disk_leaves_no_file_and_the_last_commit(
     s.step(rewards_for)
     before = _tree(saved)
     with monkeypatch.context() as mp:
-        _failing_fsync(mp, nth)  # 1: the state file's, 2: the folder's after it, 3: LATEST's
+        failing_fsync(mp, nth)  # 1: the state file's, 2: the folder's after it, 3: LATEST's
         with pytest.raises(snooze.StateError, match="No space left on device.*the last committed one is unchanged"):
             s.save(saved)
     assert _tree(saved) == before  # no .tmp-* file, no uncommitted state file

@@ -1,4 +1,4 @@
-"""A disk that fills up, for the tests of the writers of the offline analyses' outputs."""
+"""A disk that fills up (a file size limit, an fsync that fails): for the tests of the writers that keep old files."""
 
 from __future__ import annotations
 
