@@ -106,7 +106,8 @@ def _check_line(obj: Any, path: str, line: int) -> tuple[int, str, str | int, li
         what = check(value)
         if what is not None:
             raise fail(path, line, field, what)
-    return values  # type: ignore[return-value]
+    step, dataset, pid, rewards = values
+    return step, dataset, pid, rewards
 
 
 _CHECKS = (step_problem, dataset_problem, id_problem, rewards_problem)
