@@ -10,14 +10,26 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from snooze.core._checks import finite_float, is_int, shown
+from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import ConfigError
 from snooze.logs import check_metrics_mode
 
-__all__ = ["TrainConfig", "GRPOConfig", "MAX_NEW_TOKENS", "MIN_TEMPERATURE", "check_temperature", "check_device"]
+__all__ = [
+    "TrainConfig",
+    "GRPOConfig",
+    "MAX_NEW_TOKENS",
+    "MAX_NEW_TOKENS_LIMIT",
+    "MIN_TEMPERATURE",
+    "check_temperature",
+    "check_device",
+]
 
 MAX_NEW_TOKENS = 10
 """Longest completion the built-in tasks need (answers are at most a few characters, plus end of sequence)."""
+
+MAX_NEW_TOKENS_LIMIT = 40
+"""Most tokens :attr:`TrainConfig.max_new_tokens` may ask for: the policy's position table
+(``ModelConfig.max_len``, 40) ends there, so a longer completion would reuse its last position."""
 
 MIN_TEMPERATURE = 1e-3
 """Lowest sampling temperature accepted. At 0.001 two tokens whose logits differ by 0.1 already have odds
@@ -90,10 +102,12 @@ class TrainConfig:
     as greedy decoding does, and overflows float32 further down)."""
 
     max_new_tokens: int = MAX_NEW_TOKENS
-    """Longest completion sampled."""
+    """Longest completion sampled: an integer in [1, 40] (``MAX_NEW_TOKENS_LIMIT``, the policy's position
+    table; the built-in tasks' answers need at most 10)."""
 
     seed: int = 0
-    """Seeds the scheduler's streams and the sampling generator."""
+    """Seeds the weights, the scheduler's streams and the sampling generator: an integer in [0, 2**63 - 1], as
+    every seed in snooze (the command line's range; ``torch.manual_seed`` takes it)."""
 
     device: str = "cpu"
     """``cpu``, ``cuda`` or ``cuda:N``; a CUDA device must be there (checked when the config is made)."""
@@ -104,7 +118,7 @@ class TrainConfig:
     against their log-probs. 0: the synchronous loop (generate, then train on what was just generated)."""
 
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    """The policy update."""
+    """The policy update: a :class:`GRPOConfig`."""
 
     metrics: Literal["full", "compact"] = "full"
     """The scheduler's keys in ``metrics.jsonl``: ``full`` (every one, docs/metrics.md) or ``compact`` (the five
@@ -117,17 +131,25 @@ class TrainConfig:
             check_int(self, name, 1)
         check_int(self, "staleness", 0, " (0: train on what was just generated)")
         check_int(self, "checkpoint_every", 0)
+        check_int(self, "max_new_tokens", 1, maximum=MAX_NEW_TOKENS_LIMIT)
+        check_int(self, "seed", 0, maximum=INT64_MAX)
+        if not isinstance(self.grpo, GRPOConfig):
+            raise ConfigError(
+                f"TrainConfig.grpo={shown(self.grpo)}: must be a GRPOConfig (snooze.trainer.config.GRPOConfig(...))"
+            )
         check_temperature(self.temperature, "TrainConfig.temperature")
         check_device(self.device, "TrainConfig.device")
         check_metrics_mode(self.metrics, "TrainConfig.metrics")
 
 
-def check_int(config: Any, name: str, minimum: int, note: str = "") -> None:
+def check_int(config: Any, name: str, minimum: int, note: str = "", maximum: int | None = None) -> None:
     """Field ``name`` of the frozen dataclass ``config`` is an integer (any integer type but ``bool``,
-    kept as a Python ``int``) of at least ``minimum``, else a :class:`ConfigError` naming it."""
+    kept as a Python ``int``) of at least ``minimum`` (and at most ``maximum`` where given), else a
+    :class:`ConfigError` naming it."""
     value = getattr(config, name)
-    if not (is_int(value) and value >= minimum):
-        raise ConfigError(f"{type(config).__name__}.{name}={value!r}: must be an integer >= {minimum}{note}")
+    if not (is_int(value) and value >= minimum and (maximum is None or value <= maximum)):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ConfigError(f"{type(config).__name__}.{name}={shown(value)}: must be an integer {bound}{note}")
     object.__setattr__(config, name, int(value))
 
 
