@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import is_int
+from snooze.core._checks import as_int, is_int, shown
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = [
@@ -49,6 +49,7 @@ _MAX_LEVEL: dict[str, int] = {"add": 6, "rev": 12, "count": 16, "sort": 12}
 _REV_LETTERS = "abcdefghij"
 _COUNT_LETTERS = "abcde"
 _MAX_TRIES = 50  # draws per wanted problem before a split is declared too small for its level range
+_SPEC = re.compile(r"([a-z]+)(?::([0-9]+)(?:-([0-9]+))?)?", re.ASCII)  # "add", "add:2", "add:1-3"
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,9 @@ class TaskSpec:
             raise ConfigError(f"task family {self.family!r}: must be one of {', '.join(FAMILIES)}")
         top = _MAX_LEVEL[self.family]
         if not (is_int(self.lo) and is_int(self.hi) and 1 <= self.lo <= self.hi <= top):
-            raise ConfigError(f"task {self.family} levels {self.lo}-{self.hi}: need 1 <= lo <= hi <= {top}")
+            raise ConfigError(
+                f"task {self.family} levels {shown(self.lo)}-{shown(self.hi)}: need integers 1 <= lo <= hi <= {top}"
+            )
 
     @property
     def name(self) -> str:
@@ -78,16 +81,21 @@ class TaskSpec:
 
     @classmethod
     def parse(cls, text: str) -> TaskSpec:
-        """``"add"`` (default levels), ``"add:2"`` or ``"add:1-3"``."""
-        family, _, levels = text.strip().partition(":")
-        if not levels:
+        """``"add"`` (default levels), ``"add:2"`` or ``"add:1-3"``: a family, then levels of ASCII digits
+        (surrounding whitespace ignored). Anything else is a :class:`ConfigError`."""
+        if not isinstance(text, str):
+            raise ConfigError(f"task {shown(text)}: must be a string such as 'add', 'add:2' or 'add:1-3'")
+        found = _SPEC.fullmatch(text.strip())
+        if found is None:
+            raise ConfigError(
+                f"task {text!r}: must look like 'add', 'add:2' or 'add:1-3' (a family of {', '.join(FAMILIES)}, "
+                "then levels in ASCII digits)"
+            )
+        family, a, b = found.groups()
+        if a is None:
             lo, hi = DEFAULT_LEVELS.get(family, (1, 1))
         else:
-            a, _, b = levels.partition("-")
-            try:
-                lo, hi = int(a), int(b or a)
-            except ValueError:
-                raise ConfigError(f"task {text!r}: levels must look like 'add:2' or 'add:1-3'") from None
+            lo, hi = int(a), int(b or a)
         return cls(family, lo, hi)
 
     def strata(self, split: int | None = None) -> tuple[TaskSpec, TaskSpec]:
@@ -95,7 +103,9 @@ class TaskSpec:
         defaults to the middle of the range. Needs ``hi > lo``."""
         if self.hi <= self.lo:
             raise ConfigError(f"task {self.name}: a single level cannot be split into strata; widen the range")
-        mid = (self.lo + self.hi) // 2 if split is None else split
+        if split is not None and not is_int(split):
+            raise ConfigError(f"task {self.name}: strata split {shown(split)}: must be None (the middle) or a level")
+        mid = (self.lo + self.hi) // 2 if split is None else int(split)
         if not self.lo <= mid < self.hi:
             raise ConfigError(
                 f"task {self.name}: strata split at level {mid}: must be in {self.lo}..{self.hi - 1} "
@@ -105,8 +115,16 @@ class TaskSpec:
 
 
 def parse_tasks(texts: str | Iterable[str]) -> list[TaskSpec]:
-    """Comma-separated or listed task specs; names must be distinct."""
-    items = texts.split(",") if isinstance(texts, str) else list(texts)
+    """Comma-separated or listed task specs (strings, :meth:`TaskSpec.parse`); names must be distinct."""
+    if isinstance(texts, str):
+        items = texts.split(",")
+    elif isinstance(texts, Iterable) and not isinstance(texts, (bytes, bytearray, Mapping)):
+        items = list(texts)
+    else:
+        raise ConfigError(f"tasks {shown(texts)}: must be a string ('add,rev') or a list of strings (['add', 'rev'])")
+    for t in items:
+        if not isinstance(t, str):
+            raise ConfigError(f"tasks: {shown(t)} is not a task spec: each must be a string such as 'add:1-3'")
     specs = [TaskSpec.parse(t) for t in items if t.strip()]
     if not specs:
         raise ConfigError("no tasks given: pass e.g. --tasks add,rev")
@@ -222,7 +240,26 @@ def task_splits(
     drawn without its prompts. The one builder of the built-in tasks' data: the training run
     (``snooze compare``) and the baseline (``snooze baseline``) get identical ids for the same
     ``(specs, pool_size, test_size, seed)``.
+
+    ``specs``: distinct :class:`TaskSpec` (:func:`parse_tasks` makes them from text); ``pool_size`` and
+    ``test_size``: integers >= 1; ``seed``: an integer >= 0. Anything else is a :class:`ConfigError`.
     """
+    if isinstance(specs, (str, bytes, Mapping)) or not isinstance(specs, Iterable):
+        raise ConfigError(
+            f"task_splits(specs={shown(specs)}): must be a list of TaskSpec (parse_tasks('add,rev') makes one)"
+        )
+    specs = list(specs)
+    for spec in specs:
+        if not isinstance(spec, TaskSpec):
+            raise ConfigError(
+                f"task_splits(specs): {shown(spec)} is not a TaskSpec (parse_tasks('add,rev') makes them)"
+            )
+    names = [s.name for s in specs]
+    if not specs or len(set(names)) != len(names):
+        raise ConfigError(f"task_splits(specs): tasks {names}: need at least one, each once")
+    pool_size = as_int(pool_size, "task_splits(pool_size)", 1)
+    test_size = as_int(test_size, "task_splits(test_size)", 1)
+    seed = as_int(seed, "task_splits(seed)", 0)
     pools: dict[str, list[dict[str, Any]]] = {}
     tests: dict[str, list[dict[str, Any]]] = {}
     for spec in specs:
