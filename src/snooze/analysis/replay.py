@@ -38,6 +38,7 @@ discusses how large that gap is in practice.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ import numpy as np
 from snooze.analysis._chains import Encounters, walk
 from snooze.analysis.estimate import RESAMPLES, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core._checks import as_int
+from snooze.core._checks import as_int, shown
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
@@ -76,6 +77,21 @@ class ReplayPolicy:
     """The policy as a scheduler config (its ``policy`` and ``options``); ``None``: from ``factor`` and
     ``snooze_hard``."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(
+                f"ReplayPolicy(name={self.name!r}): must be a non-empty str, the policy's key in the output"
+            )
+        if self.factor is not None:
+            object.__setattr__(self, "factor", as_int(self.factor, f"ReplayPolicy({self.name!r}).factor", 0))
+        if not isinstance(self.snooze_hard, bool):
+            raise ConfigError(f"ReplayPolicy({self.name!r}).snooze_hard={self.snooze_hard!r}: must be True or False")
+        if self.config is not None and not isinstance(self.config, SchedulerConfig):
+            raise ConfigError(
+                f"ReplayPolicy({self.name!r}).config={self.config!r}: must be a SchedulerConfig or None "
+                f"(got {type(self.config).__name__})"
+            )
+
     def scheduler_config(self) -> SchedulerConfig:
         """The config whose policy is replayed."""
         if self.config is not None:
@@ -85,10 +101,27 @@ class ReplayPolicy:
         return SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=self.factor, hard=self.snooze_hard))
 
 
-def policy_names(factors: list[int], snooze_hard: bool = False) -> list[ReplayPolicy]:
-    """``filter``, then ``snooze:<k>`` for each factor, then ``snooze-hard:<k>`` when asked."""
+def policy_names(factors: Iterable[int], snooze_hard: bool = False) -> list[ReplayPolicy]:
+    """``filter``, then ``snooze:<k>`` for each factor, then ``snooze-hard:<k>`` when asked.
+
+    ``factors``: an iterable of distinct integers >= 0 (read once: a generator is fine); a repeated factor
+    is a :class:`~snooze.ConfigError` (its results would share one key)."""
+    if isinstance(factors, (str, bytes)) or not isinstance(factors, Iterable):
+        raise ConfigError(
+            f"policy_names(factors={shown(factors)}): must be a list of snooze factors (integers >= 0), "
+            f"got {type(factors).__name__}"
+        )
+    factors = list(factors)
+    if not isinstance(snooze_hard, bool):
+        raise ConfigError(f"policy_names(snooze_hard={snooze_hard!r}): must be True or False")
     for k in factors:
         as_int(k, "snooze factor", 0)
+    repeated = sorted({int(k) for k in factors if factors.count(k) > 1})
+    if repeated:
+        raise ConfigError(
+            f"policy_names(factors={factors!r}): factor {repeated[0]} is given twice; each policy's result is "
+            "keyed by its name, so give each factor once"
+        )
     out = [ReplayPolicy("filter", None)]
     out += [ReplayPolicy(f"snooze:{k}", k) for k in factors]
     if snooze_hard:
@@ -162,6 +195,11 @@ def replay(
     ``config`` supplies the classification thresholds (``easy_threshold``, ``hard_threshold``,
     ``signal_tol``, ``reward_range``); its policy and factor fields are ignored.
     """
+    if not isinstance(policy, ReplayPolicy):
+        raise ConfigError(
+            f"replay(policy={policy!r}): must be a ReplayPolicy (e.g. policy_names([1])[1]), "
+            f"got {type(policy).__name__}"
+        )
     return replay_policies(log, [policy], config, shape)[policy.name]
 
 
@@ -200,6 +238,7 @@ class StepShape:
         ``batch_size`` = ``gen_batch_size`` (the DAPO default), ``max_gen_rounds`` as the most rounds a
         logged step took. ``None`` when no round size can be inferred (e.g. a snooze run's log).
         A given size below 1 is a :class:`~snooze.ConfigError`, before anything is inferred."""
+        _check_log(log, "StepShape.infer")
         for name, value in (
             ("batch_size", batch_size),
             ("gen_batch_size", gen_batch_size),
@@ -231,9 +270,21 @@ def _simulated(
     return out
 
 
+MAX_RESAMPLES = 100_000
+"""The most bootstrap resamples :func:`replay_policies` takes (100x the default; more is refused, not slow)."""
+
+
+def _check_log(log: Any, what: str) -> None:
+    if not isinstance(log, RewardLog):
+        raise ConfigError(
+            f"{what}(log={log!r:.80}): must be a RewardLog (snooze.logs.read_reward_log(path) reads one), "
+            f"got {type(log).__name__}"
+        )
+
+
 def replay_policies(
     log: RewardLog,
-    policies: list[ReplayPolicy],
+    policies: Iterable[ReplayPolicy],
     config: SchedulerConfig | None = None,
     shape: StepShape | None = None,
     resamples: int = RESAMPLES,
@@ -247,7 +298,41 @@ def replay_policies(
     (:func:`~snooze.analysis.stepsim.simulate_steps`) against the same loop over every line, compared
     over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, and
     ``dapo_sim_matches_log`` (the loop over every line reproduces the logged step count: the shape is right).
+
+    ``policies`` is read once (a generator is fine); two policies of one name are a
+    :class:`~snooze.ConfigError`, as is ``resamples`` outside ``[1, MAX_RESAMPLES]`` (100,000), checked
+    before any work.
     """
+    _check_log(log, "replay")
+    if isinstance(policies, ReplayPolicy) or isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
+        raise ConfigError(
+            f"replay_policies(policies={policies!r:.80}): must be a list of ReplayPolicy (policy_names(...) makes "
+            f"one), got {type(policies).__name__}"
+        )
+    policies = list(policies)
+    for pol in policies:
+        if not isinstance(pol, ReplayPolicy):
+            raise ConfigError(
+                f"replay_policies: {pol!r:.80} is not a ReplayPolicy (got {type(pol).__name__}); "
+                "policy_names(...) makes a list of them"
+            )
+    names = [pol.name for pol in policies]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(
+            f"replay_policies: two policies are named {twice[0]!r}; each result is keyed by its policy's name, "
+            "so give each policy its own name"
+        )
+    if config is not None and not isinstance(config, SchedulerConfig):
+        raise ConfigError(
+            f"replay(config={config!r:.80}): must be a SchedulerConfig or None, got {type(config).__name__}"
+        )
+    if shape is not None and not isinstance(shape, StepShape):
+        raise ConfigError(
+            f"replay(shape={shape!r:.80}): must be a StepShape (StepShape.infer(log) makes one) or None, "
+            f"got {type(shape).__name__}"
+        )
+    resamples = as_int(resamples, "resamples", 1, MAX_RESAMPLES)
     cfg = config if config is not None else SchedulerConfig(group_size=log.group_size)
     outcomes = _classify(log, cfg)
     replayed = {pol.name: _replayable(pol, log.group_size) for pol in policies}  # refused before any work
@@ -258,8 +343,8 @@ def replay_policies(
     dapo = None
     if shape is not None:
         dapo = simulate_steps(signal, shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
-    names = {n: i for i, n in enumerate(sorted(set(log.datasets)))}
-    dataset = np.fromiter((names[n] for n in log.datasets), dtype=np.int64, count=len(log))
+    index = {n: i for i, n in enumerate(sorted(set(log.datasets)))}
+    dataset = np.fromiter((index[n] for n in log.datasets), dtype=np.int64, count=len(log))
     out: dict[str, dict[str, Any]] = {}
     masks: dict[str, np.ndarray] = {}
     for pol in policies:
