@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from snooze.core._checks import INT64_MAX, is_int
+from snooze.core._checks import INT64_MAX, as_int, as_path, is_int
 from snooze.core._files import fsync_dir, open_regular, remove_quietly, write_atomic
 from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError
@@ -171,8 +171,10 @@ def read_lines(path: str | os.PathLike[str], fast: Fast | None = None) -> Iterat
 def truncate_log(path: str | os.PathLike[str], from_step: int) -> int:
     """Drop every line whose ``step`` is ``>= from_step`` (the steps a resumed run will redo), and a last
     line cut short; a header first line (the reward log's) is kept. Returns how many lines were dropped; a
-    missing file is fine (nothing logged yet)."""
-    p = Path(path)
+    missing file is fine (nothing logged yet). ``from_step`` is an integer in [0, 2**63 - 1] and ``path`` a
+    path, else a :class:`~snooze.ConfigError` and the file is left as it is (``-1`` would drop every line)."""
+    p = as_path(path, "truncate_log(path)")
+    from_step = as_int(from_step, "truncate_log(from_step)", 0, INT64_MAX)
     if not p.exists():
         return 0
     kept: list[str] = []
