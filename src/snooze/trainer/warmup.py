@@ -77,8 +77,11 @@ class WarmupConfig:
     """Seeds the weights' init, the problem stream and the validation draw."""
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.target_accuracy <= 1.0:
-            raise ConfigError(f"WarmupConfig.target_accuracy={self.target_accuracy!r}: must be in (0, 1]")
+        target = finite_float(self.target_accuracy)
+        if target is None or not 0.0 < target <= 1.0:
+            raise ConfigError(f"WarmupConfig.target_accuracy={shown(self.target_accuracy)}: must be a number in (0, 1]")
+        if not isinstance(self.per_task, bool):
+            raise ConfigError(f"WarmupConfig.per_task={shown(self.per_task)}: must be True or False")
         check_temperature(self.val_temperature, "WarmupConfig.val_temperature", greedy=True)
         if finite_float(self.lr) is None or not self.lr > 0:
             raise ConfigError(f"WarmupConfig.lr={shown(self.lr)}: must be a finite number > 0")
