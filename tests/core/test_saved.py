@@ -137,6 +137,17 @@ def test_the_estimate_recomputed_from_the_metrics_log_is_the_one_the_run_logged(
             snooze.DataError,
             "has no snooze/audit/signal_rate",
         ),
+        (
+            [{**FULL, "snooze/audit/groups": 10**400}],
+            snooze.SchedulerConfig(),
+            snooze.DataError,
+            "audit/groups is <an integer of .* bits>, not a finite number",
+        ),
+        ([{**FULL, "snooze/skipped": 10**400}], snooze.SchedulerConfig(), snooze.DataError, "not a finite number"),
+        ([{**FULL, "snooze/audit/signal_rate": 5}], snooze.SchedulerConfig(), snooze.DataError, "not a rate in"),
+        ([{**FULL, "snooze/drawn/signal_rate": 1.5}], snooze.SchedulerConfig(), snooze.DataError, "not a rate in"),
+        (b"metrics", snooze.SchedulerConfig(), snooze.ConfigError, "metrics must be .*not bytes"),
+        (bytearray(b"m"), snooze.SchedulerConfig(), snooze.ConfigError, "metrics must be .*not bytearray"),
     ],
 )
 def test_bad_metrics_or_config_are_refused_naming_what_is_wrong(metrics, config, error, match) -> None:

@@ -27,6 +27,11 @@ def saved_dapo_groups(metrics: str | os.PathLike[str] | Sequence[Mapping[str, An
             f"config must be the run's SchedulerConfig, not {type(config).__name__}: a reference run's is "
             "SchedulerConfig.from_dict of the 'scheduler' entry of its config.json"
         )
+    if isinstance(metrics, (bytes, bytearray, memoryview)):
+        raise ConfigError(
+            f"metrics must be a run directory, a metrics.jsonl path (a str or a pathlib.Path) or a list of its "
+            f"lines, not {type(metrics).__name__}"
+        )
     if isinstance(metrics, (str, os.PathLike)):
         metrics = read_metrics(metrics)
     elif not isinstance(metrics, Sequence):

@@ -31,6 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze.core._checks import finite_float, shown
 from snooze.core._stateful import state_int
 from snooze.core.classify import SIGNAL, group_means
 from snooze.core.errors import DataError, StateError
@@ -147,7 +148,10 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
             k for k in (*need, "snooze/skipped", "filter/skipped") if line.get(k) is not None and _not_count(line[k])
         ]
         if bad:
-            raise DataError(f"metrics line {i}: {bad[0]} is {line[bad[0]]!r}, not a finite number >= 0")
+            raise DataError(f"metrics line {i}: {bad[0]} is {shown(line[bad[0]])}, not a finite number >= 0")
+        rate = [k for k in need if k.endswith("signal_rate") and float(line[k]) > 1]
+        if rate:
+            raise DataError(f"metrics line {i}: {rate[0]} is {line[rate[0]]!r}, not a rate in [0, 1]")
         step = {
             "audit_groups": float(line["snooze/audit/groups"]),
             "audit_signal": line["snooze/audit/groups"] * line["snooze/audit/signal_rate"],
@@ -163,12 +167,12 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
 
 
 def _not_count(value: Any) -> bool:
-    """Whether a logged count or rate is unusable: not a finite real number >= 0 (a bool is not one)."""
-    return (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float, np.integer, np.floating))
-        or not (0 <= value < math.inf)
-    )
+    """Whether a logged count or rate is unusable: not a finite real number >= 0 (a bool is not one, nor an
+    integer too large for a float, ``10**400``: :func:`~snooze.core._checks.finite_float`)."""
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    number = finite_float(value)
+    return number is None or number < 0
 
 
 def _audit_drawn(step: Mapping[str, float]) -> float:
