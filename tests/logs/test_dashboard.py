@@ -86,3 +86,25 @@ def test_the_reference_trainers_mode_is_checked() -> None:
     with pytest.raises(snooze.ConfigError, match="TrainConfig.metrics='short'"):
         TrainConfig(metrics="short")
     assert TrainConfig().metrics == "full"  # (the run itself: tests/trainer/test_loop.py)
+
+
+@pytest.mark.parametrize("bad", [1, None, b"gen/rounds"])
+def test_logged_name_refuses_a_name_that_is_no_str(bad: Any) -> None:
+    with pytest.raises(snooze.ConfigError, match="logged_name"):
+        logged_name(bad)
+
+
+@pytest.mark.parametrize("bad", [None, [1, 2], {1: 1}, "gen/rounds"])
+@pytest.mark.parametrize("mode", ["full", "compact"])
+def test_framework_metrics_refuse_what_is_no_mapping_of_names(bad: Any, mode: str) -> None:
+    with pytest.raises(snooze.ConfigError, match="metrics"):
+        framework_metrics(bad, mode)
+
+
+@pytest.mark.parametrize("bad", ["train/loss", None, 3, [1], ["ok", None]])
+@pytest.mark.parametrize("mode", ["full", "compact"])
+def test_select_refuses_a_keep_that_is_no_list_of_names(bad: Any, mode: str) -> None:
+    """A bare str is refused, not taken as its characters ('t', 'r', ... kept; 'train/loss' lost)."""
+    with pytest.raises(snooze.ConfigError, match="keep"):
+        select({"train/loss": 1.0, "t": 2.0}, mode, keep=bad)
+    assert select({"train/loss": 1.0, "t": 2.0}, "compact", keep=["train/loss"]) == {"train/loss": 1.0}

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from snooze.core._checks import shown
 from snooze.core.errors import ConfigError
 
 __all__ = ["DASHBOARD", "METRICS_MODES", "PREFIX", "logged_name", "check_metrics_mode", "select", "framework_metrics"]
@@ -44,7 +45,10 @@ PREFIX = "snooze/"
 
 def logged_name(key: str) -> str:
     """The name scheduler metric ``key`` is logged under in TRL's and verl's logs: ``snooze/<key>``, or ``key``
-    itself when it starts with ``snooze/`` already (never ``snooze/snooze/...``)."""
+    itself when it starts with ``snooze/`` already (never ``snooze/snooze/...``). A ``key`` that is not a ``str`` is
+    a :class:`~snooze.ConfigError`."""
+    if not isinstance(key, str):
+        raise ConfigError(f"logged_name(key={shown(key)}): a metric's name is a str")
     return key if key.startswith(PREFIX) else PREFIX + key
 
 
@@ -57,13 +61,33 @@ def check_metrics_mode(mode: Any, option: str) -> str:
 
 def select(metrics: Mapping[str, Any], mode: str, keep: Iterable[str] = ()) -> dict[str, Any]:
     """The metrics ``mode`` logs: all of them (``full``), or :data:`DASHBOARD` and the keys in ``keep``
-    (``compact``; an entry ending in ``/`` keeps every key that starts with it)."""
+    (``compact``; an entry ending in ``/`` keeps every key that starts with it). ``metrics``: a mapping of str
+    names; ``keep``: an iterable of str names, never one str (``"train/loss"`` would be its characters): a
+    :class:`~snooze.ConfigError` otherwise."""
+    _check_metrics(metrics)
+    if isinstance(keep, str) or not isinstance(keep, Iterable):
+        raise ConfigError(
+            f"select(keep={shown(keep)}): must be a list of metric names (['train/loss'], not 'train/loss')"
+        )
+    keep = list(keep)
+    for name in keep:
+        if not isinstance(name, str):
+            raise ConfigError(f"select(keep): {shown(name)} is not a metric name (a str)")
     if check_metrics_mode(mode, "metrics") == "full":
         return dict(metrics)
     kept = set(DASHBOARD)
     prefixes = tuple(k for k in keep if k.endswith("/"))
     kept.update(k for k in keep if not k.endswith("/"))
     return {k: v for k, v in metrics.items() if k in kept or (prefixes and k.startswith(prefixes))}
+
+
+def _check_metrics(metrics: Any) -> None:
+    """A step's metrics are a mapping of str names (``batch.metrics``), else a :class:`~snooze.ConfigError`."""
+    if not isinstance(metrics, Mapping):
+        raise ConfigError(f"metrics: got {type(metrics).__name__}; pass a step's metrics (batch.metrics, a dict)")
+    for key in metrics:
+        if not isinstance(key, str):
+            raise ConfigError(f"metrics: the key {shown(key)} is not a metric name (a str)")
 
 
 def framework_metrics(metrics: Mapping[str, Any], mode: str = "full") -> dict[str, Any]:
