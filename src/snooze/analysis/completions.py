@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ import numpy as np
 from snooze.core._checks import (  # INT64: the ids a Scheduler takes
     INT64_MAX,
     INT64_MIN,
+    as_path,
+    check_reward_range,
     finite_float,
     lone_surrogate,
     shown,
@@ -36,7 +38,7 @@ from snooze.core._json import parse_json
 from snooze.core.errors import ConfigError, DataError
 from snooze.core.source import read_parquet
 
-__all__ = ["Completions", "read_completions", "COLUMNS"]
+__all__ = ["Completions", "read_completions", "check_completions", "COLUMNS"]
 
 COLUMNS: tuple[str, ...] = ("dataset", "id", "model", "rewards", "n", "n_correct")
 DEFAULT_MODEL = "baseline"
@@ -284,16 +286,54 @@ def _rows(path: str) -> Iterator[tuple[int, Any]]:
     return _iter_csv(path) if suffix == ".csv" else _iter_jsonl(path)
 
 
+def _paths(paths: Any, what: str) -> list[str]:
+    """``paths`` as a list of paths, each as given (messages name it so): one ``str``/``os.PathLike`` is one
+    path, else an iterable of them, each checked by :func:`~snooze.core._checks.as_path`."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    if isinstance(paths, (bytes, bytearray)) or not isinstance(paths, Iterable):
+        raise ConfigError(
+            f"{what}={shown(paths)}: must be a path or a list of paths of baseline completions files, "
+            f"got {type(paths).__name__}"
+        )
+    out = []
+    for p in paths:
+        as_path(p, what)
+        out.append(os.fspath(p))
+    if not out:
+        raise ConfigError(f"{what}=[]: no baseline completions file given")
+    return out
+
+
+def _models(models: Any) -> list[str] | None:
+    if models is None:
+        return None
+    if isinstance(models, (str, bytes)) or not isinstance(models, Iterable):
+        hint = f" (one model: models=[{models!r}])" if isinstance(models, str) else ""
+        raise ConfigError(f"models={shown(models)}: must be a list of model names or None{hint}")
+    out = list(models)
+    for model in out:
+        if not isinstance(model, str) or not model:
+            raise ConfigError(f"models: {model!r} is not a model name (a non-empty str)")
+    return out
+
+
 def read_completions(
-    paths: Sequence[str | os.PathLike[str]],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     reward_range: tuple[float, float] = (0.0, 1.0),
     models: Sequence[str] | None = None,
 ) -> Completions:
     """Read and check baseline completions from ``.jsonl``/``.json``, ``.csv`` and ``.parquet`` files.
 
-    ``models``: the models expected; one with no rows is an error (so a missing file or a typo in a
-    model name does not silently change the pooled pass rates).
+    ``paths``: one path (a ``str`` or a :class:`~pathlib.Path`) or a list of them. ``reward_range``:
+    ``(low, high)``, finite with ``low < high``. ``models``: a list of the models expected (not a bare
+    ``str``); one with no rows is an error (so a missing file or a typo in a model name does not
+    silently change the pooled pass rates). A wrong argument is a :class:`~snooze.ConfigError`, before
+    any file is read.
     """
+    paths = _paths(paths, "read_completions(paths)")
+    reward_range = check_reward_range(reward_range)
+    models = _models(models)
     out = Completions()
     seen: dict[tuple[Any, ...], tuple[str, int]] = {}
     id_kinds: dict[str, tuple[type, str, int]] = {}  # each dataset's id type, and where it was first seen
@@ -314,4 +354,37 @@ def read_completions(
                 f"{', '.join(map(str, paths))}: model {model!r} has no rows (field 'model'); "
                 f"models present: {sorted(set(out.models))}"
             )
+    return out
+
+
+_FIELDS = ("datasets", "ids", "models", "n", "correct")
+
+
+def check_completions(rows: Completions) -> Completions:
+    """A :class:`Completions` built by hand, checked as :func:`read_completions` checks a file's rows (a
+    :class:`~snooze.DataError` naming the row, 1-based, and the field): its lists of one length, at least
+    one row, each a dataset name, an id (each dataset's of one type), a model name, ``n`` a whole number
+    of samples >= 1 and ``correct`` in ``[0, n]``, no ``(dataset, id, model)`` twice. Returns the rows as
+    ``read_completions`` would hold them (Python numbers)."""
+    lengths = {}
+    for name in _FIELDS:
+        column = getattr(rows, name)
+        if isinstance(column, (str, bytes)) or not isinstance(column, (Sequence, np.ndarray)):
+            raise DataError(f"Completions.{name}: must be a list, one entry per row (got {type(column).__name__})")
+        lengths[name] = len(column)
+    if len(set(lengths.values())) > 1:
+        raise DataError(
+            f"Completions: its lists must have one entry per row, but their lengths differ ({lengths}); "
+            "build it from rows of (dataset, id, model, n, correct)"
+        )
+    if not lengths["n"]:
+        raise DataError("Completions: no rows of baseline completions")
+    out = Completions()
+    seen: dict[tuple[Any, ...], tuple[str, int]] = {}
+    id_kinds: dict[str, tuple[type, str, int]] = {}
+    cells = zip(*(getattr(rows, name) for name in _FIELDS))
+    for row, (dataset, pid, model, n, k) in enumerate(cells, start=1):
+        obj = {"dataset": dataset, "id": pid, "model": model, "n": n, "n_correct": k}
+        obj = {c: v.item() if isinstance(v, np.generic) else v for c, v in obj.items()}
+        _add_row(out, seen, id_kinds, "Completions", row, obj, (0.0, 1.0))
     return out

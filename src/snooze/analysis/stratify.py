@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.analysis.completions import Completions, read_completions
+from snooze.analysis.completions import Completions, _models, check_completions, read_completions
 from snooze.core._checks import INT64_MAX, as_int, as_real, check_reward_range, finite_float, shown
-from snooze.core.errors import ConfigError
+from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["StratifyConfig", "Stratification", "stratify", "STRATA", "assign_strata", "signal_prob"]
 
@@ -79,19 +79,29 @@ class StratifyConfig:
     """Consecutive steps the efficiency must stay low before stage 2 starts."""
 
     def __post_init__(self) -> None:
-        as_int(self.group_size, "group_size", 2, INT64_MAX)
-        cuts = [finite_float(c) for c in (self.too_hard, self.hard, self.easy, self.too_easy)]
+        """Checks every field (a :class:`~snooze.ConfigError` naming it) and stores numbers as Python
+        ``int``/``float`` (a numpy scalar would not go into ``curriculum.json``)."""
+        fix = object.__setattr__
+        fix(self, "group_size", as_int(self.group_size, "group_size", 2, INT64_MAX))
+        names = ("too_hard", "hard", "easy", "too_easy")
+        cuts = [finite_float(getattr(self, name)) for name in names]
         if not all(c is not None and 0.0 <= c <= 1.0 for c in cuts) or not (cuts[0] < cuts[1] <= cuts[2] < cuts[3]):  # type: ignore[operator]
             raise ConfigError(
                 f"thresholds too_hard={shown(self.too_hard)}, hard={shown(self.hard)}, easy={shown(self.easy)}, "
                 f"too_easy={shown(self.too_easy)}: must be pass rates in [0, 1] with too_hard < hard <= easy < too_easy"
             )
-        as_real(self.weight_floor, "weight_floor", 0.0, 1.0, "in [0, 1]")
+        for name, cut in zip(names, cuts, strict=True):
+            fix(self, name, cut)
+        fix(self, "weight_floor", as_real(self.weight_floor, "weight_floor", 0.0, 1.0, "in [0, 1]"))
         if self.advance_step is not None:
-            as_int(self.advance_step, "advance_step", 1, INT64_MAX)
-        as_int(self.advance_for_steps, "advance_for_steps", 1, INT64_MAX)
-        as_real(self.advance_efficiency, "advance_efficiency", 0.0, 1.0, "an efficiency in [0, 1]")
-        check_reward_range(self.reward_range)
+            fix(self, "advance_step", as_int(self.advance_step, "advance_step", 1, INT64_MAX))
+        fix(self, "advance_for_steps", as_int(self.advance_for_steps, "advance_for_steps", 1, INT64_MAX))
+        efficiency = as_real(self.advance_efficiency, "advance_efficiency", 0.0, 1.0, "an efficiency in [0, 1]")
+        fix(self, "advance_efficiency", efficiency)
+        fix(self, "reward_range", check_reward_range(self.reward_range))
+        for name in ("drop_too_easy", "postpone_too_hard"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}={getattr(self, name)!r}: must be True or False")
 
 
 @dataclass(frozen=True)
@@ -116,8 +126,27 @@ class Stratification:
 
 
 def signal_prob(pass_rate: np.ndarray, group_size: int) -> np.ndarray:
-    """``1 - p**G - (1 - p)**G``: chance that G Bernoulli(p) rollouts are not all equal."""
-    p = np.asarray(pass_rate, dtype=np.float64)
+    """``1 - p**G - (1 - p)**G``: chance that G Bernoulli(p) rollouts are not all equal, for each pass rate.
+
+    ``pass_rate``: a number or an array of them, each finite in ``[0, 1]``; ``group_size``: an integer
+    >= 2. Anything else is a :class:`~snooze.ConfigError`."""
+    group_size = as_int(group_size, "signal_prob(group_size)", 2, INT64_MAX)
+    try:
+        given = np.asarray(pass_rate)
+    except (TypeError, ValueError, OverflowError):  # (a ragged list)
+        given = np.asarray(None)
+    if given.dtype.kind not in "iuf":  # not text, bools, objects (10**400) or complex numbers
+        raise ConfigError(
+            f"signal_prob(pass_rate): must be a pass rate or an array of them (numbers in [0, 1]), got "
+            f"{type(pass_rate).__name__}" + (f" of {given.dtype}" if given.dtype != object else "")
+        )
+    p = given.astype(np.float64)
+    bad = ~(np.isfinite(p) & (p >= 0.0) & (p <= 1.0))
+    if bad.any():
+        raise ConfigError(
+            f"signal_prob(pass_rate): {float(p[bad].flat[0])!r} is not a pass rate; "
+            "each must be a finite number in [0, 1]"
+        )
     return 1.0 - p**group_size - (1.0 - p) ** group_size
 
 
@@ -213,7 +242,19 @@ def stratify(
     ``inputs``: JSONL/Parquet files of baseline completions (or already-read :class:`Completions`).
     ``models``: the baseline models expected in the input (each must have rows).
     """
+    if config is not None and not isinstance(config, StratifyConfig):
+        raise ConfigError(
+            f"stratify(config={config!r:.80}): must be a StratifyConfig or None, got {type(config).__name__}"
+        )
     cfg = config if config is not None else StratifyConfig()
-    rows = inputs if isinstance(inputs, Completions) else read_completions(inputs, cfg.reward_range, models)
+    if isinstance(inputs, Completions):
+        rows = check_completions(inputs)
+        missing = [m for m in _models(models) or () if m not in set(rows.models)]
+        if missing:
+            raise DataError(
+                f"Completions: model {missing[0]!r} has no rows; models present: {sorted(set(rows.models))}"
+            )
+    else:
+        rows = read_completions(inputs, cfg.reward_range, models)
     cols, model_names = _table(rows, cfg)
     return Stratification(cols, model_names, _curriculum(cols, cfg))
