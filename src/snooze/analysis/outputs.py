@@ -30,7 +30,9 @@ import numpy as np
 
 from snooze.analysis.completions import reads_as_integer
 from snooze.analysis.stratify import STRATA, Stratification
+from snooze.core._checks import as_path
 from snooze.core._files import fsync_dir, remove_quietly, write_atomic
+from snooze.core.errors import ConfigError
 
 __all__ = ["write_stratification", "write_files", "write_figure", "prompt_table", "ID_TYPE"]
 
@@ -140,8 +142,25 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
 
     ``prompts.parquet`` is skipped when pyarrow is missing (``prompts.csv`` has the same table). The data
     files are replaced all together or not at all (:func:`write_files`), then the plots one by one.
+    ``result`` not a :class:`Stratification`, ``out_dir`` not a folder path (``''``, ``None``, an existing
+    file, or under one) or ``plots`` not a bool is a :class:`~snooze.ConfigError`, before anything is written.
     """
-    out = Path(out_dir)
+    if not isinstance(result, Stratification):
+        raise ConfigError(
+            f"write_stratification(result={result!r:.80}): must be the Stratification stratify() returns, "
+            f"got {type(result).__name__}"
+        )
+    out = as_path(out_dir, "write_stratification(out_dir)")
+    for folder in (out, *out.parents):
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                raise ConfigError(
+                    f"write_stratification(out_dir={os.fspath(out_dir)!r}): {str(folder)!r} is not a folder; "
+                    "pass a folder to write the stratification into (it is made if missing)"
+                )
+            break
+    if not isinstance(plots, bool):
+        raise ConfigError(f"write_stratification(plots={plots!r}): must be True or False")
     table = prompt_table(result)
     files = {
         out / "prompts.csv": _csv_bytes(table),
