@@ -183,10 +183,13 @@ def test_a_hand_built_completions_gives_what_the_file_gives(base: Path) -> None:
         (lambda r, d: write_stratification(r, d / "out", plots="no"), r"plots='no'\): must be True or False"),
     ],
 )
-def test_write_stratification_refuses_wrong_arguments_writing_nothing(base: Path, tmp_path: Path, call, why) -> None:
+def test_write_stratification_refuses_wrong_arguments_writing_nothing(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call, why
+) -> None:
     result = stratify([base])
     work = tmp_path / "w"
     work.mkdir()
+    monkeypatch.chdir(work)  # (out_dir="" wrote into the current folder: here, where the check below looks)
     (work / "file").write_text("keep")
     with pytest.raises(snooze.ConfigError, match=why):
         call(result, work)
