@@ -50,6 +50,19 @@ def cut_short(text: str) -> bool:
     return body.startswith("{") and not body.endswith("}")
 
 
+def refuse_cut_short(path: Path) -> None:
+    """A log a writer appends to (non-empty) must end with a newline: its last line cut short (a run killed
+    while writing it) would join the first line appended, so it is a :class:`DataError` saying what to do."""
+    with open_regular(path) as handle:
+        handle.seek(-1, os.SEEK_END)
+        cut = handle.read(1) != b"\n"
+    if cut:
+        raise DataError(
+            f"{path}: its last line is cut short (a run killed while writing it), so a line appended would join "
+            "it; cut the log back first (snooze.logs.truncate_log), then append"
+        )
+
+
 def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) -> DataError:
     """The error for a bad line: ``<path>, line <n>[, field '<f>']: <what>``."""
     return DataError(f"{path}, line {line}" + (f", field {field!r}" if field else "") + f": {what}")

@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from snooze.core._checks import INT64_MAX, as_int, as_path, finite_float, shown
-from snooze.core._files import open_regular
 from snooze.core.errors import ConfigError, DataError
-from snooze.logs._jsonl import LineWriter, fail, read_lines
+from snooze.logs._jsonl import LineWriter, fail, read_lines, refuse_cut_short
 from snooze.logs._line_checks import step_problem
 
 __all__ = ["METRICS_FILE", "MetricsLogWriter", "read_metrics", "LATE_EVALS", "late_evaluations"]
@@ -154,14 +153,7 @@ def _on_disk(path: Path) -> tuple[int, int]:
     it; ``(-1, 0)``: no log there yet."""
     if not path.is_file() or path.stat().st_size == 0:
         return -1, 0
-    with open_regular(path) as handle:
-        handle.seek(-1, os.SEEK_END)
-        cut = handle.read(1) != b"\n"
-    if cut:
-        raise DataError(
-            f"{path}: its last line is cut short (a run killed while writing it), so a line appended would join "
-            "it; cut the log back first (snooze.logs.truncate_log), then append"
-        )
+    refuse_cut_short(path)
     last, number = -1, 0
     for number, obj in read_lines(path):
         last = _check_line(obj, path, number, last)

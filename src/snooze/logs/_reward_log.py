@@ -28,11 +28,10 @@ from typing import Any
 import numpy as np
 
 from snooze.core._checks import INT64_MAX, as_int, check_reward_range
-from snooze.core._files import open_regular
 from snooze.core.errors import ConfigError, DataError
 from snooze.core.types import Candidate
 from snooze.logs._header import RewardLogHeader, is_header
-from snooze.logs._jsonl import LineWriter, fail, read_lines
+from snooze.logs._jsonl import LineWriter, fail, read_lines, refuse_cut_short
 from snooze.logs._line_checks import (
     LineChecks,
     dataset_problem,
@@ -367,14 +366,7 @@ def _on_disk(path: Path) -> _Parsed | None:
     """The log a writer appends to, read as :func:`read_reward_log` reads it; ``None``: no log there yet."""
     if not path.is_file() or path.stat().st_size == 0:
         return None
-    with open_regular(path) as handle:
-        handle.seek(-1, os.SEEK_END)
-        cut = handle.read(1) != b"\n"
-    if cut:
-        raise DataError(
-            f"{path}: its last line is cut short (a run killed while writing it), so a line appended would join "
-            "it; cut the log back first (snooze.logs.truncate_log), then append"
-        )
+    refuse_cut_short(path)
     return _parse_lines(read_lines(path, _canonical), str(path), None)
 
 
