@@ -71,8 +71,13 @@ LOG_FIELDS = (*probe.LOG_FIELDS, "critic_p")
 
 
 def signal_chance(p: np.ndarray, group_size: int) -> np.ndarray:
-    """:func:`snooze.analysis.signal_prob` of an estimated pass rate, which a ridge fit may put outside [0, 1]."""
-    return signal_prob(np.clip(p, 0.0, 1.0), group_size)
+    """:func:`snooze.analysis.signal_prob` of an estimated pass rate, which a ridge fit may put outside [0, 1]
+    (clipped) or leave NaN before its window has data (kept NaN: signal_prob takes pass rates only)."""
+    p = np.asarray(p, dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    known = np.isfinite(p)
+    out[known] = signal_prob(np.clip(p[known], 0.0, 1.0), group_size)
+    return out
 
 
 class Critic(nn.Module):
