@@ -222,7 +222,11 @@ def test_training_stops_after_the_step_that_used_the_data_up(stand_in: Any, tmp_
 def _launch(folder: Path, model: str, name: str, checkpoint: Path | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, str(JOB), str(folder), model, name, *([str(checkpoint)] if checkpoint else [])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "TRL_EXPERIMENTAL_SILENCE": "1"}
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a session of its own: the kill below takes the run's worker processes too, as a machine dying would (a
+    # SIGKILL of the parent alone left its spawned worker asleep after the test, holding 570 MB)
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
 
 
 def _complete(out: Path) -> list[int]:
@@ -242,7 +246,7 @@ def _kill_once_step_has_reports(tmp_path: Path, model: str, step: int) -> list[d
         assert proc.poll() is None, f"the run ended before it was killed:\n{proc.stdout.read()[-3000:]}"  # type: ignore[union-attr]
         assert time.monotonic() < deadline, f"no checkpoint-{step} within 300 s"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     return events.read()
