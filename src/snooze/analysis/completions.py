@@ -27,6 +27,7 @@ import numpy as np
 from snooze.core._checks import (  # INT64: the ids a Scheduler takes
     INT64_MAX,
     INT64_MIN,
+    as_list,
     as_path,
     check_reward_range,
     finite_float,
@@ -308,14 +309,12 @@ def _paths(paths: Any, what: str) -> list[str]:
 def _models(models: Any) -> list[str] | None:
     if models is None:
         return None
-    if isinstance(models, (str, bytes)) or not isinstance(models, Iterable):
-        hint = f" (one model: models=[{models!r}])" if isinstance(models, str) else ""
-        raise ConfigError(f"models={shown(models)}: must be a list of model names or None{hint}")
-    out = list(models)
-    for model in out:
-        if not isinstance(model, str) or not model:
-            raise ConfigError(f"models: {model!r} is not a model name (a non-empty str)")
-    return out
+    hint = f" (one model: models=[{models!r}])" if isinstance(models, str) else ""
+    return as_list(models, "models", "model names or None", "a model name (a non-empty str)", _name, hint)
+
+
+def _name(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def read_completions(

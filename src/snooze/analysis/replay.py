@@ -47,7 +47,7 @@ import numpy as np
 from snooze.analysis._chains import Encounters, walk
 from snooze.analysis.estimate import RESAMPLES, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core._checks import as_int, shown
+from snooze.core._checks import as_int, as_list
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
@@ -101,17 +101,19 @@ class ReplayPolicy:
         return SchedulerConfig(policy="snooze", options=SnoozeOptions(factor=self.factor, hard=self.snooze_hard))
 
 
+_MAKES = " (policy_names(...) makes one)"
+
+
+def _is_policy(value: Any) -> bool:
+    return isinstance(value, ReplayPolicy)
+
+
 def policy_names(factors: Iterable[int], snooze_hard: bool = False) -> list[ReplayPolicy]:
     """``filter``, then ``snooze:<k>`` for each factor, then ``snooze-hard:<k>`` when asked.
 
     ``factors``: an iterable of distinct integers >= 0 (read once: a generator is fine); a repeated factor
     is a :class:`~snooze.ConfigError` (its results would share one key)."""
-    if isinstance(factors, (str, bytes)) or not isinstance(factors, Iterable):
-        raise ConfigError(
-            f"policy_names(factors={shown(factors)}): must be a list of snooze factors (integers >= 0), "
-            f"got {type(factors).__name__}"
-        )
-    factors = list(factors)
+    factors = as_list(factors, "policy_names(factors)", "snooze factors (integers >= 0)", "a factor", lambda k: True)
     if not isinstance(snooze_hard, bool):
         raise ConfigError(f"policy_names(snooze_hard={snooze_hard!r}): must be True or False")
     for k in factors:
@@ -304,18 +306,7 @@ def replay_policies(
     before any work.
     """
     _check_log(log, "replay")
-    if isinstance(policies, ReplayPolicy) or isinstance(policies, (str, bytes)) or not isinstance(policies, Iterable):
-        raise ConfigError(
-            f"replay_policies(policies={policies!r:.80}): must be a list of ReplayPolicy (policy_names(...) makes "
-            f"one), got {type(policies).__name__}"
-        )
-    policies = list(policies)
-    for pol in policies:
-        if not isinstance(pol, ReplayPolicy):
-            raise ConfigError(
-                f"replay_policies: {pol!r:.80} is not a ReplayPolicy (got {type(pol).__name__}); "
-                "policy_names(...) makes a list of them"
-            )
+    policies = as_list(policies, "replay_policies(policies)", "ReplayPolicy", "a ReplayPolicy", _is_policy, _MAKES)
     names = [pol.name for pol in policies]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +107,21 @@ def as_path(value: Any, what: str) -> Path:
     if "\0" in text:
         raise ConfigError(f"{what}={text!r}: a path cannot hold a NUL character ('\\0')")
     return Path(text)
+
+
+def as_list(value: Any, what: str, kinds: str, one: str, accepts: Callable[[Any], bool], hint: str = "") -> list[Any]:
+    """``value`` read once into a list: any iterable but a str, bytes or mapping (each of those is one thing,
+    not a list: ``"ab"`` would be ``["a", "b"]``), every element of which ``accepts``. Else a
+    :class:`ConfigError`: ``<what>=<value>: must be a list of <kinds><hint>`` (``f(x=<value>)`` for a ``what``
+    of ``f(x)``), or ``<what>: <element> is not <one><hint>``."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        given = f"{what[:-1]}={shown(value)})" if what.endswith(")") else f"{what}={shown(value)}"  # f(x=...)
+        raise ConfigError(f"{given}: must be a list of {kinds}{hint}")
+    out = list(value)
+    for element in out:
+        if not accepts(element):
+            raise ConfigError(f"{what}: {shown(element)} is not {one}{hint}")
+    return out
 
 
 def shown(value: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, as_int, as_path, finite_float, shown
+from snooze.core._checks import INT64_MAX, as_int, as_list, as_path, finite_float, shown
 from snooze.core.errors import ConfigError, DataError
 from snooze.logs._jsonl import LineWriter, fail, read_lines, refuse_cut_short
 from snooze.logs._line_checks import step_problem
@@ -39,15 +39,13 @@ def late_evaluations(evals: Sequence[Mapping[str, Any]], n: int = LATE_EVALS) ->
     one, and no evaluations give none. ``n``: an integer >= 1; ``evals``: a sequence of mappings (else a
     :class:`~snooze.ConfigError`)."""
     n = as_int(n, "late_evaluations(n)", 1, INT64_MAX)
-    if isinstance(evals, (str, bytes)) or not isinstance(evals, Sequence):
-        raise ConfigError(
-            f"late_evaluations(evals): got {type(evals).__name__}; pass a list of a run's evaluated metrics lines"
-        )
-    for i, x in enumerate(evals):
-        if not isinstance(x, Mapping):
-            raise ConfigError(
-                f"late_evaluations(evals): item {i} is {shown(x)}, not a mapping; pass a run's metrics lines (dicts)"
-            )
+    evals = as_list(
+        evals,
+        "late_evaluations(evals)",
+        "a run's evaluated metrics lines",
+        "a metrics line (a mapping)",
+        lambda x: isinstance(x, Mapping),
+    )
     trained = [x for x in evals if x.get("step") != 0] if evals and evals[0].get("step") == 0 else list(evals)
     return trained[-n:] or list(evals[-1:])
 

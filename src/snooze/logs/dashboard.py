@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from snooze.core._checks import shown
+from snooze.core._checks import as_list, shown
 from snooze.core.errors import ConfigError
 
 __all__ = ["DASHBOARD", "METRICS_MODES", "PREFIX", "logged_name", "check_metrics_mode", "select", "framework_metrics"]
@@ -65,14 +65,13 @@ def select(metrics: Mapping[str, Any], mode: str, keep: Iterable[str] = ()) -> d
     names; ``keep``: an iterable of str names, never one str (``"train/loss"`` would be its characters): a
     :class:`~snooze.ConfigError` otherwise."""
     _check_metrics(metrics)
-    if isinstance(keep, str) or not isinstance(keep, Iterable):
-        raise ConfigError(
-            f"select(keep={shown(keep)}): must be a list of metric names (['train/loss'], not 'train/loss')"
-        )
-    keep = list(keep)
-    for name in keep:
-        if not isinstance(name, str):
-            raise ConfigError(f"select(keep): {shown(name)} is not a metric name (a str)")
+    keep = as_list(
+        keep,
+        "select(keep)",
+        "metric names (['train/loss'], not 'train/loss')",
+        "a metric name (a str)",
+        lambda name: isinstance(name, str),
+    )
     if check_metrics_mode(mode, "metrics") == "full":
         return dict(metrics)
     kept = set(DASHBOARD)

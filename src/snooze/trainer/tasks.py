@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, is_int, shown
+from snooze.core._checks import as_int, as_list, is_int, shown
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = [
@@ -244,16 +244,14 @@ def task_splits(
     ``specs``: distinct :class:`TaskSpec` (:func:`parse_tasks` makes them from text); ``pool_size`` and
     ``test_size``: integers >= 1; ``seed``: an integer >= 0. Anything else is a :class:`ConfigError`.
     """
-    if isinstance(specs, (str, bytes, Mapping)) or not isinstance(specs, Iterable):
-        raise ConfigError(
-            f"task_splits(specs={shown(specs)}): must be a list of TaskSpec (parse_tasks('add,rev') makes one)"
-        )
-    specs = list(specs)
-    for spec in specs:
-        if not isinstance(spec, TaskSpec):
-            raise ConfigError(
-                f"task_splits(specs): {shown(spec)} is not a TaskSpec (parse_tasks('add,rev') makes them)"
-            )
+    specs = as_list(
+        specs,
+        "task_splits(specs)",
+        "TaskSpec",
+        "a TaskSpec",
+        lambda s: isinstance(s, TaskSpec),
+        " (parse_tasks('add,rev') makes them)",
+    )
     names = [s.name for s in specs]
     if not specs or len(set(names)) != len(names):
         raise ConfigError(f"task_splits(specs): tasks {names}: need at least one, each once")
