@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "snooze"
 ORDER_LINE = "Imports point one way:"
 THIRD_PARTY = {
+    "_kit": {"numpy"},
     "core": {"numpy", "pyarrow"},
     "logs": {"numpy"},
 }  # the only non-stdlib imports (pyarrow: lazily, for Parquet)

@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.checks import as_int, as_list
 from snooze.analysis._chains import Encounters, walk
 from snooze.analysis.estimate import RESAMPLES, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core._checks import as_int, as_list
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError

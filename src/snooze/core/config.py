@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import (
+from snooze._kit.checks import (
     INT64_MAX,
     as_int,
     as_real,

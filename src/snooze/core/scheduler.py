@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from snooze._kit.checks import INT64_MAX, as_path, is_int, shown
 from snooze.core._audit import Shape, audit_budget
-from snooze.core._checks import INT64_MAX, as_path, is_int, shown
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups

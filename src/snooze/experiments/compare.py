@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import read_regular
+from snooze._kit.files import read_regular
 from snooze.core.config import RECOMMENDED, SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError

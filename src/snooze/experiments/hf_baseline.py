@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import finite_float, is_int
+from snooze._kit.checks import finite_float, is_int
 from snooze.core.errors import ConfigError, DataError, SnoozeError
 
 __all__ = ["PromptRow", "read_prompts", "load_reward", "hf_completions", "ANSWER_COLUMNS", "TRL_DATASET"]

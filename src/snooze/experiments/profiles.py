@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from snooze.core._checks import finite_float, shown
+from snooze._kit.checks import finite_float, shown
 from snooze.core.errors import ConfigError
 from snooze.trainer.config import check_int, check_temperature
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, as_int, as_list, as_path, finite_float, shown
+from snooze._kit.checks import INT64_MAX, as_int, as_list, as_path, finite_float, shown
 from snooze.core.errors import ConfigError, DataError
 from snooze.logs._jsonl import LineWriter, fail, read_lines, refuse_cut_short
 from snooze.logs._line_checks import step_problem

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
+from snooze._kit.checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import ConfigError
 from snooze.logs import check_metrics_mode
 

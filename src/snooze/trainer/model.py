@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from snooze.core._checks import is_int
+from snooze._kit.checks import is_int
 from snooze.core.errors import ConfigError
 from snooze.trainer.tokenizer import EOS, PAD
 

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.core._checks import finite_float, shown
-from snooze.core._files import open_regular, remove_quietly
+from snooze._kit.checks import finite_float, shown
+from snooze._kit.files import open_regular, remove_quietly
 from snooze.core.errors import ConfigError, StateError
 from snooze.trainer._records import read_warmup_meta
 from snooze.trainer.checkpoint import write_atomic

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
-from snooze.core._checks import finite_float, is_int
+from snooze._kit.checks import finite_float, is_int
 
 __all__ = [
     "DATASET",

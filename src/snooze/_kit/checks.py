@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core.errors import ConfigError
+from snooze._kit.errors import ConfigError
 
 __all__ = [
     "is_int",
