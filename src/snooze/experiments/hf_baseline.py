@@ -70,7 +70,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             raise
         except Exception as exc:  # pyarrow raises many types for a bad file: translate at the boundary
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
-    from snooze.logs.importers._jsonl import objects
+    from snooze.logs.importers import objects
 
     return [obj for _, obj in objects(path)]
 
@@ -89,7 +89,7 @@ def _verl_row(path: Path, i: int, row: dict[str, Any]) -> PromptRow:
 
 def read_prompts(path: str | os.PathLike[str]) -> tuple[list[PromptRow], str]:
     """The prompts of a dataset file (JSONL or Parquet) and its kind (``verl`` or ``trl``); see the module docstring."""
-    from snooze.integrations.trl._data import keyed_ids
+    from snooze.integrations.trl import keyed_ids
 
     path = Path(path)
     rows = _rows(path)
