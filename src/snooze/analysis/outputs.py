@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze._kit.checks import as_path
+from snooze._kit.checks import as_bool, as_path
 from snooze._kit.files import fsync_dir, remove_quietly, write_atomic
 from snooze.analysis.completions import reads_as_integer
 from snooze.analysis.stratify import STRATA, Stratification
@@ -159,8 +159,7 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
                     "pass a folder to write the stratification into (it is made if missing)"
                 )
             break
-    if not isinstance(plots, bool):
-        raise ConfigError(f"write_stratification(plots={plots!r}): must be True or False")
+    plots = as_bool(plots, "write_stratification(plots)")
     table = prompt_table(result)
     files = {
         out / "prompts.csv": _csv_bytes(table),

@@ -7,28 +7,5 @@ can catch one type. Subclasses also inherit from the builtin that fits (``ValueE
 
 from __future__ import annotations
 
-from snooze._kit.errors import (
-    BatchShortError,
-    ConfigError,
-    DataError,
-    IntegrationError,
-    PolicyConformanceError,
-    ReportError,
-    RewardError,
-    SnoozeError,
-    StateError,
-    StateMismatchError,
-)
-
-__all__ = [
-    "SnoozeError",
-    "ConfigError",
-    "DataError",
-    "RewardError",
-    "ReportError",
-    "BatchShortError",
-    "StateError",
-    "StateMismatchError",
-    "IntegrationError",
-    "PolicyConformanceError",
-]
+from snooze._kit.errors import *  # noqa: F403  (SnoozeError, ConfigError, DataError, ...: __all__)
+from snooze._kit.errors import __all__ as __all__

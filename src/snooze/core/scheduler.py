@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snooze._kit.checks import INT64_MAX, as_path, is_int, shown
+from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_path, is_int, shown
 from snooze.core._audit import Shape, audit_budget
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
@@ -71,9 +71,7 @@ class Scheduler:
             raise ConfigError(f"config must be a SchedulerConfig, got {type(self.config).__name__}")
         if not isinstance(datasets, Mapping) or not datasets:
             raise DataError("datasets must be a non-empty mapping of dataset name to records or Source")
-        if not is_int(seed) or seed < 0:
-            raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
-        self.seed = int(seed)
+        self.seed = as_int(seed, "seed", 0)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
         self._parts = Components(self.sources, self.config, self.seed)
@@ -148,9 +146,8 @@ class Scheduler:
         ``ids`` is a list (or array) of the dataset's ids; a single id, ``None``, an unknown id or a non-bool
         ``excluded`` is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
         """
-        if not isinstance(excluded, (bool, np.bool_)):
-            raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
-        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), bool(excluded))])
+        excluded = as_bool(excluded, "set_excluded(excluded)")
+        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), excluded)])
 
     def set_stage(
         self,
@@ -433,8 +430,7 @@ def _check_load_args(migrate: Any, previous_datasets: Any, convert: bool = True)
     ``previous_datasets`` ``None`` or a mapping of dataset name to data, each made a :class:`Source` when
     migrating (``convert``), so that data it cannot use is a :class:`ConfigError` naming it, never a
     :class:`StateError` about the state."""
-    if not isinstance(migrate, (bool, np.bool_)):
-        raise ConfigError(f"migrate={migrate!r}: must be True or False")
+    as_bool(migrate, "migrate")
     if previous_datasets is None:
         return None
     if not isinstance(previous_datasets, Mapping) or not all(isinstance(k, str) for k in previous_datasets):

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snooze._kit.checks import finite_float, is_int
+from snooze._kit.checks import as_int, finite_float
 from snooze.core.errors import ConfigError, DataError, SnoozeError
 
 __all__ = ["PromptRow", "read_prompts", "load_reward", "hf_completions", "ANSWER_COLUMNS", "TRL_DATASET"]
@@ -224,10 +224,8 @@ def hf_completions(
     """Rows ``{"dataset", "id", "model": label, "rewards"}`` (rewards scaled to ``[0, 1]`` by ``reward_range``)."""
     import torch
 
-    if not is_int(max_new_tokens) or max_new_tokens < 1:
-        raise ConfigError(f"--max-new-tokens {max_new_tokens!r}: must be an integer >= 1")
-    if not is_int(seed) or seed < 0:  # as BaselineConfig.seed
-        raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
+    as_int(max_new_tokens, "--max-new-tokens", 1)
+    seed = as_int(seed, "seed", 0)  # as BaselineConfig.seed
     tok, model = _load(model_name)
     torch.manual_seed(seed % 2**64)  # torch takes 64 bits; below 2**64 (every seed the CLI takes) the seed itself
     low, high = reward_range
