@@ -32,7 +32,7 @@ def declared_layers() -> list[set[str]]:
 
 
 def package_of(module: str) -> str:
-    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` (and ``snooze._lazy``) belong to the core."""
+    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` belongs to the core."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and (SRC / parts[1]).is_dir() else "core"
 

@@ -6,7 +6,8 @@
   numbers, probabilities, paths, lists of names...), each worded once;
 - :mod:`snooze._kit.files`: reading only regular files, replacing a file atomically;
 - :mod:`snooze._kit.json`: the one strict JSON reader;
-- :mod:`snooze._kit.record`: a parsed JSON object's fields, checked as the type they must be.
+- :mod:`snooze._kit.record`: a parsed JSON object's fields, checked as the type they must be;
+- :mod:`snooze._kit.lazy`: a sub-package's exports imported on first use (heavy dependencies stay unloaded).
 
 Internal: none of it is public API and it may change without notice, but any package may import it
 (``tests/test_layers.py``: a module whose name starts with ``_`` is imported only inside its own

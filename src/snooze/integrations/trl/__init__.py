@@ -26,7 +26,7 @@ docs/integrations/trl.md has the whole story. The names below import TRL on firs
 (``_data``, ``_dist``) import without it.
 """
 
-from snooze._lazy import lazy
+from snooze._kit.lazy import lazy
 
 _HERE = "snooze.integrations.trl."
 _EXPORTS = {
