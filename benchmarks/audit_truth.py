@@ -49,9 +49,9 @@ def _scored_walk(inner):  # noqa: ANN001, ANN202
     """``Scheduler._walk`` that also scores each skipped encounter (a row counted down: the counter rule)."""
 
     def walk(self, need, only=None):  # noqa: ANN001, ANN202
-        before = [t.counter.copy() for t in self.tables]
+        before = [t.counter.copy() for t in self._parts.memory.tables]
         w = inner(self, need, only)
-        for d, table in enumerate(self.tables):
+        for d, table in enumerate(self._parts.memory.tables):
             rows = np.flatnonzero(table.counter < before[d])  # the rows counted down
             recs = [TRUTH["pools"][self.names[d]][int(r)] for r in rows]
             if not recs:  # nothing of this dataset was skipped (pass_rates takes at least one record)

@@ -87,11 +87,11 @@ def _config(mix: str = "quota", skip: str = "counter", policy: str = "snooze") -
 def _late_run_predictive(sched: Any, rng: np.random.Generator) -> None:
     """``policy="predictive"``: 60% of prompts solved 3 times in a row and not due (predicted far below
     the stream's rate), the rest seen once with signal; the stream's rate at 0.5."""
-    pol = sched.policy
+    pol = sched._parts.policy
     pol.clock = 3 * pol.pass_size
     pol.rate[:] = (50.0, 100.0)
     pol.codes[:, :, 8] = (0.0, 100.0)  # E8 (eight or more too-easy groups): never signal
-    for t in sched.tables:
+    for t in sched._parts.memory.tables:
         asleep = rng.random(t.n) < 0.6
         t.columns["code"][:] = np.where(asleep, 8, 1 + 8).astype(np.uint8)  # E8, or S+ run of one
         t.columns["looked"][:] = pol.clock  # just looked at: ages 0, periods of 4+ passes ahead
@@ -145,11 +145,11 @@ def bench_snooze(
     if policy == "predictive":
         _late_run_predictive(sched, rng)
     else:
-        _late_run(sched.tables, rng)
+        _late_run(sched._parts.memory.tables, rng)
     _time_steps(sched, 3, rng)  # warm-up: each dataset's epoch permutation is drawn once per epoch
     ms = _time_steps(sched, steps, rng)
-    columns = sum(int(c.nbytes) for t in sched.tables for c in t.columns.values())
-    memory = columns + sum(s.permutation().nbytes for s in sched.streams)
+    columns = sum(int(c.nbytes) for t in sched._parts.memory.tables for c in t.columns.values())
+    memory = columns + sum(s.permutation().nbytes for s in sched._parts.streams)
     with tempfile.TemporaryDirectory(prefix="snooze-scale-") as tmp:
         t0 = time.perf_counter()
         file = sched.save(Path(tmp) / "ckpt")

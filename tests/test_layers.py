@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "snooze"
 ORDER_LINE = "Imports point one way:"
 THIRD_PARTY = {
+    "_kit": {"numpy"},
     "core": {"numpy", "pyarrow"},
     "logs": {"numpy"},
 }  # the only non-stdlib imports (pyarrow: lazily, for Parquet)
@@ -31,17 +32,18 @@ def declared_layers() -> list[set[str]]:
 
 
 def package_of(module: str) -> str:
-    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` (and ``snooze._lazy``) belong to the core."""
+    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` belongs to the core."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and (SRC / parts[1]).is_dir() else "core"
 
 
 @functools.cache
-def imports() -> list[tuple[str, str, int]]:
-    """``(importing module, imported name, line)`` for every import in src/snooze (``from m import x``: ``m.x``)."""
+def imports(src: Path = SRC) -> list[tuple[str, str, int]]:
+    """``(importing module, imported name, line)`` for every import in ``src`` (src/snooze, or another tree's
+    copy of it; ``from m import x``: ``m.x``)."""
     out = []
-    for path in sorted(SRC.rglob("*.py")):
-        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
+    for path in sorted(src.rglob("*.py")):
+        module = ".".join(path.relative_to(src.parent).with_suffix("").parts).removesuffix(".__init__")
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:  # each name: it may be a module
                 out += [(module, f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
@@ -177,6 +179,64 @@ def test_no_import_cycle_inside_a_package() -> None:
     assert not cycles(run_time_edges()), "import cycles:\n" + "\n".join(
         " <-> ".join(c) for c in cycles(run_time_edges())
     )
+
+
+KIT = "snooze._kit"
+
+
+def private_module_problems(edges: list[tuple[str, str, int]], modules: set[str] | None = None) -> list[str]:
+    """Each import of a private module (a part of its name starts with ``_``: ``snooze.core._memory``) from
+    outside the package that holds it; the kit (``snooze._kit``) is what every package may import. An imported
+    name counts as its module: ``from snooze.core._memory import BLOCKED`` is ``snooze.core._memory``, and
+    ``from snooze.core.scheduler import _name`` names no private module. ``modules``: every module of the tree
+    (by default, those that import something)."""
+    modules = modules if modules is not None else {src for src, _, _ in edges}
+    bad = []
+    for src, dst, line in edges:
+        if not dst.startswith("snooze.") or dst == KIT or dst.startswith(KIT + "."):
+            continue
+        parent = dst.rpartition(".")[0]
+        module = parent if dst not in modules and parent in modules else dst
+        parts = module.split(".")
+        private = next((i for i, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")), None)
+        if private is None:
+            continue
+        owner = ".".join(parts[:private])  # the package holding the private module
+        if src != owner and not src.startswith(owner + "."):
+            bad.append(f"{src}:{line} imports {module}, private to {owner}")
+    return list(dict.fromkeys(bad))  # ``from m import a, b``: once
+
+
+def modules_in(src: Path = SRC) -> set[str]:
+    """Every module of ``src`` (``snooze.core.scheduler``; a package by its own name)."""
+    return {
+        ".".join(p.relative_to(src.parent).with_suffix("").parts).removesuffix(".__init__") for p in src.rglob("*.py")
+    }
+
+
+def test_a_private_module_is_imported_only_inside_its_package_or_from_the_kit() -> None:
+    """``core/_stream.py`` is the scheduler's own part and may change with it; what every package shares lives in
+    the kit (``snooze._kit``), the one exception (the README's "Layout"). Tests may reach any private module."""
+    bad = private_module_problems(imports(), modules_in())
+    assert not bad, "private modules imported from outside their package:\n" + "\n".join(bad)
+
+
+def test_the_private_module_rule_sees_a_stray() -> None:
+    edges = [
+        ("snooze.analysis.replay", "snooze.core._memory.BLOCKED", 1),  # another package's private module
+        ("snooze.core._memory", "numpy", 1),
+        ("snooze.logs.importers.verl", "snooze.logs._jsonl.fail", 2),  # inside its package: fine
+        ("snooze.trainer.loop", "snooze._kit.checks.as_int", 3),  # the kit: fine
+        ("snooze.cli.main", "snooze.core.scheduler.Scheduler", 4),
+        ("snooze.logs._jsonl", "numpy", 1),
+        ("snooze.core.scheduler", "numpy", 1),
+        ("snooze.experiments.runner", "snooze.trainer._records", 5),  # ``import snooze.trainer._records``
+        ("snooze.trainer._records", "numpy", 1),
+    ]
+    assert private_module_problems(edges) == [
+        "snooze.analysis.replay:1 imports snooze.core._memory, private to snooze.core",
+        "snooze.experiments.runner:5 imports snooze.trainer._records, private to snooze.trainer",
+    ]
 
 
 def test_the_cycle_check_sees_a_cycle() -> None:

@@ -29,10 +29,10 @@ class _Recorder:
         self.hits: list[np.ndarray] = []  # rows the hash picks, in stream order
         self.budgets: list[int] = []
         self.issued_audits: list[np.ndarray] = []  # rows the scheduler issued as audits
-        inner, stream, share = sched._walk, sched.streams[0], sched.config.audit
+        inner, stream, share = sched._walk, sched._parts.streams[0], sched.config.audit
 
         def walk(need: int, only: int | None = None):  # noqa: ANN202
-            before, counter = (stream.epoch, stream.cursor), sched.tables[0].counter.copy()
+            before, counter = (stream.epoch, stream.cursor), sched._parts.memory.tables[0].counter.copy()
             self.budgets.append(audit_budget(share, sched.config.gen_size, sched.seed, sched.step_index, sched.round))
             w = inner(need, only)
             rows, epochs = _skipped_encounters(stream, before, (stream.epoch, stream.cursor), counter)
@@ -115,15 +115,15 @@ def test_audit_groups_leave_the_policys_memory_as_if_skipped() -> None:
     )
     sched = snooze.Scheduler(id_pool(10), cfg, seed=3)
     sched.step(bernoulli_roller(np.ones(10), 0))  # every prompt snoozed for 5
-    assert (sched.tables[0].counter == 5).all()
+    assert (sched._parts.memory.tables[0].counter == 5).all()
     kinds = set()
     for _ in range(20):
         cands = sched.propose(4)
-        audit = sched.pending.audit.copy()
+        audit = sched._parts.pending.audit.copy()
         kinds |= set(audit.tolist())
-        before = sched.tables[0].counter[cands.row].copy()
+        before = sched._parts.memory.tables[0].counter[cands.row].copy()
         sched.report(cands, np.ones((len(cands), G)))
-        after = sched.tables[0].counter[cands.row]
+        after = sched._parts.memory.tables[0].counter[cands.row]
         once = (
             np.unique(cands.row, return_counts=True)[1][np.unique(cands.row, return_inverse=True)[1]] == 1
         )  # a row met twice in a round (two epochs) adds twice
@@ -155,7 +155,7 @@ def test_resume_with_the_audit_on_is_exact(tmp_path) -> None:  # noqa: ANN001
     part.save(tmp_path / "s")
     back = snooze.Scheduler.load(tmp_path / "s", id_pool(120))
     assert back.config.audit == 0.3
-    assert np.array_equal(back.pending.audit, part.pending.audit)
+    assert np.array_equal(back._parts.pending.audit, part._parts.pending.audit)
     back.report(back.pending_candidates(), rollout(cands))
     lines += [back.step(rollout).metrics for _ in range(18)]  # the first continues the step in progress
     assert lines == lines_whole

@@ -116,13 +116,13 @@ def test_a_policy_that_raises_in_a_report_inside_step_leaves_memory_as_it_was(po
     s = small_scheduler(policy=policy)
     s.step(rewards_for)
     before = snapshot(s)
-    real = s.policy.report
+    real = s._parts.policy.report
 
     def half_way(memory, report):
         real(memory, report)  # writes the memory, then fails
         raise RuntimeError("plug-in policy bug")
 
-    s.policy.report = half_way
+    s._parts.policy.report = half_way
     with pytest.raises(RuntimeError, match="plug-in policy bug"):
         s.step(rewards_for)
     assert snapshot(s) == before

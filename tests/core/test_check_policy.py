@@ -76,7 +76,7 @@ def test_a_policy_that_does_not_report_its_changes_cannot_desync_the_counts() ->
             snooze.SchedulerConfig(batch_size=2, group_size=2, policy="test_quiet"),
         )
         batch = sched.step(lambda c: [[1.0, 1.0]] * len(c))  # every group too easy: each prompt asleep
-        assert batch.metrics["snooze/asleep"] == int(np.count_nonzero(sched.tables[0].counter)) > 0
+        assert batch.metrics["snooze/asleep"] == int(np.count_nonzero(sched._parts.memory.tables[0].counter)) > 0
     finally:
         POLICIES.unregister("test_quiet")
 
@@ -187,7 +187,7 @@ def test_a_mask_that_lets_nothing_through_fails_the_check_and_never_hangs_a_draw
             snooze.check_policy(cls)
         sched = snooze.Scheduler({"a": [{"id": i} for i in range(7)]}, snooze.SchedulerConfig(policy="test_nothing"))
         assert len(sched.propose()) == 0 and sched.metrics() == {}
-        assert sched.step_metrics.scalars["snooze/skipped"] == 7  # one epoch, then it gave up
+        assert sched._parts.step_metrics.scalars["snooze/skipped"] == 7  # one epoch, then it gave up
     finally:
         POLICIES.unregister("test_nothing")
 
@@ -224,7 +224,7 @@ def test_a_report_s_rewards_are_read_only_to_a_policy() -> None:
         cands, rewards = sched.propose(), np.array([[1.0, 0.0]])
         with pytest.raises(ValueError, match="read-only"):
             sched.report(cands, rewards)
-        assert rewards.tolist() == [[1.0, 0.0]] and len(sched.pending) == 1  # nothing recorded
+        assert rewards.tolist() == [[1.0, 0.0]] and len(sched.pending_candidates()) == 1  # nothing recorded
     finally:
         POLICIES.unregister("test_editor")
 

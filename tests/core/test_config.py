@@ -57,7 +57,7 @@ def test_cancel_withdraws_pending_candidates():
     sched = snooze.Scheduler({"d": recs}, snooze.SchedulerConfig(batch_size=3, group_size=2), seed=0)
     cands = sched.propose()
     assert sched.cancel(cands[:2]) == 2
-    assert len(sched.pending) == 1
+    assert len(sched.pending_candidates()) == 1
     with pytest.raises(snooze.ReportError, match="already reported"):
         sched.report(cands[:1], [[0.0, 1.0]])
     sched.report(cands[2:], [[0.0, 1.0]])

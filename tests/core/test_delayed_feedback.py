@@ -103,7 +103,7 @@ class DelayedFeedback(RuleBasedStateMachine):
             if self.cfg.mix == "stream":
                 walked = self.model.walk(d, int(spent[d]))
             else:
-                walked = self.model.draw(d, len(got), self.sched.streams[d].exhausted)
+                walked = self.model.draw(d, len(got), self.sched._parts.streams[d].exhausted)
             assert walked == got, f"dataset {NAMES[d]} issued other prompts than the model"
         self.draws.append((len(cands), len(self.out)))
         self.redrawn += sum((c.dataset, c.row) in out_prompts for c in cands)
@@ -185,7 +185,7 @@ class DelayedFeedback(RuleBasedStateMachine):
     def no_group_lost_or_counted_twice(self) -> None:
         if not hasattr(self, "sched"):
             return
-        p = self.sched.pending
+        p = self.sched._parts.pending
         assert p.ticket.tolist() == sorted(self.out)  # every ticket issued is pending or reported, never both
         assert not set(self.out) & self.reported
         assert len(self.out) + len(self.reported) == p.next_ticket
@@ -195,7 +195,7 @@ class DelayedFeedback(RuleBasedStateMachine):
     def decisions_match_the_model_and_the_twin(self) -> None:
         if not hasattr(self, "sched"):
             return
-        for d, t in enumerate(self.sched.tables):
+        for d, t in enumerate(self.sched._parts.memory.tables):
             assert t.counter.tolist() == [self.model.prompts[(d, r)].counter for r in range(self.sizes[d])]
             assert ((t.flags & 1) != 0).tolist() == [self.model.prompts[(d, r)].retired for r in range(self.sizes[d])]
         assert D.state_hash(self.sched) == D.state_hash(self.twin)  # a resumed run continues exactly
@@ -235,7 +235,7 @@ def test_a_group_older_than_max_staleness_updates_the_memory_but_is_not_trained_
     sched.report(late, np.array([REWARDS[EASY], REWARDS[SIGNAL]]))
     m = sched.finish_step().metrics
     assert (m["train/groups"], m["async/too_stale"], m["groups/dropped"], m["snooze/new"]) == (0, 2, 2, 1)
-    assert sum(t.asleep() for t in sched.tables) == 1  # the too-easy one is snoozed all the same
+    assert sum(t.asleep() for t in sched._parts.memory.tables) == 1  # the too-easy one is snoozed all the same
 
 
 def test_the_synchronous_loop_reports_no_delay() -> None:
@@ -263,10 +263,10 @@ def test_the_pending_steps_of_a_state_are_checked_and_a_state_without_them_is_re
         arrays = {**state["arrays"], "pending_step": np.array(bad)}
         with pytest.raises(snooze.StateError, match="pending step"):
             fresh.load_state_dict({"meta": state["meta"], "arrays": arrays})
-        assert len(fresh.pending) == 0 and fresh.step_index == 0  # nothing changed
+        assert len(fresh.pending_candidates()) == 0 and fresh.step_index == 0  # nothing changed
     old = _pool()  # a pre-release state had no pending steps: refused, nothing changed
     with pytest.raises(snooze.StateError, match="incomplete or malformed.*pending_step"):
         old.load_state_dict(
             {"meta": state["meta"], "arrays": {k: v for k, v in state["arrays"].items() if k != "pending_step"}}
         )
-    assert len(old.pending) == 0 and old.step_index == 0
+    assert len(old.pending_candidates()) == 0 and old.step_index == 0

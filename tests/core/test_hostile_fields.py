@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import snooze
-from snooze.core._json import parse_json, same_version
+from snooze._kit.json import parse_json, same_version
 from snooze.core.curriculum import Curriculum
 
 

@@ -17,13 +17,13 @@ from helpers_core import records, rewards_for
 from helpers_disk import failing_fsync
 
 import snooze
-from snooze.core._checks import as_int, as_real
+from snooze._kit.checks import as_int, as_real
 from snooze.core.curriculum import Curriculum
 
 BIG_INT = "1" * 5000  # over Python's 4,300-digit limit on int(str)
 DEEP = "[" * 100_000 + "]" * 100_000  # past the C parser's recursion limit
 HUGE = 10**400  # an integer no float holds
-MAX_DEPTH = 64  # snooze.core._json.MAX_DEPTH (imported where it is tested, so that the other tests run on any version)
+MAX_DEPTH = 64  # snooze._kit.json.MAX_DEPTH (imported where it is tested, so that the other tests run on any version)
 
 
 def _sched(**cfg) -> snooze.Scheduler:
@@ -128,8 +128,8 @@ def test_hostile_json_in_a_checksummed_state_file_is_a_state_error(saved: Path, 
 
 
 def test_the_guarded_reader_names_the_source_and_accepts_what_json_does() -> None:
-    from snooze.core import _json
-    from snooze.core._json import parse_json
+    from snooze._kit import json as _json
+    from snooze._kit.json import parse_json
 
     assert _json.MAX_DEPTH == MAX_DEPTH
     assert parse_json(b'{"a": [1, 2.5, "x", null]}', "f", snooze.DataError) == {"a": [1, 2.5, "x", None]}
@@ -235,7 +235,7 @@ def test_an_integer_too_large_for_a_float_in_weights_or_range_is_a_config_error(
 
 
 def test_the_one_numeric_check() -> None:
-    from snooze.core._checks import finite_float
+    from snooze._kit.checks import finite_float
 
     assert [finite_float(v) for v in (1, 2.5, np.float32(0.5), np.int64(3), 10**300)] == [1.0, 2.5, 0.5, 3.0, 1e300]
     assert [finite_float(v) for v in (HUGE, -HUGE, float("nan"), float("inf"), True, "1", None, 1j)] == [None] * 8

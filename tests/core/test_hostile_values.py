@@ -41,12 +41,12 @@ def test_copies_of_a_prompt_reported_too_easy_at_once_never_wrap_its_counter(tmp
     assert len(cands) == 4  # the one prompt, four encounters (four epochs)
     with caplog.at_level(logging.WARNING, logger="snooze.core.policies.snooze"):
         s.report(cands, _easy(cands))
-    assert s.tables[0].counter.tolist() == [2**31 - 1]
+    assert s._parts.memory.tables[0].counter.tolist() == [2**31 - 1]
     assert "most a snooze counter holds" in caplog.text
-    assert s.tables[0].asleep() == 1
+    assert s._parts.memory.tables[0].asleep() == 1
     s.save(tmp_path)
     back = snooze.Scheduler.load(tmp_path, {"d": _ids(1)})
-    assert back.tables[0].counter.tolist() == [2**31 - 1]
+    assert back._parts.memory.tables[0].counter.tolist() == [2**31 - 1]
 
 
 @pytest.mark.parametrize("field", ["factor", "hard_factor", "max"])
@@ -91,7 +91,7 @@ def test_factor_zero_under_a_huge_backoff_snoozes_nothing() -> None:
         warnings.simplefilter("error")  # numpy's "invalid value encountered in cast" before the fix
         for _ in range(6):
             s.step(_easy)
-    assert s.tables[0].counter.tolist() == [0, 0, 0, 0]
+    assert s._parts.memory.tables[0].counter.tolist() == [0, 0, 0, 0]
 
 
 def test_a_huge_backoff_caps_each_period_at_max() -> None:
@@ -103,12 +103,12 @@ def test_a_huge_backoff_caps_each_period_at_max() -> None:
     )
     s = snooze.Scheduler({"d": _ids(1)}, cfg)
     s.step(_easy)
-    s.tables[0].counter[:] = 0  # wake it: its second too-easy outcome gets 3 x 1e300, capped at max
-    s.tables[0].recount()
+    s._parts.memory.tables[0].counter[:] = 0  # wake it: its second too-easy outcome gets 3 x 1e300, capped at max
+    s._parts.memory.tables[0].recount()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "overflow encountered in multiply" before the fix
         s.step(_easy)
-    assert s.tables[0].counter.tolist() == [MAX_PERIOD]
+    assert s._parts.memory.tables[0].counter.tolist() == [MAX_PERIOD]
 
 
 # -- item 2: the round that exhausts a dataset under quotas is trained on ------------------------------

@@ -87,7 +87,7 @@ def test_a_leap_is_taken_and_its_counters_are_the_walk_s() -> None:
     s.step(lambda c: np.ones((len(c), 4)))  # asleep: skipped 10**7 times, then rolled out again
     m = s.metrics()
     assert m["snooze/skipped"] == 10**7 and m["gen/groups"] == 1
-    assert s.tables[0].counter.tolist() == [10**7] and s.streams[0].epoch == 10**7 + 2
+    assert s._parts.memory.tables[0].counter.tolist() == [10**7] and s._parts.streams[0].epoch == 10**7 + 2
 
 
 def test_a_failed_round_after_a_leap_is_undone() -> None:
@@ -139,10 +139,10 @@ def test_the_leap_holds_under_the_audit_an_asleep_prompt_wakes_at_its_own_encoun
     )
     s = snooze.Scheduler({"d": [{"id": 0}]}, cfg, seed=3)
     s.step(lambda c: np.ones((len(c), 4)))
-    assert s.tables[0].counter.tolist() == [1000]
+    assert s._parts.memory.tables[0].counter.tolist() == [1000]
     cands = s.propose()
-    assert len(cands) == 1 and s.pending.audit.tolist() == [False]
-    assert s.tables[0].counter.tolist() == [0] and s.streams[0].epoch == 1001 + 1
+    assert len(cands) == 1 and s._parts.pending.audit.tolist() == [False]
+    assert s._parts.memory.tables[0].counter.tolist() == [0] and s._parts.streams[0].epoch == 1001 + 1
 
 
 @pytest.mark.timeout(120)
@@ -170,7 +170,7 @@ def test_a_step_s_cost_does_not_depend_on_the_counters_whatever_the_audit(
     )
     s = snooze.Scheduler(data, cfg, seed=1)
     s.step(lambda c: np.ones((len(c), 4)))  # a round draws every prompt: each is snoozed for ``factor`` encounters
-    assert sum(t.asleep() for t in s.tables) == n
+    assert sum(t.asleep() for t in s._parts.memory.tables) == n
     s.step(lambda c: np.ones((len(c), 4)))
     m = s.metrics()
     assert m["snooze/skipped"] >= factor and m["gen/groups"] >= 1  # each prompt sat out its encounters, then woke

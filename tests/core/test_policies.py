@@ -58,14 +58,20 @@ def test_a_plugin_policy_keeps_its_column_skips_by_its_mask_and_resumes(seen_twi
         sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))
         sched.finish_step()
     assert sorted(issued) == sorted(list(range(6)) * 2)
-    assert sched.tables[0].columns["seen"].tolist() == [2] * 6
+    assert sched._parts.memory.tables[0].columns["seen"].tolist() == [2] * 6
     assert not sched.propose()  # every prompt is masked now: the walk gives up after one epoch (patience 1)
-    assert sched.step_metrics.scalars["snooze/skipped"] == 6 and sched.tables[0].columns["seen"].tolist() == [2] * 6
+    assert (
+        sched._parts.step_metrics.scalars["snooze/skipped"] == 6
+        and sched._parts.memory.tables[0].columns["seen"].tolist() == [2] * 6
+    )
     state = sched.state_dict()
     assert state["arrays"]["ds0.seen"].tolist() == [2] * 6
     sched.save(tmp_path / "ck")
     again = snooze.Scheduler.load(tmp_path / "ck", data)
-    assert isinstance(again.policy, seen_twice) and again.tables[0].columns["seen"].tolist() == [2] * 6
+    assert (
+        isinstance(again._parts.policy, seen_twice)
+        and again._parts.memory.tables[0].columns["seen"].tolist() == [2] * 6
+    )
 
 
 def test_the_policy_in_the_concepts_page_runs_as_written() -> None:
@@ -83,7 +89,7 @@ def test_the_policy_in_the_concepts_page_runs_as_written() -> None:
             cands = sched.propose()
             sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))
             sched.finish_step()
-        assert sched.tables[0].columns["seen"].tolist() == [2, 2, 2] and not sched.propose()
+        assert sched._parts.memory.tables[0].columns["seen"].tolist() == [2, 2, 2] and not sched.propose()
     finally:
         POLICIES._classes.pop("seen_twice")
 

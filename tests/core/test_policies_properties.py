@@ -51,7 +51,7 @@ def test_snoozed_prompt_skips_exactly_its_next_k_encounters(k, n, seed):
         cands = sched.propose(1)
         rolled += cands[0].row == 0
         sched.report(cands, rewards_for(cands))
-    stream = sched.streams[0]
+    stream = sched._parts.streams[0]
     position = int(np.flatnonzero(np.array(stream_order("d", n, seed, epochs=stream.epoch + 1)[-n:]) == 0)[0])
     encounters = stream.epoch + (stream.cursor > position)  # prompt 0 comes up once per epoch
     assert rolled == -(-encounters // (k + 1))  # encounters 0, k+1, 2(k+1), ... are rolled out

@@ -58,11 +58,11 @@ def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, ha
     times = [0] * n
     for _ in range(steps):
         for k in rounds:
-            skipped_before = sched.step_metrics.scalars["snooze/skipped"]
+            skipped_before = sched._parts.step_metrics.scalars["snooze/skipped"]
             cands = sched.propose(k)
             want, skipped = model.draw(k)
             assert [c.row for c in cands] == want
-            assert sched.step_metrics.scalars["snooze/skipped"] - skipped_before == skipped
+            assert sched._parts.step_metrics.scalars["snooze/skipped"] - skipped_before == skipped
             if not cands:
                 continue
             rewards = []
@@ -73,13 +73,13 @@ def test_issued_prompts_match_the_plain_rule(rates, margin, recheck, backoff, ha
             model.report([c.row for c in cands], rewards)
         sched.finish_step()
         model.end_step()
-        cols = sched.tables[0].columns
+        cols = sched._parts.memory.tables[0].columns
         assert cols["code"].tolist() == model.code and cols["looked"].tolist() == model.looked
         assert cols["streak"].tolist() == model.streak
         assert (
-            sched.policy.rate[0].tolist() == model.rate and sched.policy.clock == model.clock
+            sched._parts.policy.rate[0].tolist() == model.rate and sched._parts.policy.clock == model.clock
         )  # the same numbers, not close ones
-        assert sched.policy.codes[0].T.tolist() == model.codes
+        assert sched._parts.policy.codes[0].T.tolist() == model.codes
 
 
 def test_codes_by_hand() -> None:
@@ -122,7 +122,7 @@ def test_both_sides_are_skipped_and_come_back_within_their_period() -> None:
         for _ in range(2):
             cands = sched.propose(8)
             for c in cands:
-                looks[c.row].append(sched.policy.clock)
+                looks[c.row].append(sched._parts.policy.clock)
             sched.report(cands, np.array([_rewards(rates[c.row], 4, c.row, len(looks[c.row])) for c in cands]))
         sched.finish_step()
     m = sched.metrics()
@@ -173,7 +173,7 @@ def test_state_is_five_bytes_a_prompt_and_resumes(tmp_path) -> None:
     sched = _sched(50, seed=3)
     extra = {
         name: col.dtype.itemsize
-        for name, col in sched.tables[0].columns.items()
+        for name, col in sched._parts.memory.tables[0].columns.items()
         if name not in ("counter", "flags", "streak")
     }
     assert extra == {"code": 1, "looked": 4}
@@ -183,7 +183,7 @@ def test_state_is_five_bytes_a_prompt_and_resumes(tmp_path) -> None:
         sched.finish_step()
     sched.save(tmp_path / "s")
     back = snooze.Scheduler.load(tmp_path / "s", {"d": [{"id": i} for i in range(50)]})
-    assert back.policy.state_dict() == sched.policy.state_dict() and back.policy.clock == 42
+    assert back._parts.policy.state_dict() == sched._parts.policy.state_dict() and back._parts.policy.clock == 42
     assert [c.row for c in back.propose(9)] == [c.row for c in sched.propose(9)]
 
 
@@ -248,11 +248,11 @@ def test_a_pool_skipped_through_relaxes_instead_of_starving_the_step() -> None:
     cands = sched.propose(n)  # every prompt seen once, with signal: r = 1 and every code is below 50 x r
     sched.report(cands, np.array([[1.0, 0.0] * (G // 2)] * n))
     sched.finish_step()
-    assert sched.policy.low[0, 1:].all()
+    assert sched._parts.policy.low[0, 1:].all()
     for _ in range(3):  # now: whole epochs skipped, relaxations, then DAPO-like draws for the step
         cands = sched.propose(5)
-        assert len(cands) == 5 and sched.policy.relaxed[0] == RELAX_LIMIT
+        assert len(cands) == 5 and sched._parts.policy.relaxed[0] == RELAX_LIMIT
         sched.report(cands, np.array([[1.0, 0.0] * (G // 2)] * 5))
         sched.finish_step()
-        assert sched.policy.relaxed[0] == 0  # reset at the end of the step
+        assert sched._parts.policy.relaxed[0] == 0  # reset at the end of the step
     assert sched.metrics()["total/skipped"] >= 3 * RELAX_LIMIT * n

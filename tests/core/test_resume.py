@@ -99,7 +99,7 @@ def test_resume_at_an_epoch_boundary(tmp_path):
     ref_trace = [trace(ref.step(rollout)) for _ in range(6)]
     sched = snooze.Scheduler(data, cfg, seed=3)
     got = [trace(sched.step(rollout)) for _ in range(2)]
-    assert sched.streams[0].epoch == 1 and sched.streams[0].cursor == 0  # exactly at the boundary
+    assert sched._parts.streams[0].epoch == 1 and sched._parts.streams[0].cursor == 0  # exactly at the boundary
     sched.save(tmp_path / "ck")
     sched = snooze.Scheduler.load(tmp_path / "ck", data)
     got += [trace(sched.step(rollout)) for _ in range(4)]

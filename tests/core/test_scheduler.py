@@ -42,7 +42,9 @@ def test_round_and_step_index_are_the_metrics_counts() -> None:
     assert s.round == 2
     batch = s.finish_step()
     assert (s.round, s.step_index, batch.step) == (0, 1, 0)
-    assert batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s.step_metrics.totals["steps"]
+    assert (
+        batch.metrics["gen/rounds"] == 2 and batch.metrics["total/steps"] == 1 == s._parts.step_metrics.totals["steps"]
+    )
 
 
 def test_the_step_batch_is_asked_not_read_the_old_names_are_gone() -> None:
@@ -130,14 +132,16 @@ def test_the_state_is_the_components_states_in_format_1() -> None:
         "name": "b",
         "size": 9,
         "fingerprint": s.sources[1].fingerprint,
-        **s.streams[1].state_dict(),
+        **s._parts.streams[1].state_dict(),
     }
-    assert state["meta"]["next_ticket"] == s.pending.next_ticket and np.array_equal(
-        state["arrays"]["pending"], s.pending.state_dict()["pending"]
+    assert state["meta"]["next_ticket"] == s._parts.pending.next_ticket and np.array_equal(
+        state["arrays"]["pending"], s._parts.pending.state_dict()["pending"]
     )
-    assert state["arrays"]["pending_step"].tolist() == [1] * len(s.pending)  # drawn at step 1, after one step
+    assert state["arrays"]["pending_step"].tolist() == [1] * len(
+        s.pending_candidates()
+    )  # drawn at step 1, after one step
     state["arrays"]["ds0.counter"][:] = 7  # a snapshot: changing it does not change the scheduler
-    assert not (s.tables[0].counter == 7).all()
+    assert not (s._parts.memory.tables[0].counter == 7).all()
 
 
 def test_a_load_refused_by_any_component_leaves_every_component_as_it_was() -> None:
@@ -170,3 +174,32 @@ def test_candidates_carry_the_run_id_under_one_name() -> None:
     cands = s.propose()
     assert cands.run_id == cands[0].run_id == s.run_id and len(s.run_id) == 16
     assert not hasattr(cands, "issuer") and not hasattr(cands[0], "issuer")  # the old name is gone
+
+
+def test_the_scheduler_answers_and_hands_out_none_of_its_parts() -> None:
+    """Issue 50: ``streams``, ``policy``, ``tables``, ``pending`` and ``step_metrics`` were its live components
+    (a caller could change a prompt's counter or the pending set behind its back), ``weights`` and ``drawn``
+    its own arrays. What it says now are plain values; its parts are ``_parts``, the scheduler's own."""
+    s = _sched()
+    s.step(rewards_for)
+    s.propose()
+    for name in (n for n in dir(s) if not n.startswith("_")):
+        value = getattr(s, name)
+        if callable(value) and not isinstance(value, np.ndarray):
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            module = type(item).__module__
+            assert not module.startswith(("snooze.core._", "snooze.core.policies")), f"Scheduler.{name}: {item!r}"
+    before = state_hash(s)
+    s.weights[:] = 9.0
+    s.drawn[:] = 9
+    assert state_hash(s) == before and s.weights.tolist() == [1.0, 1.0]
+
+
+def test_progress_is_the_passes_over_the_pool() -> None:
+    s = snooze.Scheduler({"a": records(["signal"] * 6, "a")}, snooze.SchedulerConfig(batch_size=2, group_size=4))
+    assert s.progress() == 0.0
+    s.propose(3)
+    assert s.progress() == 0.5
+    s.propose(6)  # the rest of the first pass, and half of the second
+    assert s.progress() == 1.5 == len(s.pending_candidates()) / 6

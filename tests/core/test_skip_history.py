@@ -57,7 +57,7 @@ def test_issued_prompts_match_the_plain_rule():
         issued += [c.row for c in cands]
         sched.report(cands, _rewards(cands, step))
         sched.finish_step()
-    skipped = sched.step_metrics.totals["skipped"] + sched.step_metrics.scalars["snooze/skipped"]
+    skipped = sched._parts.step_metrics.totals["skipped"] + sched._parts.step_metrics.scalars["snooze/skipped"]
     ref_issued, ref_skipped = _reference(rates, encounters=len(issued) + skipped)
     assert issued == ref_issued and skipped == ref_skipped
 
@@ -76,7 +76,7 @@ def test_a_solved_prompt_is_skipped_k_of_k_plus_1_times_on_average():
     share = (issued - 50) / (encounters - 50)
     sd = np.sqrt(K / (K + 1) ** 2 / (encounters - 50))
     assert abs(share - 1 / (K + 1)) < 4 * sd
-    assert sched.tables[0].asleep() == 0  # no counters: the history alone decides
+    assert sched._parts.memory.tables[0].asleep() == 0  # no counters: the history alone decides
 
 
 def test_a_half_solved_prompt_is_skipped_at_its_all_correct_chance():
@@ -120,7 +120,7 @@ def test_history_is_kept_only_when_used(skip, tmp_path):
         if skip == "history"
         else snooze.Scheduler({"d": [{"id": 0}, {"id": 1}]}, snooze.SchedulerConfig(audit=0.0, group_size=G))
     )
-    columns = sched.tables[0].columns
+    columns = sched._parts.memory.tables[0].columns
     assert ("history" in columns) == (skip == "history") and (skip != "history" or columns["history"].shape[0] == 2)
     file = sched.save(tmp_path / "s")
     arrays = np.load(file)
@@ -141,6 +141,6 @@ def test_a_counter_state_loads_into_history_mode_as_unseen(tmp_path):
         tmp_path / "s", {"d": [{"id": i, "p": 1.0} for i in range(6)]}, config=counter.config.replace(options=history)
     )
     assert (
-        hist.tables[0].columns["history"].tolist() == [0] * 6
-        and hist.tables[0].counter.tolist() == counter.tables[0].counter.tolist()
+        hist._parts.memory.tables[0].columns["history"].tolist() == [0] * 6
+        and hist._parts.memory.tables[0].counter.tolist() == counter._parts.memory.tables[0].counter.tolist()
     )

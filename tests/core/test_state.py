@@ -68,7 +68,9 @@ def test_a_state_of_a_pre_release_is_refused_with_a_clear_error() -> None:
     before = sched.state_dict()
     with pytest.raises(snooze.StateError, match="pre-release of snooze"):
         sched.load_state_dict(load_state(PRE_RELEASE))
-    assert sched.state_dict()["meta"] == before["meta"] and sched.step_index == 0 and len(sched.pending) == 0
+    assert (
+        sched.state_dict()["meta"] == before["meta"] and sched.step_index == 0 and len(sched.pending_candidates()) == 0
+    )
 
 
 def _trained(**cfg: Any) -> snooze.Scheduler:
@@ -134,11 +136,11 @@ def test_policy_state_is_written_only_by_a_policy_that_keeps_some() -> None:
         sched = _trained(policy="test_counting")
         state = sched.state_dict()
         assert (
-            state["meta"]["policy"] == {"reports": sched.policy.reports} and sched.policy.reports >= 3
+            state["meta"]["policy"] == {"reports": sched._parts.policy.reports} and sched._parts.policy.reports >= 3
         )  # a report a round
         again = snooze.Scheduler(datasets(), sched.config, seed=1)
         again.load_state_dict(state)
-        assert again.policy.reports == sched.policy.reports
+        assert again._parts.policy.reports == sched._parts.policy.reports
         builtin = snooze.Scheduler(datasets(), sched.config.replace(policy="snooze"), seed=1)
         with pytest.raises(
             snooze.StateMismatchError, match="'test_counting' keeps run-level state that only it can read"

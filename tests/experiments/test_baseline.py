@@ -178,7 +178,7 @@ def test_a_write_that_fails_leaves_the_old_output_as_it_was(
     no temporary file is left beside it."""
     import builtins
 
-    from snooze.core import _files
+    from snooze._kit import files as _files
     from snooze.experiments import baseline
 
     args = _tiny_args(tmp_path)

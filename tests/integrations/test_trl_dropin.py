@@ -110,7 +110,7 @@ def test_the_quick_start_runs(model_name: str, tmp_path: Path, monkeypatch: pyte
 
 
 def _passes(sched: snooze.Scheduler) -> float:
-    s = sched.streams[0]
+    s = sched._parts.streams[0]
     return s.epoch + s.cursor / s.n
 
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
-from snooze.core._checks import is_int
+from snooze._kit.checks import is_int
 from snooze.integrations.trl._data import reward_range_of, scheduler_config
 
 TRL = {"batch_size": 2, "group_size": 4, "shuffle": True}

@@ -27,7 +27,7 @@ import snooze
 pytest.importorskip("verl", reason="needs the [verl] extra")
 
 from integrations._verl_env import compose  # noqa: E402
-from snooze.core._checks import INT64_MAX, finite_float, is_int  # noqa: E402
+from snooze._kit.checks import INT64_MAX, finite_float, is_int  # noqa: E402
 from snooze.integrations.verl import _options  # noqa: E402
 from snooze.integrations.verl._options import VerlOptions, read_options  # noqa: E402
 from snooze.integrations.verl._prompts import LOADER_FORMAT, PromptIndex  # noqa: E402

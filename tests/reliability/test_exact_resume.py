@@ -30,8 +30,8 @@ def _reference(cfg: snooze.SchedulerConfig, steps: int = STEPS) -> tuple[list[D.
                 "action": action,
                 "step": s.step_index,
                 "round": s.round,
-                "streams": [(st.epoch, st.cursor, st.exhausted) for st in s.streams],
-                "pending": len(s.pending),
+                "streams": [(st.epoch, st.cursor, st.exhausted) for st in s._parts.streams],
+                "pending": len(s.pending_candidates()),
             }
         )
         return s

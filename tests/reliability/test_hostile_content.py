@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import snooze
+from snooze._kit.checks import INT64_MAX, INT64_MIN, finite_float, is_int, lone_surrogate
 from snooze.analysis.completions import read_completions
-from snooze.core._checks import INT64_MAX, INT64_MIN, finite_float, is_int, lone_surrogate
 from snooze.logs import read_metrics, read_reward_log, truncate_log
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

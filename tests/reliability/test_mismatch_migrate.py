@@ -17,13 +17,13 @@ SEED = 4
 def _trained(steps: int = 8) -> snooze.Scheduler:
     sched = snooze.Scheduler(D.datasets(), D.config(), seed=SEED)
     D.drive(sched, steps, [])
-    assert sum(t.asleep() for t in sched.tables) > 0
+    assert sum(t.asleep() for t in sched._parts.memory.tables) > 0
     return sched
 
 
 def _memory(sched: snooze.Scheduler, name: str) -> dict[int, tuple[int, int, int]]:
     d = sched.names.index(name)
-    t, src = sched.tables[d], sched.sources[d]
+    t, src = sched._parts.memory.tables[d], sched.sources[d]
     return {src.id_of(r): (int(t.counter[r]), int(t.flags[r]), int(t.streak[r])) for r in range(len(src))}
 
 
@@ -47,7 +47,7 @@ def test_mismatch_is_refused_without_migrate(tmp_path: Path, what: str) -> None:
     fresh = snooze.Scheduler(data(), cfg(), seed=seed)
     with pytest.raises(snooze.StateMismatchError, match="migrate=True"):
         fresh.load_state_dict(sched.state_dict())
-    assert fresh.step_index == 0 and sum(t.asleep() for t in fresh.tables) == 0  # nothing half-loaded
+    assert fresh.step_index == 0 and sum(t.asleep() for t in fresh._parts.memory.tables) == 0  # nothing half-loaded
 
 
 @pytest.mark.parametrize("what", ["seed", "group_size", "weights", "reward_range"])
@@ -60,14 +60,14 @@ def test_migrate_same_data_keeps_memory_and_totals(what: str) -> None:
     for name in sched.names:
         assert _memory(new, name) == _memory(sched, name)
     assert new.step_index == sched.step_index and new.next_ticket == sched.next_ticket
-    assert new.step_metrics.totals == sched.step_metrics.totals
+    assert new._parts.step_metrics.totals == sched._parts.step_metrics.totals
     assert (
-        not new.pending
+        not new._parts.pending
         and len(new.step_record().ticket) == 0
         and new.round == 0
         and new.room() == new.config.batch_size
     )
-    for old_st, new_st in zip(sched.streams, new.streams):
+    for old_st, new_st in zip(sched._parts.streams, new._parts.streams):
         assert new_st.epoch == old_st.epoch
         assert new_st.cursor == (old_st.cursor if what != "seed" else 0)
     D.drive(new, new.step_index + 3, [])  # and it runs on
@@ -91,11 +91,14 @@ def test_migrate_changed_data_maps_memory_by_id() -> None:
     mem = _memory(new, "rev")
     assert {i: mem[i] for i in old_mem} == old_mem  # every old prompt keeps its memory, wherever its row went
     assert all(mem[i] == (0, 0, 0) for i in range(1053, 1060))  # new prompts start fresh
-    assert new.tables[1].asleep() == sched.tables[1].asleep()
+    assert new._parts.memory.tables[1].asleep() == sched._parts.memory.tables[1].asleep()
     assert _memory(new, "add") == _memory(sched, "add")
-    rev = new.streams[1]
-    assert (rev.epoch, rev.cursor) == (sched.streams[1].epoch, 0)  # starts over at its epoch
-    assert (new.streams[0].epoch, new.streams[0].cursor) == (sched.streams[0].epoch, sched.streams[0].cursor)
+    rev = new._parts.streams[1]
+    assert (rev.epoch, rev.cursor) == (sched._parts.streams[1].epoch, 0)  # starts over at its epoch
+    assert (new._parts.streams[0].epoch, new._parts.streams[0].cursor) == (
+        sched._parts.streams[0].epoch,
+        sched._parts.streams[0].cursor,
+    )
 
 
 def test_migrate_drops_removed_prompts_and_datasets() -> None:
@@ -121,7 +124,7 @@ def test_matching_state_with_migrate_is_an_exact_restore() -> None:
 def _predictive(seed: int = SEED) -> snooze.Scheduler:
     sched = snooze.Scheduler(D.datasets(), D.config(policy="predictive"), seed=seed)
     D.drive(sched, 8, [])
-    assert sched.policy.clock > 0
+    assert sched._parts.policy.clock > 0
     return sched
 
 
@@ -132,7 +135,9 @@ def test_migrate_carries_the_predictive_policy_state(what: str) -> None:
     data, seed = (D.datasets((37, 60, 91)), SEED) if what == "data" else (D.datasets(), SEED + 1)
     new = snooze.Scheduler(data, D.config(policy="predictive"), seed=seed)
     new.load_state_dict(sched.state_dict(), migrate=True, previous_datasets=D.datasets())
-    assert new.policy.clock == sched.policy.clock and np.array_equal(new.policy.rate, sched.policy.rate)
+    assert new._parts.policy.clock == sched._parts.policy.clock and np.array_equal(
+        new._parts.policy.rate, sched._parts.policy.rate
+    )
     D.drive(new, 2, [])
 
 

@@ -79,7 +79,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             if self.cfg.mix == "stream":
                 walked = self.model.walk(d, int(spent[d]))
             else:
-                walked = self.model.draw(d, len(got), self.sched.streams[d].exhausted)
+                walked = self.model.draw(d, len(got), self.sched._parts.streams[d].exhausted)
             assert walked == got, f"dataset {NAMES[d]} issued the wrong prompts"
         if len(cands) < n:  # fewer only when no dataset can give more
             assert self.sched.exhausted
@@ -156,7 +156,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         rewards: object = np.array([REWARDS[SIGNAL]] * len(cands))
         if how == "foreign":
             other = snooze.Scheduler(self._data(), self.cfg, seed=99)
-            other.pending.next_ticket = 10**9
+            other._parts.pending.next_ticket = 10**9
             cands = other.propose(1)
             rewards = np.array([REWARDS[SIGNAL]])
         elif how == "again":
@@ -180,15 +180,15 @@ class SchedulerMachine(RuleBasedStateMachine):
     def prompt_memory_matches_the_model(self) -> None:
         if not hasattr(self, "sched"):
             return
-        for d, t in enumerate(self.sched.tables):
+        for d, t in enumerate(self.sched._parts.memory.tables):
             counters = [self.model.prompts[(d, r)].counter for r in range(self.sizes[d])]
             retired = [self.model.prompts[(d, r)].retired for r in range(self.sizes[d])]
             assert t.counter.tolist() == counters
             assert ((t.flags & 1) != 0).tolist() == retired
             assert t.asleep() == sum(c > 0 for c in counters) and t.retired() == sum(retired)
-            st_, ms = self.sched.streams[d], self.model.streams[d]
+            st_, ms = self.sched._parts.streams[d], self.model.streams[d]
             assert (st_.epoch, st_.cursor) == (ms.epoch, ms.cursor)
-        assert len(self.sched.pending) == len(self.outstanding)
+        assert len(self.sched.pending_candidates()) == len(self.outstanding)
 
 
 SchedulerMachine.TestCase.settings = settings(

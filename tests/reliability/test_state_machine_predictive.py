@@ -108,12 +108,12 @@ class PredictiveMachine(RuleBasedStateMachine):
     def memory_matches_the_model(self) -> None:
         if not hasattr(self, "sched"):
             return
-        cols, policy = self.sched.tables[0].columns, self.sched.policy
+        cols, policy = self.sched._parts.memory.tables[0].columns, self.sched._parts.policy
         assert cols["code"].tolist() == self.model.code and cols["looked"].tolist() == self.model.looked
         assert cols["streak"].tolist() == self.model.streak
         assert policy.clock == self.model.clock and policy.relaxed[0] == self.model.relaxed
         assert policy.rate[0].tolist() == self.model.rate and policy.codes[0].T.tolist() == self.model.codes
-        s = self.sched.streams[0]
+        s = self.sched._parts.streams[0]
         assert (s.epoch, s.cursor) == (self.model.epoch, self.model.cursor)
 
 

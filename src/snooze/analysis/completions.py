@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import (  # INT64: the ids a Scheduler takes
+from snooze._kit.checks import (  # INT64: the ids a Scheduler takes
     INT64_MAX,
     INT64_MIN,
     as_list,
@@ -34,8 +34,8 @@ from snooze.core._checks import (  # INT64: the ids a Scheduler takes
     lone_surrogate,
     shown,
 )
-from snooze.core._files import open_regular
-from snooze.core._json import parse_json
+from snooze._kit.files import open_regular
+from snooze._kit.json import parse_json
 from snooze.core.errors import ConfigError, DataError
 from snooze.core.source import read_parquet
 
@@ -289,7 +289,7 @@ def _rows(path: str) -> Iterator[tuple[int, Any]]:
 
 def _paths(paths: Any, what: str) -> list[str]:
     """``paths`` as a list of paths, each as given (messages name it so): one ``str``/``os.PathLike`` is one
-    path, else an iterable of them, each checked by :func:`~snooze.core._checks.as_path`."""
+    path, else an iterable of them, each checked by :func:`~snooze._kit.checks.as_path`."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if isinstance(paths, (bytes, bytearray)) or not isinstance(paths, Iterable):

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int
+from snooze._kit.checks import as_int
 
 __all__ = ["headline", "RESAMPLES", "LEVEL"]
 

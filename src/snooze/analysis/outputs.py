@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.checks import as_bool, as_path
+from snooze._kit.files import fsync_dir, remove_quietly, write_atomic
 from snooze.analysis.completions import reads_as_integer
 from snooze.analysis.stratify import STRATA, Stratification
-from snooze.core._checks import as_path
-from snooze.core._files import fsync_dir, remove_quietly, write_atomic
 from snooze.core.errors import ConfigError
 
 __all__ = ["write_stratification", "write_files", "write_figure", "prompt_table", "ID_TYPE"]
@@ -51,7 +51,7 @@ def _failed(exc: OSError, path: Path, what: str) -> OSError:
 
 def write_files(files: Mapping[Path, bytes]) -> None:
     """Replace each file of ``files`` (path -> its bytes), all or none. Each is written aside and fsynced
-    (:func:`~snooze.core._files.write_atomic`); only when all were written are they renamed into place.
+    (:func:`~snooze._kit.files.write_atomic`); only when all were written are they renamed into place.
     A write that fails removes what was written aside (and the folders it made for them) and raises an
     ``OSError`` naming the file; the files already there are left exactly as they were."""
     staged: list[tuple[Path, Path]] = []
@@ -159,8 +159,7 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
                     "pass a folder to write the stratification into (it is made if missing)"
                 )
             break
-    if not isinstance(plots, bool):
-        raise ConfigError(f"write_stratification(plots={plots!r}): must be True or False")
+    plots = as_bool(plots, "write_stratification(plots)")
     table = prompt_table(result)
     files = {
         out / "prompts.csv": _csv_bytes(table),

@@ -44,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.checks import as_bool, as_int, as_list
 from snooze.analysis._chains import Encounters, walk
 from snooze.analysis.estimate import RESAMPLES, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
-from snooze.core._checks import as_int, as_list
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
@@ -84,8 +84,7 @@ class ReplayPolicy:
             )
         if self.factor is not None:
             object.__setattr__(self, "factor", as_int(self.factor, f"ReplayPolicy({self.name!r}).factor", 0))
-        if not isinstance(self.snooze_hard, bool):
-            raise ConfigError(f"ReplayPolicy({self.name!r}).snooze_hard={self.snooze_hard!r}: must be True or False")
+        object.__setattr__(self, "snooze_hard", as_bool(self.snooze_hard, f"ReplayPolicy({self.name!r}).snooze_hard"))
         if self.config is not None and not isinstance(self.config, SchedulerConfig):
             raise ConfigError(
                 f"ReplayPolicy({self.name!r}).config={self.config!r}: must be a SchedulerConfig or None "
@@ -114,8 +113,7 @@ def policy_names(factors: Iterable[int], snooze_hard: bool = False) -> list[Repl
     ``factors``: an iterable of distinct integers >= 0 (read once: a generator is fine); a repeated factor
     is a :class:`~snooze.ConfigError` (its results would share one key)."""
     factors = as_list(factors, "policy_names(factors)", "snooze factors (integers >= 0)", "a factor", lambda k: True)
-    if not isinstance(snooze_hard, bool):
-        raise ConfigError(f"policy_names(snooze_hard={snooze_hard!r}): must be True or False")
+    snooze_hard = as_bool(snooze_hard, "policy_names(snooze_hard)")
     for k in factors:
         as_int(k, "snooze factor", 0)
     repeated = sorted({int(k) for k in factors if factors.count(k) > 1})

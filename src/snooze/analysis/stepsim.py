@@ -21,7 +21,7 @@ from functools import reduce
 
 import numpy as np
 
-from snooze.core._checks import as_int
+from snooze._kit.checks import as_int
 
 __all__ = ["simulate_steps", "infer_gen_size", "interleave_kept"]
 

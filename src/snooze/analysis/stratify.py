@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.checks import INT64_MAX, as_int, as_real, check_reward_range, finite_float, shown
 from snooze.analysis.completions import Completions, _models, check_completions, read_completions
-from snooze.core._checks import INT64_MAX, as_int, as_real, check_reward_range, finite_float, shown
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["StratifyConfig", "Stratification", "stratify", "STRATA", "assign_strata", "signal_prob"]

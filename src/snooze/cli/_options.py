@@ -39,7 +39,7 @@ import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from snooze.core._checks import INT64_MAX, INT64_MIN
+from snooze._kit.checks import INT64_MAX, INT64_MIN
 from snooze.core.errors import ConfigError
 from snooze.core.options import POLICIES, Options, field_choices, options_class
 

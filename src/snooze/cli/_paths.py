@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from snooze.core._files import open_regular
+from snooze._kit.files import open_regular
 
 __all__ = ["input_file", "output_folder", "output_file"]
 

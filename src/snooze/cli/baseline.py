@@ -265,8 +265,8 @@ def _hf_label(text: str) -> tuple[str, str]:
 
 def _run_hf(args: argparse.Namespace) -> int:
     """``--dataset``: baseline completions of the dataset's prompts from Hugging Face causal LMs."""
+    from snooze._kit.checks import check_reward_range
     from snooze.cli._options import build, values
-    from snooze.core._checks import check_reward_range
     from snooze.experiments.baseline import BaselineConfig, write_completions
     from snooze.experiments.hf_baseline import hf_completions, load_reward, read_prompts
 

@@ -16,7 +16,9 @@ The step loop in numbers (docs/concepts.md, "The step loop"):
 
 Nothing under ``snooze.core`` imports torch, a trainer, an integration or the CLI. Modules whose
 name starts with ``_`` are the scheduler's parts (stream, prompt memory, draw walk, pending set,
-buffers, mix, metrics, state envelope); they may change without notice.
+buffers, mix, metrics, state envelope); they may change without notice, and nothing outside ``snooze.core``
+imports them (tests aside). What every package shares (errors, argument checks, atomic files, strict JSON)
+is in the internal kit, :mod:`snooze._kit`.
 """
 
 from snooze.core.advantages import grpo_advantages

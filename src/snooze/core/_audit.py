@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from snooze.core._checks import finite_float, shown
+from snooze._kit.checks import finite_float, shown
 from snooze.core._stateful import state_int
 from snooze.core.classify import SIGNAL, group_means
 from snooze.core.errors import DataError, StateError
@@ -168,7 +168,7 @@ def saved_from_metrics(lines: Sequence[Mapping[str, Any]], shape: Shape) -> floa
 
 def _not_count(value: Any) -> bool:
     """Whether a logged count or rate is unusable: not a finite real number >= 0 (a bool is not one, nor an
-    integer too large for a float, ``10**400``: :func:`~snooze.core._checks.finite_float`)."""
+    integer too large for a float, ``10**400``: :func:`~snooze._kit.checks.finite_float`)."""
     if not isinstance(value, (int, float, np.integer, np.floating)):
         return True
     number = finite_float(value)

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import is_int
+from snooze._kit.checks import is_int
+from snooze._kit.json import plain_problem
 from snooze.core._draw import drawable
-from snooze.core._json import plain_problem
 from snooze.core._memory import PromptMemory
 from snooze.core._metrics import StepMetrics
 from snooze.core._mixing import Mix

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import check_weights
+from snooze._kit.checks import check_weights
 from snooze.core._stateful import state_ints, state_reals
 from snooze.core.errors import StateError
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX
+from snooze._kit.checks import INT64_MAX
 from snooze.core._stateful import check_rows, state_int, state_ints
 from snooze.core.errors import ReportError, StateError
 

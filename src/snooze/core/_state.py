@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import is_int
+from snooze._kit.checks import is_int
+from snooze._kit.json import same_version
 from snooze.core._groups import Groups
-from snooze.core._json import same_version
 from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
 from snooze.core._stateful import state_int

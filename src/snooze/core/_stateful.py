@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, INT64_MIN, is_int, shown
+from snooze._kit.checks import INT64_MAX, INT64_MIN, is_int, shown
 from snooze.core.errors import StateError
 
 __all__ = ["state_int", "state_ints", "state_reals", "state_array", "check_rows"]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from snooze.core._checks import as_real
+from snooze._kit.checks import as_real
 from snooze.core.classify import group_means, reward_array
 from snooze.core.errors import ConfigError, RewardError
 

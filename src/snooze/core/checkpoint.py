@@ -16,7 +16,7 @@ a :class:`~snooze.StateError` naming the path (a path that is no path at all: ``
 holding a NUL, is a :class:`~snooze.ConfigError`); the last committed checkpoint is left as it was, and the
 failed save leaves no file behind. Loading verifies size and sha256 before parsing, reads with
 ``allow_pickle=False``, reads only regular files (a FIFO or a device in their place is refused, never
-opened for a blocking read), parses JSON with the guarded reader (:mod:`snooze.core._json`), and only
+opened for a blocking read), parses JSON with the guarded reader (:mod:`snooze._kit.json`), and only
 follows a ``LATEST`` whose file name is a plain name inside the directory.
 """
 
@@ -37,11 +37,11 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_path
-from snooze.core._files import fsync_dir as _fsync_dir
-from snooze.core._files import open_regular, read_regular, remove_quietly
-from snooze.core._files import write_atomic as _write_atomic  # by these names: benchmarks/kill9*.py hook them
-from snooze.core._json import parse_json, same_version
+from snooze._kit.checks import as_path
+from snooze._kit.files import fsync_dir as _fsync_dir
+from snooze._kit.files import open_regular, read_regular, remove_quietly
+from snooze._kit.files import write_atomic as _write_atomic  # by these names: benchmarks/kill9*.py hook them
+from snooze._kit.json import parse_json, same_version
 from snooze.core.errors import StateError
 
 __all__ = ["save_state", "load_state", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]

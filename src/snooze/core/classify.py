@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._checks import as_int, check_band, check_reward_range, check_thresholds
+from snooze._kit.checks import as_int, check_band, check_reward_range, check_thresholds
 from snooze.core.errors import ConfigError, RewardError
 
 __all__ = [

@@ -21,8 +21,9 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from snooze.core._checks import (
+from snooze._kit.checks import (
     INT64_MAX,
+    as_bool,
     as_int,
     as_real,
     check_band,
@@ -196,9 +197,7 @@ class SchedulerConfig:
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
         for name in ("carry_surplus", "shuffle"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ConfigError(f"{name}={getattr(self, name)!r}: must be True or False")
-            _set(self, name, bool(getattr(self, name)))
+            _set(self, name, as_bool(getattr(self, name), name))
         easy, hard, tol = check_thresholds(self.easy_threshold, self.hard_threshold, self.signal_tol)
         _set(self, "easy_threshold", easy)
         _set(self, "hard_threshold", hard)

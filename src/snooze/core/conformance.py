@@ -66,7 +66,7 @@ def _fail(rule: str, where: str, detail: str) -> PolicyConformanceError:
 
 
 def _check_counts(sched: Scheduler, where: str) -> None:
-    for d, t in enumerate(sched.tables):
+    for d, t in enumerate(sched._parts.memory.tables):
         held = tuple(int(np.count_nonzero(x)) for x in (t.counter, t.flags & RETIRED, t.flags & BLOCKED))
         cached = (t.n_asleep, t.n_retired, t.n_blocked)
         if held != cached:
@@ -80,13 +80,13 @@ def _check_counts(sched: Scheduler, where: str) -> None:
 
 
 def _check_mask(sched: Scheduler, where: str) -> None:
-    policy = sched.policy
+    policy = sched._parts.policy
     if policy.skip_mask is None:
         return
-    for d, t in enumerate(sched.tables):
+    for d, t in enumerate(sched._parts.memory.tables):
         rows = np.arange(t.n, dtype=np.int64)
         awake = (t.counter == 0) & ((t.flags & BLOCKED) == 0)
-        got = policy.skip_mask(t, sched.streams[d], rows, awake)
+        got = policy.skip_mask(t, sched._parts.streams[d], rows, awake)
         if not isinstance(got, np.ndarray) or got.dtype != np.bool_ or got.shape != rows.shape:
             shown = f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}".strip()
             raise _fail(

@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, check_weights, finite_float, is_int, shown
-from snooze.core._files import read_regular
-from snooze.core._json import parse_json, same_version
+from snooze._kit.checks import INT64_MAX, check_weights, finite_float, is_int, shown
+from snooze._kit.files import read_regular
+from snooze._kit.json import parse_json, same_version
 from snooze.core._stage import rows_of
 from snooze.core._stateful import state_int
 from snooze.core.errors import ConfigError, DataError, StateError

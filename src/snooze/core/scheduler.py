@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_path, is_int, shown
 from snooze.core._audit import Shape, audit_budget
-from snooze.core._checks import INT64_MAX, as_path, is_int, shown
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
@@ -71,23 +71,30 @@ class Scheduler:
             raise ConfigError(f"config must be a SchedulerConfig, got {type(self.config).__name__}")
         if not isinstance(datasets, Mapping) or not datasets:
             raise DataError("datasets must be a non-empty mapping of dataset name to records or Source")
-        if not is_int(seed) or seed < 0:
-            raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
-        self.seed = int(seed)
+        self.seed = as_int(seed, "seed", 0)
         self.sources: list[Source] = [as_source(name, data) for name, data in datasets.items()]
         self.names = [s.name for s in self.sources]
         self._parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
         self._audits_left = 0  # audits the round being drawn may still take (set by propose)
 
-    # -- what it is made of, for inspection (read it; change it only through the methods below) -----
-    streams = _view("streams", "per dataset: the order its prompts come up in (``DatasetStream``)")
-    policy = _view("policy", "what a group's outcome does to its prompt, built from ``config.options``")
-    tables = _view("memory.tables", "dataset ``d``'s prompt memory is ``tables[d]`` (``PromptTable``)")
-    pending = _view("pending", "candidates issued and not reported yet (``PendingSet``)")
-    step_metrics = _view("step_metrics", "the step's counts and the cumulative totals (``StepMetrics``)")
-    weights = _view("mix.weights", "``[D]`` the mix weights in force")
-    drawn = _view("mix.drawn", "``[D]`` encounters (stream mix) or issued candidates (quota mix) since the mix changed")
+    # -- where it stands: answers, never its parts (those are ``_parts``, the scheduler's own) ------------
+    @property
+    def weights(self) -> np.ndarray:
+        """``[D]`` the mix weights in force (a copy)."""
+        return self._parts.mix.weights.copy()
+
+    @property
+    def drawn(self) -> np.ndarray:
+        """``[D]`` encounters (stream mix) or issued candidates (quota mix) since the mix changed (a copy)."""
+        return self._parts.mix.drawn.copy()
+
+    def progress(self) -> float:
+        """Passes over the pool so far: encounters drawn (skipped ones too) / prompts, over every dataset (``1.5``:
+        the pool once, and half of it again)."""
+        streams = self._parts.streams
+        return sum(s.epoch * s.n + s.cursor for s in streams) / sum(s.n for s in streams)
+
     step_index = _view("step_metrics.steps", "steps finished (the index of the step in progress)")
     round = _view("step.rounds", "generation rounds of the step in progress")
     next_ticket = _view("pending.next_ticket", "the ticket the next candidate gets")
@@ -139,9 +146,8 @@ class Scheduler:
         ``ids`` is a list (or array) of the dataset's ids; a single id, ``None``, an unknown id or a non-bool
         ``excluded`` is a :class:`DataError` / :class:`ConfigError`, and nothing changes.
         """
-        if not isinstance(excluded, (bool, np.bool_)):
-            raise ConfigError(f"set_excluded: excluded={excluded!r} must be True or False")
-        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), bool(excluded))])
+        excluded = as_bool(excluded, "set_excluded(excluded)")
+        return self._change_draw(None, [(*rows_of(self.sources, "set_excluded", dataset, ids), excluded)])
 
     def set_stage(
         self,
@@ -203,7 +209,7 @@ class Scheduler:
             owners, rows, audit = w.owners(), w.rows().astype(np.int64, copy=False), w.audit()
         else:
             owners, rows, audit, counts = walk_quota(
-                int(n), self.weights, parts.active, lambda now: parts.step.open_slots() * now, self._walk_one
+                int(n), parts.mix.weights, parts.active, lambda now: parts.step.open_slots() * now, self._walk_one
             )
             parts.mix.drawn += counts  # quota mix: issued candidates, not encounters
         parts.step_metrics.record_draw(len(rows), *parts.pending.out_at_draw(owners, rows))
@@ -213,11 +219,11 @@ class Scheduler:
     def _walk(self, need: int, only: int | None = None) -> Walk:
         parts = self._parts
         w = walk(
-            self.tables,
-            self.streams,
-            self.policy,
-            self.weights,
-            self.drawn,
+            parts.memory.tables,
+            parts.streams,
+            parts.policy,
+            parts.mix.weights,
+            parts.mix.drawn,
             need,
             only,
             self.config.audit,
@@ -341,9 +347,9 @@ class Scheduler:
             parts.step.rounds,
             closed.starved,
             cfg.group_size,
-            [t.asleep() for t in self.tables],
-            sum(t.retired() for t in self.tables),
-            [s.epoch for s in self.streams],
+            [t.asleep() for t in parts.memory.tables],
+            sum(t.retired() for t in parts.memory.tables),
+            [s.epoch for s in parts.streams],
             closed.bound,
             cfg.audit,
             len(parts.pending),
@@ -424,8 +430,7 @@ def _check_load_args(migrate: Any, previous_datasets: Any, convert: bool = True)
     ``previous_datasets`` ``None`` or a mapping of dataset name to data, each made a :class:`Source` when
     migrating (``convert``), so that data it cannot use is a :class:`ConfigError` naming it, never a
     :class:`StateError` about the state."""
-    if not isinstance(migrate, (bool, np.bool_)):
-        raise ConfigError(f"migrate={migrate!r}: must be True or False")
+    as_bool(migrate, "migrate")
     if previous_datasets is None:
         return None
     if not isinstance(previous_datasets, Mapping) or not all(isinstance(k, str) for k in previous_datasets):

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, INT64_MIN, as_int, lone_surrogate
-from snooze.core._files import open_regular
-from snooze.core._json import parse_json
+from snooze._kit.checks import INT64_MAX, INT64_MIN, as_int, lone_surrogate
+from snooze._kit.files import open_regular
+from snooze._kit.json import parse_json
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["Source", "as_source", "read_parquet", "MAX_RECORD_BYTES"]
@@ -202,7 +202,7 @@ class Source:
 def read_parquet(path: str | os.PathLike[str]) -> Any:
     """The ``pyarrow.Table`` in Parquet file ``path``: the one way the library reads Parquet.
 
-    The file is opened with :func:`~snooze.core._files.open_regular` (a FIFO is refused, not waited on)
+    The file is opened with :func:`~snooze._kit.files.open_regular` (a FIFO is refused, not waited on)
     and copied into memory pyarrow allocates, which pyarrow reads. pyarrow's scanner lets go of its
     source on one of its own threads, sometimes after ``read_table`` has returned; when that source was
     a Python object (the open file, or its bytes) letting go needs the GIL, and a thread that asks for

@@ -3,7 +3,7 @@ policy from one base model, side by side) and :mod:`.baseline` (``snooze baselin
 completions of the built-in tasks, the input of ``snooze stratify``). Names are imported on first use.
 """
 
-from snooze._lazy import lazy
+from snooze._kit.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(

@@ -21,10 +21,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import open_regular, write_atomic
-from snooze.core._json import read_json
+from snooze._kit.files import open_regular, write_atomic
+from snooze._kit.json import read_json
+from snooze._kit.record import Record
 from snooze.core.errors import DataError
-from snooze.logs._record import Record
 from snooze.trainer.config import check_int, check_temperature
 
 __all__ = ["BaselineConfig", "task_pool", "load_checkpoint", "baseline_completions", "write_completions"]

@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import read_regular
+from snooze._kit.checks import as_int
+from snooze._kit.files import read_regular
 from snooze.core.config import RECOMMENDED, SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
@@ -253,11 +254,10 @@ def _seed_counts(arms: Sequence[Arm], seeds: int, seeds_of: Mapping[str, int]) -
     unknown = sorted(set(seeds_of) - names)
     if unknown:
         raise ConfigError(f"seeds given for {unknown}, which are not among the arms run ({', '.join(sorted(names))})")
-    counts = {a.name: seeds_of.get(a.name, seeds) for a in arms}
-    for name, n in counts.items():
-        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
-            raise ConfigError(f"seeds of arm {name!r}: {n!r}; must be an integer >= 1")
-    return counts
+    given = {
+        a.name: (seeds_of[a.name], f"seeds_of[{a.name!r}]") if a.name in seeds_of else (seeds, "seeds") for a in arms
+    }
+    return {name: as_int(n, what, 1) for name, (n, what) in given.items()}
 
 
 def run_compare(

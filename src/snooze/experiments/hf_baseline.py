@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import finite_float, is_int
+from snooze._kit.checks import as_int, finite_float
 from snooze.core.errors import ConfigError, DataError, SnoozeError
 
 __all__ = ["PromptRow", "read_prompts", "load_reward", "hf_completions", "ANSWER_COLUMNS", "TRL_DATASET"]
@@ -70,7 +70,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             raise
         except Exception as exc:  # pyarrow raises many types for a bad file: translate at the boundary
             raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
-    from snooze.logs.importers._jsonl import objects
+    from snooze.logs.importers import objects
 
     return [obj for _, obj in objects(path)]
 
@@ -89,7 +89,7 @@ def _verl_row(path: Path, i: int, row: dict[str, Any]) -> PromptRow:
 
 def read_prompts(path: str | os.PathLike[str]) -> tuple[list[PromptRow], str]:
     """The prompts of a dataset file (JSONL or Parquet) and its kind (``verl`` or ``trl``); see the module docstring."""
-    from snooze.integrations.trl._data import keyed_ids
+    from snooze.integrations.trl import keyed_ids
 
     path = Path(path)
     rows = _rows(path)
@@ -224,10 +224,8 @@ def hf_completions(
     """Rows ``{"dataset", "id", "model": label, "rewards"}`` (rewards scaled to ``[0, 1]`` by ``reward_range``)."""
     import torch
 
-    if not is_int(max_new_tokens) or max_new_tokens < 1:
-        raise ConfigError(f"--max-new-tokens {max_new_tokens!r}: must be an integer >= 1")
-    if not is_int(seed) or seed < 0:  # as BaselineConfig.seed
-        raise ConfigError(f"seed={seed!r}: must be an integer >= 0")
+    as_int(max_new_tokens, "--max-new-tokens", 1)
+    seed = as_int(seed, "seed", 0)  # as BaselineConfig.seed
     tok, model = _load(model_name)
     torch.manual_seed(seed % 2**64)  # torch takes 64 bits; below 2**64 (every seed the CLI takes) the seed itself
     low, high = reward_range

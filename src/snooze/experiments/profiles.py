@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from snooze.core._checks import finite_float, shown
+from snooze._kit.checks import as_bool, as_real, shown
 from snooze.core.errors import ConfigError
 from snooze.trainer.config import check_int, check_temperature
 
@@ -129,14 +129,10 @@ class Profile:
             check_int(self, name, 0)
         check_int(self, "eval_samples", 0, " (0: greedy only)")
         for name in ("lr", "warmup_lr"):  # finite: an infinite rate makes NaN weights at the first update
-            if finite_float(getattr(self, name)) is None or not getattr(self, name) > 0:
-                raise ConfigError(f"Profile.{name}={shown(getattr(self, name))}: must be a finite number > 0")
+            as_real(getattr(self, name), f"Profile.{name}", 0.0, above=True)
         check_temperature(self.temperature, "Profile.temperature")
-        target = finite_float(self.warmup_target)
-        if target is None or not 0 < target <= 1:
-            raise ConfigError(f"Profile.warmup_target={shown(self.warmup_target)}: must be a number in (0, 1]")
-        if not isinstance(self.warmup_per_task, bool):
-            raise ConfigError(f"Profile.warmup_per_task={shown(self.warmup_per_task)}: must be True or False")
+        as_real(self.warmup_target, "Profile.warmup_target", 0.0, 1.0, above=True)
+        object.__setattr__(self, "warmup_per_task", as_bool(self.warmup_per_task, "Profile.warmup_per_task"))
         if self.d_model % self.n_head:
             raise ConfigError(
                 f"Profile.n_head={self.n_head}: must divide d_model={self.d_model} (each head takes d_model / n_head)"

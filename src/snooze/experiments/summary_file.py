@@ -1,7 +1,7 @@
 """Reading back what ``snooze compare`` wrote, for the tables built across comparisons (the regime family,
 the staleness table): ``summary.json`` (the fields they read), ``regime.json`` and ``run_meta.json``.
 
-Each field is taken as the type it must be (:class:`~snooze.logs._record.Record`), or a
+Each field is taken as the type it must be (:class:`~snooze._kit.record.Record`), or a
 :class:`~snooze.DataError` names the file and the field: a number that is a string or a boolean, an
 integer no float holds (``10**400``), an infinity, an array of the wrong length (the arms are paired with
 DAPO seed by seed: one seed too few would pair the wrong runs), a missing key.
@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from snooze.core._json import read_json
+from snooze._kit.json import read_json
+from snooze._kit.record import Record
 from snooze.core.errors import DataError
-from snooze.logs._record import Record
 
 __all__ = ["read_summary", "read_regime", "read_run_meta", "DAPO"]
 

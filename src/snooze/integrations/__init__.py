@@ -16,7 +16,7 @@ Both write the per-group reward log of :mod:`snooze.logs`; ``RewardLogger`` writ
 ``GRPOTrainer`` run (a callback and a wrapper of its reward functions, snooze choosing nothing).
 """
 
-from snooze._lazy import lazy
+from snooze._kit.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(

@@ -19,7 +19,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
+from snooze._kit.checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import DataError
 
 __all__ = ["RewardLogHeader", "FORMAT", "VERSION", "is_header"]

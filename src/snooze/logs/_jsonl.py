@@ -3,7 +3,7 @@
 One rule for every log and every reader: a run killed while writing leaves its last line cut short
 (no newline at its end); such a last line is dropped with a warning. Any other line that is not a
 JSON object is a :class:`~snooze.DataError` naming the file and the line (the guarded reader,
-:mod:`snooze.core._json`: an integer too long or nesting too deep is such a line too): a log is never
+:mod:`snooze._kit.json`: an integer too long or nesting too deep is such a line too): a log is never
 silently shortened in the middle. Only a regular file is read (a FIFO is refused, never waited on).
 Cutting a log back to a step (on resume) writes it aside and renames it into place (fsynced, then the
 folder fsynced), so a crash leaves either the old or the new log; a cut-back that fails (a full disk)
@@ -21,9 +21,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from snooze.core._checks import INT64_MAX, as_int, as_path, is_int
-from snooze.core._files import fsync_dir, open_regular, remove_quietly, write_atomic
-from snooze.core._json import parse_json
+from snooze._kit.checks import INT64_MAX, as_int, as_path, is_int
+from snooze._kit.files import fsync_dir, open_regular, remove_quietly, write_atomic
+from snooze._kit.json import parse_json
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = ["LineWriter", "read_lines", "truncate_log", "fail", "cut_short", "CUT_INSIDE", "written_aside"]

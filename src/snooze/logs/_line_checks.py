@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, INT64_MIN, finite_float, is_int, lone_surrogate, shown
+from snooze._kit.checks import INT64_MAX, INT64_MIN, finite_float, is_int, lone_surrogate, shown
 
 __all__ = [
     "step_problem",

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, as_int, as_list, as_path, finite_float, shown
+from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_list, as_path, finite_float, shown
 from snooze.core.errors import ConfigError, DataError
 from snooze.logs._jsonl import LineWriter, fail, read_lines, refuse_cut_short
 from snooze.logs._line_checks import step_problem
@@ -121,10 +121,9 @@ class MetricsLogWriter(LineWriter):
 
     def __init__(self, path: str | os.PathLike[str], append: bool = True) -> None:
         p = as_path(path, "MetricsLogWriter(path)")
-        if not isinstance(append, (bool, np.bool_)):
-            raise ConfigError(f"MetricsLogWriter(append={shown(append)}): must be True or False")
+        append = as_bool(append, "MetricsLogWriter(append)")
         self._last, self._line = _on_disk(p) if append else (-1, 0)
-        super().__init__(p, bool(append))
+        super().__init__(p, append)
 
     def write(self, line: Mapping[str, Any]) -> None:
         """One step's line (``step`` and the values of that step), or a :class:`~snooze.DataError` and nothing

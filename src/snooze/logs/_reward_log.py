@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import INT64_MAX, as_int, check_reward_range
+from snooze._kit.checks import INT64_MAX, as_int, check_reward_range
 from snooze.core.errors import ConfigError, DataError
 from snooze.core.types import Candidate
 from snooze.logs._header import RewardLogHeader, is_header

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from snooze.core._checks import as_list, shown
+from snooze._kit.checks import as_list, shown
 from snooze.core.errors import ConfigError
 
 __all__ = ["DASHBOARD", "METRICS_MODES", "PREFIX", "logged_name", "check_metrics_mode", "select", "framework_metrics"]

@@ -4,7 +4,7 @@ the GRPO update and a training loop that drives :meth:`snooze.Scheduler.step` (t
 The names below are imported on first use, so ``import snooze.trainer`` loads nothing heavy.
 """
 
-from snooze._lazy import lazy
+from snooze._kit.lazy import lazy
 
 _EXPORTS = {
     **dict.fromkeys(["train", "RunResult", "read_result"], "snooze.trainer.loop"),

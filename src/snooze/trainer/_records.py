@@ -5,7 +5,7 @@
 A checkpoint's files are checksummed by its commit record, so what these checks catch is a file altered and
 re-signed, or written by something else: ``true`` read as step 1, ``0.9`` as 0, ``"3"`` as 3, a count of
 ``10**400``, a missing field. Each is a :class:`~snooze.StateError` naming the file and the field
-(:class:`~snooze.logs._record.Record`), never a builtin error or a value taken silently.
+(:class:`~snooze._kit.record.Record`), never a builtin error or a value taken silently.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import is_int
-from snooze.core._json import read_json
+from snooze._kit.checks import is_int
+from snooze._kit.json import read_json
+from snooze._kit.record import Record
 from snooze.core.errors import StateError
-from snooze.logs._record import Record
 
 __all__ = ["read_trainer_meta", "read_curriculum_state", "read_pipeline_meta", "read_warmup_meta"]
 

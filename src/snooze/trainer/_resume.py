@@ -20,8 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import is_int
-from snooze.core._json import read_json
+from snooze._kit.checks import is_int
+from snooze._kit.json import read_json
 from snooze.core.config import SchedulerConfig
 from snooze.core.curriculum import Curriculum
 from snooze.core.errors import SnoozeError, StateError, StateMismatchError

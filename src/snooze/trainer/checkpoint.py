@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import open_regular
+from snooze._kit.files import open_regular
 from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_committed, read_record
 from snooze.core.errors import StateError
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
+from snooze._kit.checks import INT64_MAX, as_real, finite_float, is_int, shown
 from snooze.core.errors import ConfigError
 from snooze.logs import check_metrics_mode
 
@@ -66,11 +66,9 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         # every knob finite: an infinite one (--lr inf) turns the weights to NaN at the first update
         for name in ("lr", "max_grad_norm"):
-            if finite_float(getattr(self, name)) is None or not getattr(self, name) > 0:
-                raise ConfigError(f"GRPOConfig.{name}={shown(getattr(self, name))}: must be a finite number > 0")
+            as_real(getattr(self, name), f"GRPOConfig.{name}", 0.0, above=True)
         for name in ("weight_decay", "clip_low", "clip_high", "kl_coef"):
-            if finite_float(getattr(self, name)) is None or not getattr(self, name) >= 0:
-                raise ConfigError(f"GRPOConfig.{name}={shown(getattr(self, name))}: must be a finite number >= 0")
+            as_real(getattr(self, name), f"GRPOConfig.{name}", 0.0)
         if self.clip_low >= 1:
             raise ConfigError(f"GRPOConfig.clip_low={self.clip_low}: must be below 1 (the ratio is positive)")
         check_int(self, "updates_per_batch", 1)

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from snooze.core._checks import is_int
 from snooze.core.errors import ConfigError
+from snooze.trainer.config import check_int
 from snooze.trainer.tokenizer import EOS, PAD
 
 __all__ = ["ModelConfig", "TinyGPT", "Rollouts", "sample", "completion_logprobs", "greedy"]
@@ -46,8 +46,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "n_layer", "n_head", "d_model", "max_len"):
-            if not is_int(getattr(self, name)) or getattr(self, name) < 1:  # (True was a layer)
-                raise ConfigError(f"ModelConfig.{name}={getattr(self, name)!r}: must be a positive integer")
+            check_int(self, name, 1)  # (True was a layer)
         if self.d_model % self.n_head:
             raise ConfigError(f"ModelConfig: d_model={self.d_model} must be a multiple of n_head={self.n_head}")
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_list, is_int, shown
+from snooze._kit.checks import as_int, as_list, is_int, shown
 from snooze.core.errors import ConfigError, DataError
 
 __all__ = [

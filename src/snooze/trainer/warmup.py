@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from snooze.core._checks import finite_float, shown
-from snooze.core._files import open_regular, remove_quietly
-from snooze.core.errors import ConfigError, StateError
+from snooze._kit.checks import as_bool, as_real
+from snooze._kit.files import open_regular, remove_quietly
+from snooze.core.errors import StateError
 from snooze.trainer._records import read_warmup_meta
 from snooze.trainer.checkpoint import write_atomic
-from snooze.trainer.config import check_temperature
+from snooze.trainer.config import check_int, check_temperature
 from snooze.trainer.model import ModelConfig, TinyGPT, completion_logprobs
 from snooze.trainer.tasks import TaskSpec, warmup_stream
 from snooze.trainer.tokenizer import EOS, PAD, CharTokenizer
@@ -77,17 +77,12 @@ class WarmupConfig:
     """Seeds the weights' init, the problem stream and the validation draw."""
 
     def __post_init__(self) -> None:
-        target = finite_float(self.target_accuracy)
-        if target is None or not 0.0 < target <= 1.0:
-            raise ConfigError(f"WarmupConfig.target_accuracy={shown(self.target_accuracy)}: must be a number in (0, 1]")
-        if not isinstance(self.per_task, bool):
-            raise ConfigError(f"WarmupConfig.per_task={shown(self.per_task)}: must be True or False")
+        as_real(self.target_accuracy, "WarmupConfig.target_accuracy", 0.0, 1.0, above=True)
+        object.__setattr__(self, "per_task", as_bool(self.per_task, "WarmupConfig.per_task"))
         check_temperature(self.val_temperature, "WarmupConfig.val_temperature", greedy=True)
-        if finite_float(self.lr) is None or not self.lr > 0:
-            raise ConfigError(f"WarmupConfig.lr={shown(self.lr)}: must be a finite number > 0")
+        as_real(self.lr, "WarmupConfig.lr", 0.0, above=True)
         for name in ("max_steps", "batch_size", "eval_every", "val_per_task", "val_samples"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ConfigError(f"WarmupConfig.{name}={getattr(self, name)!r}: must be an integer >= 1")
+            check_int(self, name, 1)
 
 
 @dataclass

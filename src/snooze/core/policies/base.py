@@ -50,7 +50,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real
+from snooze._kit.checks import as_int, as_real
 from snooze.core._memory import BLOCKED, EASY_SNOOZED, EXCLUDED, RETIRED, Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import TOO_EASY, TOO_HARD, group_means

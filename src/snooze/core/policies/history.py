@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_real
+from snooze._kit.checks import as_real
 from snooze.core._memory import Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.errors import ConfigError

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_real
+from snooze._kit.checks import as_real
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
 from snooze.core._stateful import state_int
 from snooze.core._stream import DatasetStream

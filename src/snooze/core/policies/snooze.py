@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, as_real, shown
+from snooze._kit.checks import as_int, as_real, shown
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory
 from snooze.core.errors import ConfigError
 from snooze.core.options import Choices, Options, options_class

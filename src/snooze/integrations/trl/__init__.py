@@ -13,6 +13,9 @@
   while the trainer trains) whose rollout worker generates the scheduler's prompts (``_async_worker``) and whose
   steps train on the scheduler's batches, under delayed feedback (``_async_run``).
 
+- :func:`keyed_ids` (``_data``): the ids the adapter gives a dataset's rows that have no ``id`` column (what
+  ``snooze baseline`` reads such a dataset by).
+
 - :class:`RewardLogger` (``_reward_log``): a plain ``GRPOTrainer`` run's reward log (a callback and a reward
   function wrapper), for ``snooze replay`` on a run snooze did not choose anything in.
 
@@ -23,7 +26,7 @@ docs/integrations/trl.md has the whole story. The names below import TRL on firs
 (``_data``, ``_dist``) import without it.
 """
 
-from snooze._lazy import lazy
+from snooze._kit.lazy import lazy
 
 _HERE = "snooze.integrations.trl."
 _EXPORTS = {
@@ -32,6 +35,7 @@ _EXPORTS = {
     "check_trl": _HERE + "_checks",
     "SnoozeAsyncGRPOTrainer": _HERE + "_async_trainer",
     "RewardLogger": _HERE + "_reward_log",
+    "keyed_ids": _HERE + "_data",
 }
 __all__ = list(_EXPORTS)
 __getattr__, __dir__ = lazy(__name__, _EXPORTS)

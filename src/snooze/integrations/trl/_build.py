@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig
-from snooze.core._checks import is_int
+from snooze._kit.checks import is_int
 from snooze.integrations.trl import _data as data
 
 __all__ = ["check_own", "bind", "fill_args", "reward_weights", "build_scheduler"]

@@ -11,7 +11,6 @@ from transformers import TrainerCallback
 
 from snooze import Scheduler
 from snooze.integrations._curriculum import save_curriculum
-from snooze.integrations.trl._data import pool_passes
 
 __all__ = ["STATE_DIR", "PoolEpochCallback", "SnoozeCheckpointCallback", "no_state"]
 
@@ -22,14 +21,14 @@ STATE_DIR = "snooze"  # scheduler state folder inside each TRL checkpoint-N/
 
 class PoolEpochCallback(TrainerCallback):  # type: ignore[misc]
     """Sets TRL's ``state.epoch`` (the ``epoch`` of every log line, and of ``trainer_state.json``) to the passes
-    over the scheduler's pool after each optimizer step: the prompts generated are the scheduler's, so the
-    dataloader's passes would say nothing."""
+    over the scheduler's pool after each optimizer step (:meth:`Scheduler.progress`): the prompts generated are
+    the scheduler's, so the dataloader's passes would say nothing."""
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        state.epoch = pool_passes(self.scheduler)
+        state.epoch = self.scheduler.progress()
 
 
 class SnoozeCheckpointCallback(TrainerCallback):  # type: ignore[misc]

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
-from snooze.core._checks import finite_float, is_int
+from snooze._kit.checks import finite_float, is_int
 
 __all__ = [
     "DATASET",
@@ -43,7 +43,6 @@ __all__ = [
     "source_of",
     "scheduler_config",
     "check_same_prompts",
-    "pool_passes",
     "refuse_dataset",
     "trl_record",
 ]
@@ -244,9 +243,3 @@ def trl_record(record: Any, dataset: str, id: Any) -> dict[str, Any]:
             f"field; got {type(record).__name__} with fields {sorted(record) if isinstance(record, dict) else []}"
         )
     return record
-
-
-def pool_passes(sched: Scheduler) -> float:
-    """Passes over the scheduler's pool so far: encounters drawn (skipped ones too) / prompts, over every dataset."""
-    drawn = sum(s.epoch * s.n + s.cursor for s in sched.streams)
-    return drawn / sum(s.n for s in sched.streams)

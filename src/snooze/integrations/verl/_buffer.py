@@ -30,7 +30,7 @@ from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
 
 from snooze import IntegrationError
-from snooze.core._checks import shown
+from snooze._kit.checks import shown
 
 __all__ = ["SnoozeReplayBuffer"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from snooze import IntegrationError, SchedulerConfig, SnoozeError
-from snooze.core._checks import INT64_MAX, finite_float, is_int, shown
+from snooze._kit.checks import INT64_MAX, finite_float, is_int, shown
 from snooze.integrations._paths import log_path
 from snooze.logs import check_metrics_mode
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from snooze import Candidate, IntegrationError, Source, StateError
-from snooze.logs._record import Record
+from snooze._kit.record import Record
 
 __all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "OnePromptLoader", "LOADER_FORMAT"]
 

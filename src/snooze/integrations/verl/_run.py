@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from snooze import Candidate, IntegrationError, Scheduler, StateError
-from snooze.core._files import write_atomic
+from snooze._kit.files import write_atomic
+from snooze._kit.record import Record
 from snooze.core.curriculum import Curriculum
 from snooze.integrations._curriculum import restore_curriculum, save_curriculum
 from snooze.integrations._paths import open_log
@@ -25,7 +26,6 @@ from snooze.integrations.verl._options import VerlOptions
 from snooze.integrations.verl._prompts import PromptIndex
 from snooze.integrations.verl._resume import check_state_folder
 from snooze.logs import RewardLogWriter, framework_metrics, truncate_log, write_groups
-from snooze.logs._record import Record
 from snooze.logs.dashboard import PREFIX
 
 __all__ = ["SnoozeRun", "METRIC_PREFIX"]
@@ -254,7 +254,7 @@ def _read_inflight(path: Path, sched: Scheduler) -> dict[str, Candidate]:
     """``inflight.json`` checked whole: ``{"step": <the state's step>, "uids": {uid: ticket}}``, every uid a
     non-empty string, every ticket an integer (not ``true``, not ``0.9``) naming one pending candidate, and no
     ticket named twice. Anything else is a :class:`StateError` naming the file, before anything changes."""
-    from snooze.core._json import read_json
+    from snooze._kit.json import read_json
 
     fix = "the checkpoint is damaged: resume an earlier one, or start fresh (trainer.resume_mode=disable)"
     record = Record(read_json(path, StateError, fix), str(path), StateError, fix)

@@ -6,16 +6,18 @@
   by ``task.key``).
 
 Each returns the groups, the header of their reward log and an :class:`ImportReport` (what was read and what
-was not); :func:`write_reward_log` writes them. Dumps that cannot be replayed (partial, filtered, mixing group
+was not); :func:`write_reward_log` writes them; :func:`objects` is their strict JSONL reader (each line's
+object). Dumps that cannot be replayed (partial, filtered, mixing group
 sizes, empty) are each a :class:`~snooze.DataError` saying what to do. Standard library and numpy only: the
 frameworks themselves are not imported.
 """
 
 from snooze.logs.importers._common import ImportOptions, ImportReport, write_reward_log
+from snooze.logs.importers._jsonl import objects
 from snooze.logs.importers.prime_rl import read_prime_rl
 from snooze.logs.importers.verl import read_verl
 
 FORMATS = {"verl": read_verl, "prime-rl": read_prime_rl}
 """``snooze import``'s formats: name -> reader."""
 
-__all__ = ["ImportOptions", "ImportReport", "read_verl", "read_prime_rl", "write_reward_log", "FORMATS"]
+__all__ = ["ImportOptions", "ImportReport", "read_verl", "read_prime_rl", "write_reward_log", "FORMATS", "objects"]

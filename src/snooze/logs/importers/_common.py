@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._checks import as_int, check_reward_range
+from snooze._kit.checks import as_int, check_reward_range
 from snooze.core.classify import SIGNAL, classify
 from snooze.core.errors import DataError
 from snooze.logs._header import RewardLogHeader

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from snooze.core._files import open_regular
-from snooze.core._json import parse_json
+from snooze._kit.files import open_regular
+from snooze._kit.json import parse_json
 from snooze.core.errors import DataError
 from snooze.logs._jsonl import CUT_INSIDE, cut_short
 

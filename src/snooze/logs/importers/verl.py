@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from snooze.core._checks import finite_float, is_int
+from snooze._kit.checks import finite_float, is_int
 from snooze.core.errors import ConfigError, DataError
 from snooze.logs._header import RewardLogHeader
 from snooze.logs._line_checks import dataset_problem, id_problem, step_problem

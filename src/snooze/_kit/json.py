@@ -18,8 +18,8 @@ import os
 import sys
 from typing import Any
 
-from snooze.core._files import read_regular
-from snooze.core.errors import SnoozeError
+from snooze._kit.errors import SnoozeError
+from snooze._kit.files import read_regular
 
 __all__ = ["parse_json", "read_json", "plain_problem", "same_version", "MAX_DEPTH"]
 
@@ -55,7 +55,7 @@ def parse_json(text: str | bytes, where: str, error: type[SnoozeError], fix: str
 
 
 def read_json(path: str | os.PathLike[str], error: type[SnoozeError], fix: str = "", limit: int = -1) -> Any:
-    """The JSON value of file ``path`` (a regular file: see :func:`snooze.core._files.open_regular`),
+    """The JSON value of file ``path`` (a regular file: see :func:`snooze._kit.files.open_regular`),
     or ``error`` naming it: the file cannot be read, is over ``limit`` bytes (when given), or is not JSON."""
     tail = f"; {fix}" if fix else ""
     try:

@@ -1,4 +1,8 @@
-"""Checks of user input shared by the config, the scheduler's public methods and the public helpers.
+"""Checks of user input shared by every package: one rule per kind of value, each message worded once
+(:func:`as_int`: an integer in a range; :func:`as_real`: a finite number in a range, a rate above 0, a
+probability; :func:`as_bool`; :func:`as_path`; :func:`as_list`: a list of names or numbers; the reward range,
+the thresholds, the band and the weights). A caller names the value (``"GRPOConfig.lr"``, ``"save(path)"``)
+and writes no check of its own.
 
 One rule everywhere: a value is taken as it is or refused with a :class:`~snooze.ConfigError` that
 names it, says what it got and what is allowed. Numbers of numpy's types are numbers (``np.int64(8)``
@@ -20,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core.errors import ConfigError
+from snooze._kit.errors import ConfigError
 
 __all__ = [
     "is_int",
@@ -34,6 +38,8 @@ __all__ = [
     "check_thresholds",
     "check_band",
     "as_path",
+    "as_list",
+    "as_bool",
     "INT64_MIN",
     "INT64_MAX",
 ]
@@ -80,13 +86,29 @@ def as_int(value: Any, what: str, minimum: int | None = None, maximum: int | Non
     return int(value)
 
 
-def as_real(value: Any, what: str, low: float = -math.inf, high: float = math.inf, allowed: str = "") -> float:
+def as_real(
+    value: Any, what: str, low: float = -math.inf, high: float = math.inf, allowed: str = "", above: bool = False
+) -> float:
     """``value`` as a finite Python ``float`` (any real number type but ``bool``: :func:`finite_float`) in
-    ``[low, high]``."""
+    ``[low, high]`` (``(low, high]`` where ``above``: ``as_real(lr, "lr", 0, above=True)`` is a rate > 0)."""
     out = finite_float(value)
-    if out is None or not low <= out <= high:
-        raise ConfigError(f"{what}={shown(value)}: must be {allowed or _interval(low, high)}")
+    if out is None or not (low < out if above else low <= out) or not out <= high:
+        raise ConfigError(f"{what}={shown(value)}: must be {allowed or _interval(low, high, above)}")
     return out
+
+
+def as_bool(value: Any, what: str) -> bool:
+    """``value`` as a Python ``bool`` (``True``, ``False`` or numpy's), never read from a number or a string
+    (``"no"`` is true in Python); else a :class:`ConfigError` ``<what>=<value>: must be True or False``
+    (``f(x=<value>)`` for a ``what`` of ``f(x)``)."""
+    if not _is_bool(value):
+        raise ConfigError(f"{_given(what, value)}: must be True or False")
+    return bool(value)
+
+
+def _given(what: str, value: Any) -> str:
+    """``what=value``, or ``f(x=value)`` for a ``what`` of ``f(x)``: the argument as the caller wrote it."""
+    return f"{what[:-1]}={shown(value)})" if what.endswith(")") else f"{what}={shown(value)}"
 
 
 def as_path(value: Any, what: str) -> Path:
@@ -115,8 +137,7 @@ def as_list(value: Any, what: str, kinds: str, one: str, accepts: Callable[[Any]
     :class:`ConfigError`: ``<what>=<value>: must be a list of <kinds><hint>`` (``f(x=<value>)`` for a ``what``
     of ``f(x)``), or ``<what>: <element> is not <one><hint>``."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-        given = f"{what[:-1]}={shown(value)})" if what.endswith(")") else f"{what}={shown(value)}"  # f(x=...)
-        raise ConfigError(f"{given}: must be a list of {kinds}{hint}")
+        raise ConfigError(f"{_given(what, value)}: must be a list of {kinds}{hint}")
     out = list(value)
     for element in out:
         if not accepts(element):
@@ -131,12 +152,12 @@ def shown(value: Any) -> str:
     return repr(value)
 
 
-def _interval(low: float, high: float) -> str:
+def _interval(low: float, high: float, above: bool = False) -> str:
     if math.isinf(low) and math.isinf(high):
         return "a finite number"
     if math.isinf(high):
-        return f"a finite number >= {low:g}"
-    return f"a number in [{low:g}, {high:g}]"
+        return f"a finite number {'>' if above else '>='} {low:g}"
+    return f"a number in {'(' if above else '['}{low:g}, {high:g}]"
 
 
 def lone_surrogate(text: str) -> str | None:

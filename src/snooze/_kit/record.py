@@ -1,13 +1,13 @@
 """Checked fields of a JSON object read from a file: the one way every reader outside the core takes a field.
 
-:func:`snooze.core._json.parse_json` guarantees JSON (no integer of more than 4,300 digits, no nesting
+:func:`snooze._kit.json.parse_json` guarantees JSON (no integer of more than 4,300 digits, no nesting
 deeper than 64 levels, UTF-8); what the JSON holds is the reader's to check. A :class:`Record` wraps one
 parsed object and hands out its fields only as the type they must be, or raises the reader's error class
 (a :class:`~snooze.SnoozeError`) naming the file, the line where there is one, and the field:
 
 - an integer is an ``int`` and not a ``bool`` (``true`` is not 1, ``0.9`` not 0, ``"3"`` not 3), within
   the bounds given (by default ``[0, 2**63 - 1]``: what a step or a ticket held as int64 can be);
-- a real number is finite as a float (:func:`~snooze.core._checks.finite_float`: no ``NaN``, no
+- a real number is finite as a float (:func:`~snooze._kit.checks.finite_float`: no ``NaN``, no
   infinity, no ``10**400``), and not a ``bool``;
 - a string is a non-empty ``str`` with no lone surrogate (it could not be written back as UTF-8);
 - a missing field is named as missing.
@@ -21,8 +21,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from snooze.core._checks import INT64_MAX, finite_float, is_int, lone_surrogate, shown
-from snooze.core.errors import SnoozeError
+from snooze._kit.checks import INT64_MAX, finite_float, is_int, lone_surrogate, shown
+from snooze._kit.errors import SnoozeError
 
 __all__ = ["Record", "kind_of"]
 
