@@ -101,11 +101,14 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.log}: --reward-range {cfg.reward_range} contradicts the log's header "
                 f"({list(log.header.reward_range)}); leave it out, or pass --override-header to use yours"
             )
+    log, range_note = _range_overridden(log, options.get("reward_range"))
     reward_range = options.get("reward_range") or (log.header.reward_range if log.header else cfg.reward_range)
     cfg = cfg.replace(group_size=log.group_size, reward_range=reward_range)
     shape_options = values(args, SHAPE_OPTIONS)
     with naming_options(StepShape, shape_options):
         run_info = logged_run(log, **shape_options, override=args.override_header)
+    run_info.overridden.extend(range_note)
+    run_info.warnings.extend(f"the log's header: {c}" for c in (log.header.caveats if log.header else ()))
     shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
@@ -124,6 +127,18 @@ def run(args: argparse.Namespace) -> int:
         "(see docs/offline-analysis.md)"
     )
     return 0
+
+
+def _range_overridden(log: Any, given: tuple[float, float] | None) -> tuple[Any, list[str]]:
+    """The log with its header's reward range replaced by ``--reward-range`` (only reached with
+    ``--override-header`` when they differ), so what is printed and recorded is the range the replay used, and
+    the warning that says so."""
+    import dataclasses
+
+    if given is None or log.header is None or tuple(given) == log.header.reward_range:
+        return log, []
+    note = f"reward range {list(given)} used, where the header says {list(log.header.reward_range)}"
+    return dataclasses.replace(log, header=dataclasses.replace(log.header, reward_range=tuple(given))), [note]
 
 
 def _log_info(log: Any, run: Any) -> dict[str, Any]:
