@@ -23,7 +23,9 @@ def _log(path: Path) -> Path:
     return path
 
 
-def test_a_log_of_rewards_outside_the_declared_range_replays(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_log_of_rewards_outside_the_declared_range_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     log = _log(tmp_path / "r.jsonl")
     assert json.loads(log.read_text().splitlines()[0])["out_of_range"] == "accept"
     assert main(["replay", str(log), "--out", str(tmp_path / "a"), "--no-plot"]) == 0  # was: refused
