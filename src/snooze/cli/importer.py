@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HELP = "Turn a verl (trainer.rollout_data_dir) or prime-rl (rollouts/) dump into a reward log for snooze replay."
@@ -28,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_file, help="the reward log to write (JSONL)")
     parser.add_argument("--force", action="store_true", help="write over an existing --out file")
     reading = parser.add_argument_group("reading the dump (ImportOptions fields)")
+    reading.add_argument(
+        "--reward-field",
+        default=None,
+        metavar="NAME",
+        help="the field read as each rollout's reward, recorded in the header (verl: default score; its older "
+        "trainer's acc, or any numeric field; prime-rl: one named reward's score, default the weighted sum; trl: "
+        "one reward function's column, default the sum of them all)",
+    )
     add_options(reading, ImportOptions, ("group_size",), unset="the size of the dump's complete groups")
     add_options(reading, ImportOptions, OPTIONS)
     verl = parser.add_argument_group("verl only")
@@ -46,16 +55,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from snooze.cli._options import build, values
+    from snooze.cli._paths import refuse_existing
     from snooze.core.errors import ConfigError
     from snooze.logs.importers import FORMATS, ImportOptions, write_reward_log
 
-    opts = build(ImportOptions, values(args, ("group_size", *OPTIONS)))
+    opts = build(ImportOptions, {**values(args, ("group_size", *OPTIONS)), "reward_field": args.reward_field})
     verl_opts = {k: getattr(args, k) for k in VERL_ONLY if getattr(args, k) is not None}
     if args.format != "verl" and verl_opts:
         given = ", ".join("--" + k.replace("_", "-") for k in verl_opts)
         raise ConfigError(f"{given}: verl only (a prime-rl episode names its environment and task)")
-    if args.out.exists() and not args.force:
-        raise ConfigError(f"{args.out}: exists; pass --force to write over it, or another --out")
+    refuse_existing(args.out, args.force)
     groups, header, report = FORMATS[args.format](args.path, opts, **verl_opts)
     write_reward_log(args.out, groups, header)
     for line in report.lines():
@@ -65,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {len(groups):,} groups; header: policy {header.policy}, dynamic sampling "
         f"{'yes' if header.dynamic_sampling else 'no'}, group_size {header.group_size}, {sizes}, "
         f"reward range [{header.reward_range[0]:g}, {header.reward_range[1]:g}]"
+        + (f", rewards from field {header.reward_field!r}" if header.reward_field else "")
     )
+    for caveat in header.caveats:
+        print(f"WARNING: {caveat}", file=sys.stderr)
     print(f"next: snooze replay {args.out} --out replay/")
     return 0
