@@ -1,4 +1,4 @@
-"""``snooze import FORMAT PATH --out LOG``: a verl or prime-rl run's rollout dump as a reward log."""
+"""``snooze import FORMAT PATH --out LOG``: a verl, prime-rl or TRL run's rollout dump as a reward log."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = "Turn a verl (trainer.rollout_data_dir) or prime-rl (rollouts/) dump into a reward log for snooze replay."
+HELP = (
+    "Turn a verl (trainer.rollout_data_dir), prime-rl (rollouts/) or TRL (completions/, log_completions=True) dump "
+    "into a reward log for snooze replay."
+)
 
 OPTIONS = ("reward_range", "drop_incomplete", "not_filtered")
 """Fields of :class:`~snooze.logs.importers.ImportOptions` with their own defaults (``group_size``: the dump's)."""
@@ -24,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "path",
         metavar="PATH",
         type=Path,
-        help="verl: the trainer.rollout_data_dir folder (<step>.jsonl files); prime-rl: the run folder (rollouts/)",
+        help="verl: the trainer.rollout_data_dir folder (<step>.jsonl files); prime-rl: the run folder (rollouts/); "
+        "trl: the output_dir (completions/completions_<step>.parquet)",
     )
     parser.add_argument("--out", required=True, type=output_file, help="the reward log to write (JSONL)")
     parser.add_argument("--force", action="store_true", help="write over an existing --out file")
@@ -63,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     verl_opts = {k: getattr(args, k) for k in VERL_ONLY if getattr(args, k) is not None}
     if args.format != "verl" and verl_opts:
         given = ", ".join("--" + k.replace("_", "-") for k in verl_opts)
-        raise ConfigError(f"{given}: verl only (a prime-rl episode names its environment and task)")
+        raise ConfigError(
+            f"{given}: verl only (a prime-rl episode names its environment and task; TRL's rows are keyed by prompt)"
+        )
     refuse_existing(args.out, args.force)
     groups, header, report = FORMATS[args.format](args.path, opts, **verl_opts)
     write_reward_log(args.out, groups, header)
