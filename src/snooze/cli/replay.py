@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     report = {"log": _log_info(log, run_info), "policies": results}
-    write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")})  # all or nothing
+    stale = [out / "replay.png"] if args.no_plot else []  # an earlier run's figure is not these numbers
+    removed = write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")}, stale)
     print_log(log, run_info)
     print_headline(results)
     print_details(results, run_info)
@@ -122,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
 
         write_figure(out / "replay.png", lambda path: plot_replay(results, path))
     print(f"wrote {out / 'replay.json'}" + ("" if args.no_plot else f" and {out / 'replay.png'}"))
+    for path in removed:
+        print(f"removed {path}: an earlier run's figure (--no-plot), not of these numbers")
     print(
         "caveat: assumes each prompt's outcomes would have been the same under the replayed policy "
         "(see docs/offline-analysis.md)"
