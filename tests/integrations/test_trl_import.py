@@ -85,5 +85,10 @@ def test_trl_completion_logs_import_as_the_groups_the_run_generated(
     assert main(["import", "trl", str(out), "--out", str(tmp_path / "one.jsonl"), "--reward-field", "longer"]) == 0
     one = read_reward_log(tmp_path / "one.jsonl")
     assert one.header.reward_field == "longer" and set(one.rewards.ravel().tolist()) <= {0.0, 1.0}
+    weighted = tmp_path / "weighted.jsonl"
+    assert main(["import", "trl", str(out), "--out", str(weighted), "--reward-weights", "1,0"]) == 0
+    assert read_reward_log(weighted).rewards.tolist() == one.rewards.tolist()  # has_is weighted 0: longer alone
+    assert main(["import", "trl", str(out), "--out", str(tmp_path / "w.jsonl"), "--reward-weights", "1"]) == 2
+    assert "1 weights for the reward columns ['longer', 'has_is']" in capsys.readouterr().err
     assert main(["replay", str(log_path), "--out", str(tmp_path / "replay"), "--no-plot"]) == 0
     assert "a sample" in capsys.readouterr().err  # replay repeats the header's caveats

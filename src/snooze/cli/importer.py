@@ -17,6 +17,23 @@ OPTIONS = ("reward_range", "drop_incomplete", "not_filtered")
 VERL_ONLY = ("dataset", "dataset_field", "id_field")
 
 
+def _weights(text: str) -> list[float]:
+    """``--reward-weights``: finite numbers separated by commas (repeats allowed: ``1,1``)."""
+    from snooze.core._checks import finite_float
+
+    out = [finite_float(_number(x)) for x in text.split(",")]
+    if not text or any(w is None for w in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: finite numbers separated by commas, e.g. 1,0.2")
+    return [float(w) for w in out if w is not None]
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from snooze.cli._options import add_options
     from snooze.cli._paths import output_file
@@ -43,6 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_options(reading, ImportOptions, ("group_size",), unset="the size of the dump's complete groups")
     add_options(reading, ImportOptions, OPTIONS)
+    parser.add_argument_group("trl only").add_argument(
+        "--reward-weights",
+        type=_weights,
+        default=None,
+        metavar="W1,W2,...",
+        help="the run's GRPOConfig.reward_weights, one per reward column in the files' order (TRL does not write "
+        "them; default: 1 each)",
+    )
     verl = parser.add_argument_group("verl only")
     verl.add_argument("--dataset", default=None, help="dataset name of rows without --dataset-field (default: verl)")
     verl.add_argument(
@@ -65,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
 
     opts = build(ImportOptions, {**values(args, ("group_size", *OPTIONS)), "reward_field": args.reward_field})
     verl_opts = {k: getattr(args, k) for k in VERL_ONLY if getattr(args, k) is not None}
-    if args.format != "verl" and verl_opts:
+    if args.reward_weights is not None:
+        if args.format != "trl":
+            raise ConfigError("--reward-weights: trl only (verl and prime-rl dump each rollout's weighted reward)")
+        verl_opts["reward_weights"] = args.reward_weights
+    elif args.format != "verl" and verl_opts:
         given = ", ".join("--" + k.replace("_", "-") for k in verl_opts)
         raise ConfigError(
             f"{given}: verl only (a prime-rl episode names its environment and task; TRL's rows are keyed by prompt)"
@@ -80,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {len(groups):,} groups; header: policy {header.policy}, dynamic sampling "
         f"{'yes' if header.dynamic_sampling else 'no'}, group_size {header.group_size}, {sizes}, "
         f"reward range [{header.reward_range[0]:g}, {header.reward_range[1]:g}]"
-        + (f", rewards from field {header.reward_field!r}" if header.reward_field else "")
+        + (f", rewards from field {header.reward_field!r}" if args.reward_field or args.format == "trl" else "")
     )
     for caveat in header.caveats:
         print(f"WARNING: {caveat}", file=sys.stderr)

@@ -21,9 +21,8 @@ What such a log is, and what the import cannot know (all said in the header's ``
 - the prompt's id is the key ``SnoozeGRPOTrainer`` and ``RewardLogger`` give a row without an ``id`` column
   (16 hex digits of the sha256 of the prompt's canonical JSON), in dataset ``train``: the dataset's own ids
   are not in the file;
-- a row's reward is TRL's weighted sum only when every weight is 1 (``reward_weights`` is not in the file):
-  the import sums the reward functions' columns (``NaN`` as absent, as TRL does), or takes one column
-  (``--reward-field``);
+- ``reward_weights`` is not in the file: a row's reward is the sum of the reward functions' columns weighted
+  by ``--reward-weights`` (default 1 each; ``NaN`` as absent, as TRL sums), or one column (``--reward-field``);
 - a run that evaluated writes its evaluation completions through the same buffers (a file of an evaluation
   step may hold them).
 """
@@ -128,14 +127,14 @@ def _reward_columns(table: dict[str, list[Any]], file: Path, reward_field: str |
     return found
 
 
-def _reward(row: list[Any], at: str, names: list[str]) -> float | None:
-    """TRL's sum with weights 1 of the row's scores (``None`` and ``NaN`` as absent); ``None``: none scored."""
+def _reward(row: list[Any], at: str, names: list[str], weights: list[float]) -> float | None:
+    """TRL's weighted sum of the row's scores (``None`` and ``NaN`` as absent: ``nansum``); ``None``: none scored."""
     total, scored = 0.0, False
-    for name, value in zip(names, row, strict=True):
+    for name, value, weight in zip(names, row, weights, strict=True):
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
         checked(value, reward_problem, at, name)
-        total, scored = total + float(value), True
+        total, scored = total + weight * float(value), True
     return total if scored else None
 
 
@@ -157,7 +156,7 @@ def _size(files: list[tuple[int, list[str]]], given: int | None) -> int:
 
 
 def _rows(
-    files: list[tuple[int, Path]], report: ImportReport, opts: ImportOptions
+    files: list[tuple[int, Path]], report: ImportReport, opts: ImportOptions, weights: list[float] | None
 ) -> tuple[Iterator[Rollout], list[str], int]:
     read: list[tuple[int, Path, list[str], list[float | None]]] = []
     names: list[str] = []
@@ -172,12 +171,15 @@ def _rows(
         if names and cols != names:
             raise DataError(f"{file}: reward columns {cols}, where the files before have {names}")
         names = cols
+        if weights is not None and len(weights) != len(cols):
+            raise ConfigError(f"--reward-weights: {len(weights)} weights for the reward columns {cols}")
+        w = weights if weights is not None else [1.0] * len(cols)
         for i, s in enumerate(table.get("step", [])):
             if s != step:
                 raise DataError(f"{file}, row {i}, field 'step': {s!r}, but the file is step {step}'s")
         keys = [_key(p, f"{file}, row {i}") for i, p in enumerate(table["prompt"])]
         rows = list(zip(*(table[c] for c in cols), strict=True))
-        read.append((step, file, keys, [_reward(list(r), f"{file}, row {i}", cols) for i, r in enumerate(rows)]))
+        read.append((step, file, keys, [_reward(list(r), f"{file}, row {i}", cols, w) for i, r in enumerate(rows)]))
     size = _size([(s, k) for s, _, k, _ in read], opts.group_size)
     if size < 2:
         raise DataError(
@@ -211,9 +213,12 @@ def _key(prompt: Any, at: str) -> str:
         raise DataError(f"{at}, field 'prompt': cannot be keyed ({exc})") from None
 
 
-def read_trl(path: str | Path, opts: ImportOptions | None = None) -> tuple[list[Group], RewardLogHeader, ImportReport]:
+def read_trl(
+    path: str | Path, opts: ImportOptions | None = None, reward_weights: list[float] | None = None
+) -> tuple[list[Group], RewardLogHeader, ImportReport]:
     """The groups of TRL's completion logs under ``path`` (its ``output_dir`` or ``completions/`` folder), the
-    header of their reward log (with what the import cannot know in its ``caveats``) and the report."""
+    header of their reward log (with what the import cannot know in its ``caveats``) and the report.
+    ``reward_weights``: the run's ``GRPOConfig.reward_weights`` (one per reward column; ``None``: 1 each)."""
     opts = opts or ImportOptions()
     path = Path(path)
     report = ImportReport(source=f"TRL completion logs {path}", keyed_by="prompt text (TRL writes no id)")
@@ -221,15 +226,19 @@ def read_trl(path: str | Path, opts: ImportOptions | None = None) -> tuple[list[
     for step, file in files:
         if step_problem(step) is not None:  # pragma: no cover - name_number keeps steps within int64
             raise DataError(f"{file}: the file's step, {step_problem(step)}")
-    rollouts, names, _ = _rows(files, report, opts)
+    if opts.reward_field is not None and reward_weights is not None:
+        raise ConfigError("--reward-weights weighs the sum of every reward column; --reward-field takes one column")
+    rollouts, names, _ = _rows(files, report, opts, reward_weights)
     groups = build_groups(list(rollouts), opts, report, sample=True)
     rr = reward_range(groups, opts.reward_range, report.source)
     caveats = [*check_filtered(groups, rr, opts, report), SAMPLE_CAVEAT]
-    if opts.reward_field is None and len(names) > 1:
+    if opts.reward_field is None and len(names) > 1 and reward_weights is None:
         caveats.append(
             f"each reward is the sum of the columns {names} with weights 1: TRL's GRPOConfig.reward_weights are not "
-            "in its completion logs (pass --reward-field to take one function's column)"
+            "in its completion logs (pass the run's --reward-weights, or --reward-field to take one function's column)"
         )
+    if reward_weights is not None:
+        caveats.append(f"each reward is the sum of the columns {names} weighted {reward_weights} (--reward-weights)")
     caveats.append("a file of a step that also evaluated may hold evaluation completions (TRL logs both alike)")
     per_step = Counter(g.step for g in groups)
     batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
