@@ -1,6 +1,7 @@
 """``RewardLogger``: the reward log of a plain TRL ``GRPOTrainer`` run, written while it trains.
 
-TRL writes no per-group rewards to disk. Its ``GRPOTrainer`` takes two things a run can add without
+TRL writes per-group rewards to disk only as a sample (``log_completions=True``: the last generation batch every
+``logging_steps``, which ``snooze import trl`` reads). Its ``GRPOTrainer`` takes two things a run can add without
 changing what it trains: reward functions and callbacks. The logger is both::
 
     logger = RewardLogger("runs/trl/rewards.jsonl")
