@@ -163,6 +163,8 @@ def test_the_reward_field_is_read_and_recorded(tmp_path: Path, capsys: pytest.Ca
     assert log.header.reward_field == "acc"
     assert log.rewards[0].tolist() == [1.0, 0.0, 0.0, 1.0]  # acc (true/false), not score ([0, 1, 0, 1])
     assert "rewards from field 'acc'" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "rep"), "--no-plot"]) == 0
+    assert "rewards: the dump's field 'acc'" in capsys.readouterr().out
     assert main(["import", "verl", str(dump), "--out", str(tmp_path / "b.jsonl"), "--reward-field", "nope"]) == 2
     assert "field 'nope': missing" in _err(capsys)
     run = tmp_path / "run"

@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
     stale = [out / "replay.png"] if args.no_plot else []  # an earlier run's figure is not these numbers
     removed = write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")}, stale)
     print_log(log, run_info)
+    if log.header is not None and log.header.reward_field is not None:
+        print(f"rewards: the dump's field {log.header.reward_field!r} (snooze import --reward-field)")
     print_headline(results)
     print_details(results, run_info)
     if not args.no_plot:
