@@ -110,14 +110,24 @@ def test_prime_rl_flags_are_real_bools(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_prime_rl_refuses_a_group_id_reused_by_two_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = _prime(tmp_path / "r", [(0, "g1", "t1", 0, SPREAD), (1, "g2", "t2", 0, SPREAD), (3, "g1", "t1", 0, SPREAD)])
-    (run / "rollouts" / "step_2" / "train" / "all").mkdir(parents=True)
-    (run / "rollouts" / "step_2" / "train" / "all" / "traces.jsonl").write_text(
-        "".join(json.dumps(episode("gsm8k", "t3", "g3", 2, r)) + "\n" for r in SPREAD)
-    )
+    """Two runs' folders merged by hand, their group ids reused: appended into the same step folders (told by
+    ``run.id``), or renamed to follow on (the id again steps later)."""
+    groups = [(0, "g1", "t1", 0, SPREAD), (1, "g2", "t2", 0, SPREAD)]
+    run = _prime(tmp_path / "r", groups)
+    for step, path in ((0, "step_0"), (1, "step_1")):  # run 2's episodes appended to run 1's files
+        with open(run / "rollouts" / path / "train" / "all" / "traces.jsonl", "a") as handle:
+            for r in SPREAD:
+                ep = episode("gsm8k", f"t{step + 1}", f"g{step + 1}", step, r)
+                ep["run"]["id"] = "run-2"
+                handle.write(json.dumps(ep) + "\n")
     assert main(["import", "prime-rl", str(run), "--out", str(tmp_path / "o.jsonl")]) == 2  # was: groups of 8
     err = _err(capsys)
-    assert "field 'group.id': 'g1' was the group of task 't1' (gsm8k) at step 0" in err and "step 3" in err
+    assert "field 'group.id': 'g1' was the group of task 't1' (gsm8k) at step 0 of run 'run-1'" in err
+    assert "of run 'run-2' here" in err
+    later = [(0, "g1", "t1", 0, SPREAD), *[(s, f"g{s + 1}", f"t{s + 1}", 0, SPREAD) for s in (1, 2, 3)]]
+    run = _prime(tmp_path / "r2", [*later, (4, "g1", "t1", 0, SPREAD)])
+    assert main(["import", "prime-rl", str(run), "--out", str(tmp_path / "o2.jsonl")]) == 2
+    assert "'g1' was the group of task 't1' (gsm8k) at step 0 of run 'run-1', and names task 't1'" in _err(capsys)
 
 
 def test_a_step_whose_groups_end_in_the_next_folder_is_not_missing(

@@ -168,7 +168,7 @@ def _rows(
 ) -> Iterator[Rollout]:
     seen: set[str] = set()
     last: dict[Any, tuple[int, str]] = {}  # group id -> (step, where) of its last episode
-    first: dict[Any, tuple[int, str, str | int]] = {}  # group id -> (step, environment, task) of its first
+    first: dict[Any, tuple[Any, ...]] = {}  # group id -> (step, environment, task, run) of its first episode
     rows: list[tuple[Any, str, str | int, float | None, str]] = []
     for step, path in files:
         report.files_read.append(str(path.relative_to(path.parents[3])))
@@ -182,7 +182,8 @@ def _rows(
             checked(name, dataset_problem, at, "env.name")
             key = checked(_field(obj, "task.key", at), id_problem, at, "task.key")
             gid = checked(_field(obj, "group.id", at), id_problem, at, "group.id")
-            _check_reused(gid, first.setdefault(gid, (step, name, key)), (step, name, key), at)
+            this = (step, name, key, _run_id(obj))
+            _check_reused(gid, first.setdefault(gid, this), this, at)
             rows.append((gid, name, key, _reward(obj, at, reward_field), at))
             last[gid] = (step, at)
     report.fields_not_read = sorted(seen - set(_READ))
@@ -191,16 +192,29 @@ def _rows(
         yield Rollout(last[gid][0], name, key, gid, reward, at)
 
 
-def _check_reused(gid: Any, first: tuple[int, str, str | int], this: tuple[int, str, str | int], at: str) -> None:
-    """A group id names one group: episodes of one environment and task, in one step's file or the next (a
-    group that finishes after the step it began in). The same id again steps later, or for another task or
-    environment, is an id reused: two runs' folders merged by hand would silently make groups of twice the size."""
-    if this[1:] == first[1:] and this[0] - first[0] <= 1:
+SPAN = 2
+"""Most step folders a group's episodes may lie apart (a group that finishes after the step it began in,
+under prime-rl's asynchrony); the same id further apart is an id used again."""
+
+
+def _run_id(obj: dict[str, Any]) -> Any:
+    """The episode's run (``run.id``, prime-rl's provenance), or ``None`` when the record has none."""
+    run = obj.get("run")
+    return run.get("id") if isinstance(run, dict) else None
+
+
+def _check_reused(gid: Any, first: tuple[Any, ...], this: tuple[Any, ...], at: str) -> None:
+    """A group id names one group: episodes of one run, environment and task, in step folders at most
+    :data:`SPAN` apart. The same id in another run (``run.id``), for another task or environment, or steps
+    later, is an id used twice: two runs' folders merged by hand would silently make groups of twice the size."""
+    step, env, key, run = first
+    if this[1:] == first[1:] and this[0] - step <= SPAN:
         return
+    was = f"task {key!r} ({env}) at step {step}" + (f" of run {run!r}" if run is not None else "")
+    now = f"task {this[2]!r} ({this[1]}) at step {this[0]}" + (f" of run {this[3]!r}" if this[3] is not None else "")
     raise DataError(
-        f"{at}, field 'group.id': {gid!r} was the group of task {first[2]!r} ({first[1]}) at step {first[0]}, and "
-        f"names task {this[2]!r} ({this[1]}) at step {this[0]} here: one id for two groups (two runs' folders "
-        "merged?). Import each run on its own"
+        f"{at}, field 'group.id': {gid!r} was the group of {was}, and names {now} here: one id for two groups "
+        "(two runs' folders merged?). Import each run on its own"
     )
 
 
