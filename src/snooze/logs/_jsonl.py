@@ -5,6 +5,8 @@ One rule for every log and every reader: a run killed while writing leaves its l
 JSON object is a :class:`~snooze.DataError` naming the file and the line (the guarded reader,
 :mod:`snooze.core._json`: an integer too long or nesting too deep is such a line too): a log is never
 silently shortened in the middle. Only a regular file is read (a FIFO is refused, never waited on).
+A writer that starts a log afresh never writes over an earlier one: it moves a non-empty file at its
+path to ``<stem>.earlier-N<suffix>`` first (:func:`move_aside`, the rule of every writer here).
 Cutting a log back to a step (on resume) writes it aside and renames it into place (fsynced, then the
 folder fsynced), so a crash leaves either the old or the new log; a cut-back that fails (a full disk)
 removes what it wrote aside.

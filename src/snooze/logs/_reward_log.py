@@ -224,7 +224,9 @@ def read_reward_log(
 
     ``group_size``: the expected G (``None``: the header's, else the first line's; one that contradicts the
     header is an error). Every reward must be finite and in ``reward_range`` (``None``: the header's, else
-    ``[0, 1]``); ``G >= 2`` (a group of one has no spread). A bad argument is a :class:`~snooze.ConfigError`.
+    ``[0, 1]``; a header of a run that accepted rewards outside its range, ``out_of_range: "accept"``, is
+    widened to hold its lines' rewards, with a warning, and the returned header says so in its ``caveats``);
+    ``G >= 2`` (a group of one has no spread). A bad argument is a :class:`~snooze.ConfigError`.
     """
     group_size, reward_range = _arguments(group_size, reward_range)
     name = str(path)
