@@ -53,6 +53,7 @@ def _trl_run(folder: Path) -> None:
         num_generations=4,
         per_device_train_batch_size=8,
         reward_weights=[1.0, 0.2],
+        log_completions=True,
         max_steps=18,
         max_completion_length=5,
         report_to="none",

@@ -139,3 +139,26 @@ def test_what_the_logger_cannot_log_is_refused(tmp_path: Path) -> None:
     logger = RewardLogger(tmp_path / "r.jsonl")
     with pytest.raises(IntegrationError, match="no reward function went through RewardLogger.wrap"):
         logger.on_train_begin(_trainer(tmp_path, Scores(), tmp_path / "x.jsonl").args, None, None)
+
+
+def test_the_logger_checks_its_range_when_built_and_refuses_a_snooze_trainer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 51, the TRL logger: ``reward_range`` was checked only when training began (after the model loaded);
+    a ``SnoozeGRPOTrainer`` given the logger's functions wrote a header claiming a plain one-round run; a TRL
+    version string that cannot be read (``main``) passed with no word."""
+    import logging
+
+    import trl
+
+    from snooze.integrations.trl import RewardLogger, SnoozeGRPOTrainer
+
+    with pytest.raises(IntegrationError, match=r"RewardLogger\(reward_range\)"):
+        RewardLogger(tmp_path / "r.jsonl", reward_range=(1.0, 0.0))
+    logged = RewardLogger(tmp_path / "r.jsonl").wrap([Scores().longer])
+    with pytest.raises(IntegrationError, match="wrapped by RewardLogger"):
+        SnoozeGRPOTrainer(model="never-loaded", reward_funcs=logged, snooze_config={"batch_size": 2})
+    monkeypatch.setattr(trl, "__version__", "main")
+    with caplog.at_level(logging.WARNING):
+        RewardLogger(tmp_path / "r.jsonl")
+    assert "trl 'main': not a version snooze can read, so it is unchecked" in caplog.text

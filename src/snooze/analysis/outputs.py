@@ -20,9 +20,10 @@ import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,8 @@ from snooze.analysis.stratify import STRATA, Stratification
 from snooze.core.errors import ConfigError
 
 __all__ = ["write_stratification", "write_files", "write_figure", "prompt_table", "ID_TYPE"]
+
+log = logging.getLogger(__name__)
 
 ID_TYPE = "id_type"
 """The column that gives each id's type (``int`` or ``str``) where the ``id`` column cannot."""
@@ -49,11 +52,16 @@ def _failed(exc: OSError, path: Path, what: str) -> OSError:
     return OSError(exc.errno, f"{exc.strerror or exc}; {what}", str(path))
 
 
-def write_files(files: Mapping[Path, bytes]) -> None:
+def write_files(files: Mapping[Path, bytes], stale: Iterable[Path] = ()) -> list[Path]:
     """Replace each file of ``files`` (path -> its bytes), all or none. Each is written aside and fsynced
     (:func:`~snooze._kit.files.write_atomic`); only when all were written are they renamed into place.
     A write that fails removes what was written aside (and the folders it made for them) and raises an
-    ``OSError`` naming the file; the files already there are left exactly as they were."""
+    ``OSError`` naming the file; the files already there are left exactly as they were.
+
+    ``stale``: the outputs of the same command that this run does not write (a figure under ``--no-plot``,
+    ``prompts.parquet`` without pyarrow). An earlier run's file of such a name would sit beside the new
+    numbers as if it were theirs: once the new files are in place, each is removed, with a warning, so the
+    folder holds one run's files. Returns those removed."""
     staged: list[tuple[Path, Path]] = []
     made: list[Path] = []  # the folders made here, deepest first
     path = Path()
@@ -78,8 +86,13 @@ def write_files(files: Mapping[Path, bytes]) -> None:
     finally:
         for tmp, _ in staged:
             remove_quietly(tmp)  # (only left when a rename failed)
-    for folder in dict.fromkeys(path.parent for path in files):
+    removed = [p for p in stale if p not in files and p.is_file()]
+    for p in removed:
+        remove_quietly(p)
+        log.warning("%s: an earlier run's output, not written by this run: removed (the folder holds one run's)", p)
+    for folder in dict.fromkeys(path.parent for path in [*files, *removed]):
         fsync_dir(folder)
+    return removed
 
 
 def _make_folder(folder: Path) -> list[Path]:
@@ -140,7 +153,9 @@ def _parquet_bytes(table: Mapping[str, list[Any]]) -> bytes | None:
 def write_stratification(result: Stratification, out_dir: str | os.PathLike[str], plots: bool = True) -> list[Path]:
     """Write every output of :func:`~snooze.analysis.stratify` into ``out_dir``; returns the paths written.
 
-    ``prompts.parquet`` is skipped when pyarrow is missing (``prompts.csv`` has the same table). The data
+    ``prompts.parquet`` is skipped when pyarrow is missing (``prompts.csv`` has the same table); an earlier
+    run's ``prompts.parquet``, and its plots when ``plots`` is False, are then removed (:func:`write_files`'s
+    ``stale``), so the folder never holds one run's table beside another's. The data
     files are replaced all together or not at all (:func:`write_files`), then the plots one by one.
     ``result`` not a :class:`Stratification`, ``out_dir`` not a folder path (``''``, ``None``, an existing
     file, or under one) or ``plots`` not a bool is a :class:`~snooze.ConfigError`, before anything is written.
@@ -168,7 +183,8 @@ def write_stratification(result: Stratification, out_dir: str | os.PathLike[str]
     parquet = _parquet_bytes(table)
     if parquet is not None:
         files[out / "prompts.parquet"] = parquet
-    write_files(files)
+    figures = [out / "pass_rates.png", out / "strata.png"]
+    write_files(files, stale=[out / "prompts.parquet", *([] if plots else figures)])
     written = list(files)
     if plots:
         from snooze.plots import plot_pass_rates, plot_strata

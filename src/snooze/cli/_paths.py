@@ -15,7 +15,7 @@ from pathlib import Path
 
 from snooze._kit.files import open_regular
 
-__all__ = ["input_file", "output_folder", "output_file"]
+__all__ = ["input_file", "output_folder", "output_file", "refuse_existing"]
 
 
 def _not_empty(text: str, what: str) -> Path:
@@ -66,3 +66,12 @@ def output_file(text: str) -> Path:
     if blocking is not None:
         raise argparse.ArgumentTypeError(f"{text}: cannot be written: {blocking} is a file, not a folder")
     return path
+
+
+def refuse_existing(path: Path, force: bool) -> None:
+    """A command's ``--out`` file that exists is written over only with ``--force`` (no command truncates a
+    file it did not create in this run): checked before any work, so a refusal costs nothing."""
+    from snooze.core.errors import ConfigError
+
+    if not force and (path.exists() or path.is_symlink()):
+        raise ConfigError(f"{path}: exists; pass --force to write over it, or another --out")

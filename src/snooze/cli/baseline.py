@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_dataset_options(parser)
     parser.add_argument("--out", required=True, type=output_file, help="output JSONL file")
+    parser.add_argument("--force", action="store_true", help="write over an existing --out file")
     parser.add_argument(
         "--cache",
         type=output_folder,
@@ -187,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from snooze.cli._options import build, values
+    from snooze.cli._paths import refuse_existing
     from snooze.experiments.baseline import (
         BaselineConfig,
         baseline_completions,
@@ -196,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from snooze.trainer.tasks import parse_tasks
 
+    refuse_existing(args.out, args.force)  # before any model is loaded or run
     _check_mode(args)
     torch.set_num_threads(os.cpu_count() or 1)
     if args.dataset is not None:

@@ -101,17 +101,23 @@ def run(args: argparse.Namespace) -> int:
                 f"{args.log}: --reward-range {cfg.reward_range} contradicts the log's header "
                 f"({list(log.header.reward_range)}); leave it out, or pass --override-header to use yours"
             )
+    log, range_note = _range_overridden(log, options.get("reward_range"))
     reward_range = options.get("reward_range") or (log.header.reward_range if log.header else cfg.reward_range)
     cfg = cfg.replace(group_size=log.group_size, reward_range=reward_range)
     shape_options = values(args, SHAPE_OPTIONS)
     with naming_options(StepShape, shape_options):
         run_info = logged_run(log, **shape_options, override=args.override_header)
+    run_info.overridden.extend(range_note)
+    run_info.warnings.extend(f"the log's header: {c}" for c in (log.header.caveats if log.header else ()))
     shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
     out = Path(args.out)
     report = {"log": _log_info(log, run_info), "policies": results}
-    write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")})  # all or nothing
+    stale = [out / "replay.png"] if args.no_plot else []  # an earlier run's figure is not these numbers
+    removed = write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")}, stale)
     print_log(log, run_info)
+    if log.header is not None and log.header.reward_field is not None:
+        print(f"rewards: the dump's field {log.header.reward_field!r} (snooze import --reward-field)")
     print_headline(results)
     print_details(results, run_info)
     if not args.no_plot:
@@ -119,11 +125,25 @@ def run(args: argparse.Namespace) -> int:
 
         write_figure(out / "replay.png", lambda path: plot_replay(results, path))
     print(f"wrote {out / 'replay.json'}" + ("" if args.no_plot else f" and {out / 'replay.png'}"))
+    for path in removed:
+        print(f"removed {path}: an earlier run's figure (--no-plot), not of these numbers")
     print(
         "caveat: assumes each prompt's outcomes would have been the same under the replayed policy "
         "(see docs/offline-analysis.md)"
     )
     return 0
+
+
+def _range_overridden(log: Any, given: tuple[float, float] | None) -> tuple[Any, list[str]]:
+    """The log with its header's reward range replaced by ``--reward-range`` (only reached with
+    ``--override-header`` when they differ), so what is printed and recorded is the range the replay used, and
+    the warning that says so."""
+    import dataclasses
+
+    if given is None or log.header is None or tuple(given) == log.header.reward_range:
+        return log, []
+    note = f"reward range {list(given)} used, where the header says {list(log.header.reward_range)}"
+    return dataclasses.replace(log, header=dataclasses.replace(log.header, reward_range=tuple(given))), [note]
 
 
 def _log_info(log: Any, run: Any) -> dict[str, Any]:

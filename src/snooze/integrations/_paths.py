@@ -38,17 +38,10 @@ def log_path(value: Any, name: str) -> Path:
 
 def open_log(path: Path, resumed: bool, config: Any = None, source: str = "") -> RewardLogWriter:
     """The run's reward log: appended to on resume; on a fresh run an earlier run's non-empty log at
-    ``path`` is first renamed ``<name>.earlier-N<suffix>`` (the first free N) and a warning names it.
+    ``path`` is first renamed ``<name>.earlier-N<suffix>`` (the first free N) and a warning names it (the rule of
+    every log writer: :func:`snooze.logs._jsonl.move_aside`).
     ``config``: the run's :class:`~snooze.SchedulerConfig`, written as the log's header (a new log's first line);
     under its ``out_of_range="accept"`` the log takes rewards outside the range as the scheduler does."""
-    if not resumed and path.is_file() and path.stat().st_size > 0:
-        n = 1
-        while (aside := path.with_name(f"{path.stem}.earlier-{n}{path.suffix}")).exists():
-            n += 1
-        path.rename(aside)
-        log.warning(
-            "%s held an earlier run's reward log; this fresh run moved it to %s and starts a new one", path, aside
-        )
     header = RewardLogHeader.of_config(config, source) if config is not None else None
     out_of_range = config.out_of_range if config is not None else "raise"
     return RewardLogWriter(path, append=resumed, header=header, out_of_range=out_of_range)

@@ -19,6 +19,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from snooze._kit.checks import INT64_MAX, finite_float, is_int, shown
 from snooze.core.errors import DataError
 
@@ -31,6 +33,7 @@ VERSION = 1
 """The header's version; a reader refuses another (it cannot know what the fields mean)."""
 
 _SIZES = ("batch_size", "gen_batch_size", "max_gen_rounds")
+_OPTIONAL = ("out_of_range", "reward_field", "caveats")
 
 
 def is_header(obj: Any) -> bool:
@@ -74,6 +77,21 @@ class RewardLogHeader:
     source: str = ""
     """What wrote the log: ``snooze.trainer``, ``snooze.integrations.trl``, ``snooze import verl``, ..."""
 
+    out_of_range: str = "raise"
+    """``"raise"``: every reward lies in ``reward_range``. ``"accept"``: the run accepted rewards outside it
+    (``SchedulerConfig.out_of_range="accept"``, the TRL adapter's default), so its lines may hold them; a
+    reader then takes the range as wide as the lines need and says so (:func:`~snooze.logs.read_reward_log`).
+    Written only when ``"accept"``."""
+
+    reward_field: str | None = None
+    """The field of the framework's dump read as each rollout's reward (``snooze import --reward-field``:
+    ``score``, verl's older ``acc``, ...); ``None``: the writer's own reward (not written)."""
+
+    caveats: tuple[str, ...] = ()
+    """What the writer could not know and guessed (each a sentence): an import's ``policy`` or
+    ``dynamic_sampling`` read from a dump that does not record them, a sample of a run's groups. Written
+    only when there are some; replay prints them."""
+
     extra: dict[str, Any] = field(default_factory=dict)
     """Fields of the header line this version does not know (kept, never read)."""
 
@@ -100,9 +118,15 @@ class RewardLogHeader:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The header as the plain JSON object its line holds."""
-        body = {k: v for k, v in asdict(self).items() if k != "extra"}
+        """The header as the plain JSON object its line holds (the optional fields only when they say something)."""
+        body = {k: v for k, v in asdict(self).items() if k not in ("extra", *_OPTIONAL)}
         body["reward_range"] = list(self.reward_range)
+        if self.out_of_range != "raise":
+            body["out_of_range"] = self.out_of_range
+        if self.reward_field is not None:
+            body["reward_field"] = self.reward_field
+        if self.caveats:
+            body["caveats"] = list(self.caveats)
         return {"format": FORMAT, "version": VERSION, **body, **self.extra}
 
     def to_line(self) -> str:
@@ -129,6 +153,8 @@ class RewardLogHeader:
         if not isinstance(rr, list) or len(rr) != 2:
             raise DataError(f"{where}, field 'reward_range': {shown(rr)}: must be [low, high]")
         fields["reward_range"] = tuple(rr)
+        if isinstance(fields.get("caveats"), list):
+            fields["caveats"] = tuple(fields["caveats"])
         extra = {k: v for k, v in obj.items() if k not in known and k not in ("format", "version")}
         try:
             return cls(**fields, extra=extra)
@@ -154,13 +180,28 @@ def _integer(value: Any, least: int) -> str:
     return f"an integer in [{least}, 2**63 - 1]" if is_int(value) and value > INT64_MAX else f"an integer >= {least}"
 
 
+def _json_plain(value: Any) -> Any:
+    """numpy's numbers as Python's (for ``json.dumps``); anything else JSON cannot hold is a TypeError."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def _check(h: RewardLogHeader) -> None:
-    if not _size_ok(h.group_size, 2):
-        raise _fail("group_size", f"{shown(h.group_size)}: must be {_integer(h.group_size, 2)}")
-    for name in _SIZES:
-        value = getattr(h, name)
-        if value is not None and not _size_ok(value, 1):
-            raise _fail(name, f"{shown(value)}: must be {_integer(value, 1)}, or null when not known")
+    """Every field checked, numpy's integers taken as Python's, the line made once: a header that could not be
+    written is refused here, when it is built, before any writer opens (or moves aside) a file."""
+    _check_sizes(h)
+    _check_added(h)
+    for name in ("options", "extra"):
+        try:
+            plain = json.loads(json.dumps(getattr(h, name), default=_json_plain, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise _fail(
+                name, f"cannot be written as JSON ({exc}); pass plain numbers, strings, lists and objects"
+            ) from None
+        object.__setattr__(h, name, plain)
+    if not isinstance(h.extra, dict):
+        raise _fail("extra", f"{shown(h.extra)}: must be a mapping of field to value")
     if not isinstance(h.policy, str) or not h.policy:
         raise _fail("policy", f"{shown(h.policy)}: must be a policy name (or 'unknown')")
     for name in ("dynamic_sampling", "carry_surplus"):
@@ -177,3 +218,26 @@ def _check(h: RewardLogHeader) -> None:
     object.__setattr__(h, "reward_range", (low, high))
     if not isinstance(h.source, str):
         raise _fail("source", f"{shown(h.source)}: must be a string")
+
+
+def _check_sizes(h: RewardLogHeader) -> None:
+    if not _size_ok(h.group_size, 2):
+        raise _fail("group_size", f"{shown(h.group_size)}: must be {_integer(h.group_size, 2)}")
+    object.__setattr__(h, "group_size", int(h.group_size))
+    for name in _SIZES:
+        value = getattr(h, name)
+        if value is not None and not _size_ok(value, 1):
+            raise _fail(name, f"{shown(value)}: must be {_integer(value, 1)}, or null when not known")
+        if value is not None:
+            object.__setattr__(h, name, int(value))
+
+
+def _check_added(h: RewardLogHeader) -> None:
+    """The fields written only when they say something (:data:`_OPTIONAL`)."""
+    if h.out_of_range not in ("raise", "accept"):
+        raise _fail("out_of_range", f"{shown(h.out_of_range)}: must be 'raise' or 'accept'")
+    if h.reward_field is not None and (not isinstance(h.reward_field, str) or not h.reward_field):
+        raise _fail("reward_field", f"{shown(h.reward_field)}: must be a field name, or null")
+    if not isinstance(h.caveats, tuple | list) or not all(isinstance(c, str) for c in h.caveats):
+        raise _fail("caveats", f"{shown(h.caveats)}: must be a list of sentences")
+    object.__setattr__(h, "caveats", tuple(h.caveats))

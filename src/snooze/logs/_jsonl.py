@@ -5,6 +5,8 @@ One rule for every log and every reader: a run killed while writing leaves its l
 JSON object is a :class:`~snooze.DataError` naming the file and the line (the guarded reader,
 :mod:`snooze._kit.json`: an integer too long or nesting too deep is such a line too): a log is never
 silently shortened in the middle. Only a regular file is read (a FIFO is refused, never waited on).
+A writer that starts a log afresh never writes over an earlier one: it moves a non-empty file at its
+path to ``<stem>.earlier-N<suffix>`` first (:func:`move_aside`, the rule of every writer here).
 Cutting a log back to a step (on resume) writes it aside and renames it into place (fsynced, then the
 folder fsynced), so a crash leaves either the old or the new log; a cut-back that fails (a full disk)
 removes what it wrote aside.
@@ -12,6 +14,7 @@ removes what it wrote aside.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -26,7 +29,16 @@ from snooze._kit.files import fsync_dir, open_regular, remove_quietly, write_ato
 from snooze._kit.json import parse_json
 from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["LineWriter", "read_lines", "truncate_log", "fail", "cut_short", "CUT_INSIDE", "written_aside"]
+__all__ = [
+    "LineWriter",
+    "read_lines",
+    "truncate_log",
+    "fail",
+    "cut_short",
+    "CUT_INSIDE",
+    "written_aside",
+    "move_aside",
+]
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +80,31 @@ def fail(path: str | os.PathLike[str], line: int, field: str | None, what: str) 
     return DataError(f"{path}, line {line}" + (f", field {field!r}" if field else "") + f": {what}")
 
 
+def move_aside(path: Path, kind: str = "file") -> Path | None:
+    """The one rule of every writer that starts a file afresh: an earlier non-empty regular file at ``path`` is
+    never written over; it is renamed ``<stem>.earlier-N<suffix>`` (the first free N) and a warning names it.
+    Returns that name (``None``: nothing there worth keeping, an empty file included)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    n = 1
+    while (aside := path.with_name(f"{path.stem}.earlier-{n}{path.suffix}")).exists() or aside.is_symlink():
+        n += 1
+    try:
+        path.rename(aside)
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: holds an earlier {kind} that could not be moved aside to {aside.name} ({exc.strerror or exc}); "
+            "pass another path"
+        ) from None
+    log.warning("%s held an earlier %s; this fresh run moved it to %s and starts a new one", path, kind, aside)
+    return aside
+
+
 class LineWriter:
     """Appends lines to a log, flushed at each write so a crashed run still leaves a usable file;
-    a context manager (``with Writer(path) as log: ...``)."""
+    a context manager (``with Writer(path) as log: ...``). A new log (``append=False``) never writes over an
+    earlier one: a non-empty file at ``path`` is moved aside first (:func:`move_aside`). A subclass checks
+    everything it was given before this opens anything."""
 
     kind = "log"
 
@@ -81,8 +115,15 @@ class LineWriter:
             raise ConfigError(f"{self.path}: is not a regular file; pass the path of a {self.kind} file to write")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"{self.path}: cannot be written ({exc.strerror or exc}); pass another path") from None
+        moved = None if append else move_aside(self.path, self.kind)
+        try:
             self._handle = open(self.path, "a" if append else "w", encoding="utf-8")  # noqa: SIM115
         except OSError as exc:
+            if moved is not None:
+                with contextlib.suppress(OSError):
+                    moved.rename(self.path)  # a refused call leaves things as they were
             raise ConfigError(f"{self.path}: cannot be written ({exc.strerror or exc}); pass another path") from None
 
     def _write_lines(self, lines: list[str]) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import logging
 import math
 import os
 import re
@@ -42,6 +43,8 @@ from snooze.logs._line_checks import (
 )
 
 __all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
+
+log = logging.getLogger(__name__)
 
 REWARDS_FILE = "rewards.jsonl"
 """The reward log inside a run directory of the reference trainer."""
@@ -221,27 +224,54 @@ def read_reward_log(
 
     ``group_size``: the expected G (``None``: the header's, else the first line's; one that contradicts the
     header is an error). Every reward must be finite and in ``reward_range`` (``None``: the header's, else
-    ``[0, 1]``); ``G >= 2`` (a group of one has no spread). A bad argument is a :class:`~snooze.ConfigError`.
+    ``[0, 1]``; a header of a run that accepted rewards outside its range, ``out_of_range: "accept"``, is
+    widened to hold its lines' rewards, with a warning, and the returned header says so in its ``caveats``);
+    ``G >= 2`` (a group of one has no spread). A bad argument is a :class:`~snooze.ConfigError`.
     """
     group_size, reward_range = _arguments(group_size, reward_range)
     name = str(path)
     if not os.path.exists(name):
         raise DataError(f"{name}: reward log not found")
     parsed = _parse_lines(read_lines(path, _canonical), name, group_size)
-    if reward_range is None:
-        reward_range = parsed.header.reward_range if parsed.header is not None else (0.0, 1.0)
     if not parsed.rewards:
         raise DataError(f"{name}: the reward log has no groups; it needs one JSON line per generated group")
     arr = _rewards_array(parsed.rewards)  # [N, G]
     line_arr = np.asarray(parsed.numbers, dtype=np.int64)
     if arr.shape[1] < 2:
         raise fail(name, int(line_arr[0]), "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2")
+    header = parsed.header
+    if reward_range is None and header is not None and header.out_of_range == "accept":
+        header = _seen_range(header, arr, name)
+    if reward_range is None:
+        reward_range = header.reward_range if header is not None else (0.0, 1.0)
     bad = first_bad_reward(arr, *reward_range)
     if bad is not None:
         raise fail(name, int(line_arr[bad[0]]), "rewards", bad[1])
-    return RewardLog(
-        name, np.asarray(parsed.steps, dtype=np.int64), parsed.datasets, parsed.ids, arr, line_arr, parsed.header
+    return RewardLog(name, np.asarray(parsed.steps, dtype=np.int64), parsed.datasets, parsed.ids, arr, line_arr, header)
+
+
+def _seen_range(header: RewardLogHeader, rewards: np.ndarray, name: str) -> RewardLogHeader:
+    """The header of a log written under ``out_of_range="accept"`` with its range widened to hold every reward
+    its lines hold (the range the run's rewards really had), and a warning when that differs from the one it
+    declared. Non-finite rewards are left for the range check to refuse."""
+    finite = rewards[np.isfinite(rewards)]
+    if finite.size == 0:
+        return header
+    low, high = min(header.reward_range[0], float(finite.min())), max(header.reward_range[1], float(finite.max()))
+    if (low, high) == header.reward_range:
+        return header
+    log.warning(
+        "%s: the header declares the reward range %s with out_of_range 'accept', and its rewards lie in [%g, %g]: "
+        "read with the range [%g, %g]",
+        name,
+        list(header.reward_range),
+        float(finite.min()),
+        float(finite.max()),
+        low,
+        high,
     )
+    seen = f"rewards seen in [{low:g}, {high:g}]; the run declared {list(header.reward_range)} (out_of_range accept)"
+    return dataclasses.replace(header, reward_range=(low, high), caveats=(*header.caveats, seen))
 
 
 def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any) -> None:
@@ -283,6 +313,9 @@ class RewardLogWriter(LineWriter):
         if out_of_range not in ("raise", "accept"):
             raise ConfigError(f"out_of_range={out_of_range!r}: must be 'raise' or 'accept'")
         self.out_of_range = out_of_range
+        if header is not None and out_of_range == "accept" and header.out_of_range != "accept":
+            header = dataclasses.replace(header, out_of_range="accept")  # the header says what the lines may hold
+        first_line = header.to_line() if header is not None else ""  # (before anything is opened or moved)
         on_disk = _on_disk(Path(path)) if append else None
         if on_disk is not None and header is not None:
             _check_agrees(header, on_disk, path)
@@ -292,7 +325,7 @@ class RewardLogWriter(LineWriter):
         self.header = on_disk.header if on_disk is not None else header
         """The header the log has (``None``: a log without one)."""
         if header is not None and self.path.stat().st_size == 0:
-            self._write_lines([header.to_line()])
+            self._write_lines([first_line])
             self._line, self.header = 1, header
         if self.header is not None:
             self._checks.group_size, self._checks.size_from = self.header.group_size, "the header"

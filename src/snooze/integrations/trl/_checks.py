@@ -136,6 +136,13 @@ def check_trl(version: str, classes: Mapping[str, Any], wanted: Wanted, oldest_t
             f"trl {version}: {'; '.join(differ)}. The adapter overrides these TRL internals and is tested with "
             f"{supported}: {install}"
         )
+    if release is None:
+        log.warning(
+            "trl %r: not a version snooze can read (a git build?), so its release is unchecked; the internals the "
+            "adapter relies on match. Tested with %s",
+            version,
+            supported,
+        )
     if release is not None and newest is not None and release > newest:
         log.warning(
             "trl %s is newer than the newest release snooze is tested with (%s); the internals it relies on are "

@@ -1,6 +1,7 @@
 """``RewardLogger``: the reward log of a plain TRL ``GRPOTrainer`` run, written while it trains.
 
-TRL writes no per-group rewards to disk. Its ``GRPOTrainer`` takes two things a run can add without
+TRL writes per-group rewards to disk only as a sample (``log_completions=True``: the last generation batch every
+``logging_steps``, which ``snooze import trl`` reads). Its ``GRPOTrainer`` takes two things a run can add without
 changing what it trains: reward functions and callbacks. The logger is both::
 
     logger = RewardLogger("runs/trl/rewards.jsonl")
@@ -47,12 +48,14 @@ from typing import Any
 import numpy as np
 from transformers import TrainerCallback
 
-from snooze import IntegrationError
+from snooze import ConfigError, IntegrationError
+from snooze._kit.checks import check_reward_range
 from snooze.integrations._paths import log_path
+from snooze.integrations.trl._checks import RANGE, _release
 from snooze.integrations.trl._data import DATASET, prompt_key, reward_range_of
 from snooze.logs import RewardLogHeader, RewardLogWriter, truncate_log
 
-__all__ = ["RewardLogger"]
+__all__ = ["RewardLogger", "refuse_logged_funcs"]
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,13 @@ class RewardLogger(TrainerCallback):  # type: ignore[misc]
 
     def __init__(self, path: str | Path, reward_range: tuple[float, float] | None = None) -> None:
         self.path = log_path(path, "RewardLogger(path)")
+        if reward_range is not None:  # checked here, not when training starts (after the model loaded)
+            try:
+                reward_range = check_reward_range(reward_range, "RewardLogger(reward_range)")
+            except ConfigError as exc:
+                raise IntegrationError(str(exc)) from None
         self.reward_range = reward_range
+        warn_unchecked_version()
         self._funcs = 0
         self._round: dict[int, list[Any]] = {}
         self._writer: RewardLogWriter | None = None
@@ -116,6 +125,7 @@ class RewardLogger(TrainerCallback):  # type: ignore[misc]
             wrapper = scored
         functools.update_wrapper(wrapper, func, assigned=("__module__", "__qualname__", "__doc__"), updated=())
         wrapper.__name__ = get_callable_name(func)  # TRL names the function's metrics by it
+        setattr(wrapper, LOGGED, True)  # SnoozeGRPOTrainer refuses it (refuse_logged_funcs)
         return wrapper
 
     def _scored(self, index: int, rewards: Any, kwargs: dict[str, Any]) -> None:
@@ -218,6 +228,36 @@ class RewardLogger(TrainerCallback):  # type: ignore[misc]
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+LOGGED = "_snooze_reward_logger"
+"""The attribute :meth:`RewardLogger.wrap` sets on each function it returns."""
+
+
+def refuse_logged_funcs(reward_funcs: Any) -> None:
+    """Refuse reward functions wrapped by a :class:`RewardLogger` given to ``SnoozeGRPOTrainer``: the logger's
+    header would claim a plain one-round GRPO run of TRL's sizes, which a snooze run is not (its rounds, policy
+    and carried groups are its own). ``SnoozeGRPOTrainer(reward_log=...)`` writes the true log."""
+    funcs = reward_funcs if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
+    if any(getattr(f, LOGGED, False) for f in funcs):
+        raise IntegrationError(
+            "SnoozeGRPOTrainer was given reward functions wrapped by RewardLogger, whose header would claim a plain "
+            "one-round GRPO run; pass the functions unwrapped and reward_log='path.jsonl' to SnoozeGRPOTrainer (it "
+            "writes the run's own reward log, with its policy, rounds and sizes)"
+        )
+
+
+def warn_unchecked_version() -> None:
+    """Warn when TRL's version string is not a release (``main``, a git build): the logger relies on how TRL
+    calls reward functions, which is checked against release numbers only."""
+    import trl
+
+    if _release(str(getattr(trl, "__version__", ""))) is None:
+        log.warning(
+            "trl %r: not a version snooze can read, so it is unchecked; RewardLogger is tested with %s",
+            getattr(trl, "__version__", None),
+            RANGE,
+        )
 
 
 def _is_module(f: Any) -> bool:

@@ -57,6 +57,7 @@ from snooze.integrations.trl._callbacks import (  # noqa: E402  (after TRL: it i
     SnoozeCheckpointCallback,
     no_state,
 )
+from snooze.integrations.trl._reward_log import refuse_logged_funcs  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._curriculum = curriculum_of(curriculum, "curriculum")  # read and checked before TRL loads anything
         bound = build.bind(GRPOTrainer.__init__, args, kwargs)
         if bound is not None:  # (else TRL refuses its arguments itself, below)
+            refuse_logged_funcs(bound.arguments.get("reward_funcs"))
             scheduler = _scheduler_before_loading(bound, scheduler, snooze_config)
             args, kwargs = bound.args[1:], bound.kwargs
         super().__init__(*args, **kwargs)

@@ -28,17 +28,32 @@ import numpy as np
 
 from snooze._kit.checks import as_int, check_reward_range
 from snooze.core.classify import SIGNAL, classify
-from snooze.core.errors import DataError
+from snooze.core.errors import ConfigError, DataError
 from snooze.logs._header import RewardLogHeader
 from snooze.logs._jsonl import written_aside
 from snooze.logs._line_checks import LineChecks
 from snooze.logs._reward_log import RewardLogWriter
 
-__all__ = ["Rollout", "Group", "ImportReport", "ImportOptions", "build_groups", "write_reward_log", "FILTER_MIN"]
+__all__ = [
+    "Rollout",
+    "Group",
+    "ImportReport",
+    "ImportOptions",
+    "build_groups",
+    "write_reward_log",
+    "FILTER_MIN",
+    "DAPO_GUESS",
+]
 
 MIXED_SHARE = 0.25
 """A group size below the largest that this share of the groups have is a second group size, not a few groups
 cut short (a killed run cuts the groups of one step; cancelled groups are cut at every size)."""
+
+DAPO_GUESS = (
+    "dynamic_sampling false is a guess: the dump does not record whether the run drew prompts by difficulty or "
+    "gated groups by advantage (prime-rl's own sampler and gate leave no trace in its episodes)"
+)
+"""The caveat of a header whose ``dynamic_sampling: false`` the dump cannot confirm."""
 
 FILTER_MIN = 32
 """Fewest groups at which "every group has reward spread" is taken as a filtered dump. In an unfiltered run
@@ -92,7 +107,13 @@ class ImportOptions:
     not_filtered: bool = False
     """The run had no filter: import a dump in which every group has reward spread."""
 
+    reward_field: str | None = None
+    """The field read as each rollout's reward (``None``: the format's own: verl ``score``, prime-rl the
+    weighted sum of a trace's rewards, TRL the sum of its reward functions' columns); recorded in the header."""
+
     def __post_init__(self) -> None:
+        if self.reward_field is not None and (not isinstance(self.reward_field, str) or not self.reward_field):
+            raise ConfigError(f"--reward-field={self.reward_field!r}: must be the name of a field of the dump")
         if self.group_size is not None:
             object.__setattr__(self, "group_size", as_int(self.group_size, "ImportOptions.group_size", 2))
         if self.reward_range is not None:
@@ -151,11 +172,18 @@ def _size(complete: Sequence[int], opts: ImportOptions) -> int:
 
 
 def build_groups(
-    rollouts: Iterable[Rollout], opts: ImportOptions, report: ImportReport, size_of: dict[str, int] | None = None
+    rollouts: Iterable[Rollout],
+    opts: ImportOptions,
+    report: ImportReport,
+    size_of: dict[str, int] | None = None,
+    steps: Iterable[int] = (),
+    sample: bool = False,
 ) -> list[Group]:
     """The groups of ``rollouts`` (keyed by ``(step, group)``), checked as the module docstring says, in
     step order. ``size_of``: a group size per dataset read from the dump (prime-rl's environments), checked
-    to agree."""
+    to agree. ``steps``: the steps the dump has a file for (a step whose groups all ended in the next step's
+    file is in the dump, not missing). ``sample``: the dump holds only some steps (TRL's completions), so
+    steps missing between are expected, not a partial dump."""
     by_key: dict[tuple[int, Any], list[Rollout]] = {}
     order: dict[tuple[int, Any], int] = {}
     for n, r in enumerate(rollouts):
@@ -194,7 +222,8 @@ def build_groups(
     groups.sort(key=lambda g: (g.step, g.order))
     if not groups:
         raise DataError(f"{report.source}: every group is incomplete; nothing to import")
-    _check_steps(groups, report)
+    if not sample:
+        _check_steps(groups, report, steps)
     _check_as_lines(groups, report)
     report.groups, report.group_size = len(groups), size
     report.steps = (groups[0].step, groups[-1].step)
@@ -249,9 +278,9 @@ def _missing_steps(steps: Iterable[int], most: int = 5) -> tuple[list[int], int]
     return shown, total
 
 
-def _check_steps(groups: Sequence[Group], report: ImportReport) -> None:
+def _check_steps(groups: Sequence[Group], report: ImportReport, present: Iterable[int] = ()) -> None:
     steps = [groups[0].step, groups[-1].step]
-    missing, total = _missing_steps(g.step for g in groups)
+    missing, total = _missing_steps(itertools.chain((g.step for g in groups), present))
     if total:
         shown = ", ".join(map(str, missing)) + (f" ... ({total:,} in all)" if total > len(missing) else "")
         raise DataError(
@@ -278,19 +307,25 @@ def reward_range(groups: Sequence[Group], given: tuple[float, float] | None, sou
     raise DataError(f"{source}: rewards lie in [{lo:g}, {hi:g}]; pass --reward-range=LOW,HIGH (the run's range)")
 
 
-def check_filtered(groups: Sequence[Group], rr: tuple[float, float], opts: ImportOptions, report: ImportReport) -> None:
-    """Refuse a dump in which every group has spread (module docstring), unless ``not_filtered``."""
+def check_filtered(
+    groups: Sequence[Group], rr: tuple[float, float], opts: ImportOptions, report: ImportReport
+) -> tuple[str, ...]:
+    """Refuse a dump in which every group has spread (module docstring), unless ``not_filtered``. Returns the
+    header's caveat when the check could not tell (too few groups)."""
     rewards = np.asarray([g.rewards for g in groups], dtype=np.float64)  # [N, G]
     signal = classify(rewards, rr, 0.99, 0.01, 1e-6) == SIGNAL
     if not signal.all() or opts.not_filtered:
         report.notes.append(f"groups with reward spread: {int(signal.sum()):,} of {len(groups):,}")
-        return
+        return ()
     if len(groups) < FILTER_MIN:
         report.notes.append(
             f"note: every one of the {len(groups)} groups has reward spread; too few to tell a dump of a run with "
             "DAPO's filter (only the trained groups) from an unfiltered one"
         )
-        return
+        return (
+            f"dynamic_sampling false is a guess: every one of the {len(groups)} groups has reward spread, too few "
+            "to tell a run with DAPO's filter from one without",
+        )
     raise DataError(
         f"{report.source}: every one of the {len(groups):,} groups has reward spread. That is a dump of a run with "
         "DAPO's filter (verl: algorithm.filter_groups.enable=True), which holds only the trained batch: the groups "
@@ -310,6 +345,9 @@ def write_reward_log(path: str | os.PathLike[str], groups: Sequence[Group], head
                 log.write(step[0].step, [g.dataset for g in step], [g.id for g in step], [g.rewards for g in step])
     except OSError as exc:
         why = exc.strerror or exc
+        raise DataError(f"{path}: the reward log could not be written ({why}); it is as it was") from None
+    except ConfigError as exc:  # the file written aside could not be opened: name the user's path, not it
+        why = str(exc).split("cannot be written (", 1)[-1].split(")", 1)[0]
         raise DataError(f"{path}: the reward log could not be written ({why}); it is as it was") from None
 
 

@@ -28,17 +28,16 @@ groups without signal), so the run is taken as ``policy: grpo``, ``dynamic_sampl
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from snooze._kit.checks import finite_float
 from snooze.core.errors import DataError
 from snooze.logs._header import RewardLogHeader
 from snooze.logs._line_checks import dataset_problem, id_problem, step_problem
 from snooze.logs.importers._common import (
+    DAPO_GUESS,
     Group,
     ImportOptions,
     ImportReport,
@@ -47,6 +46,7 @@ from snooze.logs.importers._common import (
     check_filtered,
     reward_range,
 )
+from snooze.logs.importers._fields import checked, flag_problem, name_number, pattern, reward_value
 from snooze.logs.importers._jsonl import objects, where
 
 __all__ = ["read_prime_rl", "ALL_FILE"]
@@ -54,7 +54,7 @@ __all__ = ["read_prime_rl", "ALL_FILE"]
 ALL_FILE = ("train", "all", "traces.jsonl")
 """Under ``rollouts/step_<N>/``: the file of every training episode of the step."""
 
-_STEP = re.compile(r"^step_(\d+)$")
+_STEP = pattern(r"step_([0-9]+)")  # matched whole (fullmatch), ASCII digits only
 _READ = ("env", "task", "group", "ok", "traces")
 
 
@@ -68,13 +68,13 @@ def _files(path: Path, report: ImportReport) -> list[tuple[int, Path]]:
     root = _root(path)
     found, effective = [], 0
     for sub in sorted(root.iterdir()):
-        m = _STEP.match(sub.name)
+        m = _STEP.fullmatch(sub.name)
         if not m or not sub.is_dir():
             report.files_ignored.append(sub.name)
             continue
         file = sub.joinpath(*ALL_FILE)
         if file.is_file():
-            step = int(m.group(1))
+            step = name_number(m.group(1), str(sub), "the folder's step")
             if step_problem(step) is not None:
                 raise DataError(f"{sub}: the folder's step, {step_problem(step)}; prime-rl names it step_<N>")
             found.append((step, file))
@@ -92,14 +92,6 @@ def _files(path: Path, report: ImportReport) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def _check(value: Any, problem: Callable[[Any], str | None], at: str, field: str) -> Any:
-    """``value``, or the reward log reader's DataError for it, naming the episode's line and field."""
-    what = problem(value)
-    if what is not None:
-        raise DataError(f"{at}, field {field!r}: {what}")
-    return value
-
-
 def _field(obj: Any, path: str, at: str) -> Any:
     """``obj``'s value at a dotted ``path``, or a DataError naming it."""
     for name in path.split("."):
@@ -109,12 +101,20 @@ def _field(obj: Any, path: str, at: str) -> Any:
     return obj
 
 
-def _reward(episode: dict[str, Any], at: str) -> float | None:
-    """The episode's reward (its trainable trace's ``Trace.reward``); ``None`` when it failed or was not scored."""
+def _trainable(trace: dict[str, Any], at: str, t: int) -> bool:
+    """Whether a trace is trained on: its ``agent.trainable``, a real bool (absent: true)."""
+    value = (trace.get("agent") or {}).get("trainable", True)
+    return bool(checked(value, flag_problem, at, f"traces[{t}].agent.trainable"))
+
+
+def _reward(episode: dict[str, Any], at: str, reward_field: str | None) -> float | None:
+    """The episode's reward (its trainable trace's ``Trace.reward``, or the score of its reward named
+    ``reward_field``); ``None`` when it failed or was not scored."""
     traces = _field(episode, "traces", at)
     if not isinstance(traces, list):
         raise DataError(f"{at}, field 'traces': {type(traces).__name__}, not a list of traces")
-    if episode.get("ok") is False or not traces:
+    ok = checked(episode["ok"], flag_problem, at, "ok") if "ok" in episode else True
+    if not ok or not traces:
         return None
     bad = next((i for i, t in enumerate(traces) if _trace_problem(t)), None)
     if bad is not None:
@@ -122,25 +122,33 @@ def _reward(episode: dict[str, Any], at: str) -> float | None:
             f"{at}, field 'traces[{bad}]': {_trace_problem(traces[bad])}: a trace is an object whose 'agent' is an "
             "object (verifiers' Trace); is this a prime-rl episode file?"
         )
-    trainable = [t for t in traces if (t.get("agent") or {}).get("trainable", True)]
+    trainable = [t for i, t in enumerate(traces) if _trainable(t, at, i)]
     if len(trainable) != 1:
         raise DataError(
             f"{at}, field 'traces': {len(trainable)} trainable traces in one episode; a reward log has one reward "
-            "per rollout (multi-agent episodes are not imported)"
+            "per rollout (multi-agent episodes are not imported: mark the other agents' traces trainable: false, "
+            "or write one episode per trained agent)"
         )
     rewards = _field(trainable[0], "rewards", at + ", traces[0]")
     if not isinstance(rewards, dict):
         raise DataError(f"{at}, field 'traces[0].rewards': {type(rewards).__name__}, not a mapping of named rewards")
+    if reward_field is not None:
+        if reward_field not in rewards:
+            raise DataError(
+                f"{at}, field 'traces[0].rewards': no reward named {reward_field!r} (--reward-field); it has "
+                f"{sorted(map(str, rewards))}"
+            )
+        rewards = {reward_field: rewards[reward_field]}
     total = 0.0
     for name, r in rewards.items():
         if r is None:
             return None  # scoring did not run (verifiers: None)
-        score = finite_float(r.get("score")) if isinstance(r, dict) else None
-        weight = finite_float(r.get("weight", 1.0)) if isinstance(r, dict) else None
-        if score is None or weight is None:
+        if not isinstance(r, dict) or "score" not in r:
             raise DataError(
                 f"{at}, field 'traces[0].rewards.{name}': {r!r} is not {{'score': number, 'weight': number}}"
             )
+        score = reward_value(r["score"], at, f"traces[0].rewards.{name}.score")
+        weight = 1.0 if reward_field is not None else reward_value(r.get("weight", 1.0), at, f"rewards.{name}.weight")
         total += score * weight  # verifiers' Reward.value
     return total
 
@@ -155,10 +163,13 @@ def _trace_problem(trace: Any) -> str | None:
     return None
 
 
-def _rows(files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, Counter[str]]) -> Iterator[Rollout]:
+def _rows(
+    files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, Counter[Any]], reward_field: str | None
+) -> Iterator[Rollout]:
     seen: set[str] = set()
-    last: dict[str, tuple[int, str]] = {}  # group id -> (step, where) of its last episode
-    rows: list[tuple[str, str, str | int, float | None, str]] = []
+    last: dict[Any, tuple[int, str]] = {}  # group id -> (step, where) of its last episode
+    first: dict[Any, tuple[Any, ...]] = {}  # group id -> (step, environment, task, run) of its first episode
+    rows: list[tuple[Any, str, str | int, float | None, str]] = []
     for step, path in files:
         report.files_read.append(str(path.relative_to(path.parents[3])))
         for number, obj in objects(path):
@@ -168,15 +179,43 @@ def _rows(files: list[tuple[int, Path]], report: ImportReport, sizes: dict[str, 
             name = (env.get("name") or env.get("id")) if isinstance(env, dict) else None
             if name is None:
                 raise DataError(f"{at}, field 'env.name': missing; an episode names its environment")
-            _check(name, dataset_problem, at, "env.name")
-            key = _check(_field(obj, "task.key", at), id_problem, at, "task.key")
-            gid = str(_field(obj, "group.id", at))
-            rows.append((gid, name, key, _reward(obj, at), at))
+            checked(name, dataset_problem, at, "env.name")
+            key = checked(_field(obj, "task.key", at), id_problem, at, "task.key")
+            gid = checked(_field(obj, "group.id", at), id_problem, at, "group.id")
+            this = (step, name, key, _run_id(obj))
+            _check_reused(gid, first.setdefault(gid, this), this, at)
+            rows.append((gid, name, key, _reward(obj, at, reward_field), at))
             last[gid] = (step, at)
     report.fields_not_read = sorted(seen - set(_READ))
     for gid, name, key, reward, at in rows:
         sizes[name][gid] += 1
         yield Rollout(last[gid][0], name, key, gid, reward, at)
+
+
+SPAN = 2
+"""Most step folders a group's episodes may lie apart (a group that finishes after the step it began in,
+under prime-rl's asynchrony); the same id further apart is an id used again."""
+
+
+def _run_id(obj: dict[str, Any]) -> Any:
+    """The episode's run (``run.id``, prime-rl's provenance), or ``None`` when the record has none."""
+    run = obj.get("run")
+    return run.get("id") if isinstance(run, dict) else None
+
+
+def _check_reused(gid: Any, first: tuple[Any, ...], this: tuple[Any, ...], at: str) -> None:
+    """A group id names one group: episodes of one run, environment and task, in step folders at most
+    :data:`SPAN` apart. The same id in another run (``run.id``), for another task or environment, or steps
+    later, is an id used twice: two runs' folders merged by hand would silently make groups of twice the size."""
+    step, env, key, run = first
+    if this[1:] == first[1:] and this[0] - step <= SPAN:
+        return
+    was = f"task {key!r} ({env}) at step {step}" + (f" of run {run!r}" if run is not None else "")
+    now = f"task {this[2]!r} ({this[1]}) at step {this[0]}" + (f" of run {this[3]!r}" if this[3] is not None else "")
+    raise DataError(
+        f"{at}, field 'group.id': {gid!r} was the group of {was}, and names {now} here: one id for two groups "
+        "(two runs' folders merged?). Import each run on its own"
+    )
 
 
 def read_prime_rl(
@@ -187,12 +226,15 @@ def read_prime_rl(
     opts = opts or ImportOptions()
     path = Path(path)
     report = ImportReport(source=f"prime-rl episodes {path}", keyed_by="task.key")
-    sizes: dict[str, Counter[str]] = defaultdict(Counter)
-    rollouts = list(_rows(_files(path, report), report, sizes))
+    sizes: dict[str, Counter[Any]] = defaultdict(Counter)
+    files = _files(path, report)
+    rollouts = list(_rows(files, report, sizes, opts.reward_field))
     size_of = {env: max(c.values()) for env, c in sizes.items()}
-    groups = build_groups(rollouts, opts, report, size_of if opts.group_size is None else None)
+    steps = [step for step, _ in files]
+    groups = build_groups(rollouts, opts, report, size_of if opts.group_size is None else None, steps)
     rr = reward_range(groups, opts.reward_range, report.source)
-    check_filtered(groups, rr, opts, report)
+    caveats = (*check_filtered(groups, rr, opts, report), DAPO_GUESS)
+    report.notes.append(f"note: {DAPO_GUESS}")
     report.datasets = dict(Counter(g.dataset for g in groups))
     report.prompts = len({(g.dataset, g.id) for g in groups})
     header = RewardLogHeader(
@@ -202,6 +244,8 @@ def read_prime_rl(
         dynamic_sampling=False,
         reward_range=rr,
         source="snooze import prime-rl",
+        reward_field=opts.reward_field,
+        caveats=caveats,
     )
     report.header = header
     return groups, header, report

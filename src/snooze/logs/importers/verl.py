@@ -27,13 +27,12 @@ a step, every group trained): the header says ``policy: grpo``, ``dynamic_sampli
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from snooze._kit.checks import finite_float, is_int
+from snooze._kit.checks import is_int
 from snooze.core.errors import ConfigError, DataError
 from snooze.logs._header import RewardLogHeader
 from snooze.logs._line_checks import dataset_problem, id_problem, step_problem
@@ -46,15 +45,20 @@ from snooze.logs.importers._common import (
     check_filtered,
     reward_range,
 )
+from snooze.logs.importers._fields import checked, name_number, pattern, reward_value
 from snooze.logs.importers._jsonl import objects, where
 
-__all__ = ["read_verl", "STEP_FILE"]
+__all__ = ["read_verl", "STEP_FILE", "REWARD_FIELD"]
 
-STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+STEP_FILE = pattern(r"([0-9]+)\.jsonl")
 """verl's name of a step's dump file: ``<global_step>.jsonl``."""
 
-_USED = {"input", "score", "step", "uid"}
-_UID = re.compile(r"^(.*)_(\d+)_(\d+)$")  # v1: {uid}_{session}_{index}
+REWARD_FIELD = "score"
+"""The field read as each rollout's reward unless ``--reward-field`` names another (verl's older trainer's
+``acc``, any numeric field the reward function dumps)."""
+
+_USED = {"input", "step", "uid"}
+_UID = pattern(r"(.*)_([0-9]+)_([0-9]+)")  # v1: {uid}_{session}_{index}; matched whole (fullmatch)
 
 
 def _files(folder: Path, report: ImportReport) -> list[tuple[int, Path]]:
@@ -64,11 +68,11 @@ def _files(folder: Path, report: ImportReport) -> list[tuple[int, Path]]:
         raise DataError(f"{folder}: not a folder; pass verl's trainer.rollout_data_dir (it holds <step>.jsonl files)")
     found: dict[int, Path] = {}
     for path in sorted(folder.iterdir()):
-        m = STEP_FILE.match(path.name)
+        m = STEP_FILE.fullmatch(path.name)
         if not m or not path.is_file():
             report.files_ignored.append(path.name)
             continue
-        step = int(m.group(1))
+        step = name_number(m.group(1), str(path), "the file's step")
         what = step_problem(step)
         if what is not None:
             raise DataError(f"{path}: the file's step, {what}; verl names a step's file <global_step>.jsonl")
@@ -97,21 +101,30 @@ def _key(obj: dict[str, Any], at: str, id_field: str | None) -> str | int:
         text = _value(obj, "input", at, "the prompt ('input')")
         if not isinstance(text, str):
             raise DataError(f"{at}, field 'input': {type(text).__name__}, not the prompt's text")
-        return _checked(text, id_problem, at, "input")
+        return checked(text, id_problem, at, "input")
     pid = _value(obj, id_field, at, f"the id field {id_field!r} (--id-field)")
-    return _checked(pid, id_problem, at, id_field)
+    return checked(pid, id_problem, at, id_field)
 
 
-def _checked(value: Any, problem: Callable[[Any], str | None], at: str, field: str) -> Any:
-    """``value``, or the reward log reader's DataError for it, naming the dump's line and field."""
-    what = problem(value)
-    if what is not None:
-        raise DataError(f"{at}, field {field!r}: {what}")
-    return value
+def _group(obj: dict[str, Any], at: str) -> tuple[Any, tuple[str, int] | None]:
+    """The row's group key and its uid's ``(session, output index)`` (``None``: a uid without them, or none)."""
+    uid = obj.get("uid")
+    if uid is None:
+        return None, None
+    checked(uid, id_problem, at, "uid")  # a list or an object is refused here, not hashed below
+    m = _UID.fullmatch(uid) if isinstance(uid, str) else None
+    if m is None:
+        return uid, None
+    return m.group(1), (m.group(2), name_number(m.group(3), f"{at}, field 'uid'", "the output index"))
 
 
 def _rows(
-    files: list[tuple[int, Path]], report: ImportReport, dataset: str, dataset_field: str, id_field: str | None
+    files: list[tuple[int, Path]],
+    report: ImportReport,
+    dataset: str,
+    dataset_field: str,
+    id_field: str | None,
+    reward_field: str,
 ) -> Iterator[tuple[Rollout, Any]]:
     """Each line as a rollout, with its uid's ``(session, index)`` (``None`` without uid)."""
     seen: set[str] = set()
@@ -125,20 +138,15 @@ def _rows(
         for number, obj in objects(path):
             at = where(path, number)
             seen.update(obj)
-            score = _value(obj, "score", at, "the rollout's reward ('score')")
-            reward = finite_float(score) if score is not None else None
-            if score is not None and reward is None:
-                raise DataError(f"{at}, field 'score': {score!r} is not a finite number")
+            score = _value(obj, reward_field, at, f"the rollout's reward ({reward_field!r})")
+            reward = reward_value(score, at, reward_field) if score is not None else None
             if "step" in obj and (not is_int(obj["step"]) or obj["step"] != step):
                 raise DataError(f"{at}, field 'step': {obj['step']!r}, but the file is step {step}'s ({path.name})")
-            name = _checked(obj[dataset_field], dataset_problem, at, dataset_field) if dataset_field in obj else dataset
+            name = checked(obj[dataset_field], dataset_problem, at, dataset_field) if dataset_field in obj else dataset
             pid = _key(obj, at, id_field)
-            uid = obj.get("uid")
-            m = _UID.match(uid) if isinstance(uid, str) else None
-            group = m.group(1) if m else uid
-            session = (m.group(2), int(m.group(3))) if m else None
+            group, session = _group(obj, at)
             yield Rollout(step, name, pid, group, reward, at), session
-    report.fields_not_read = sorted(seen - _USED - {dataset_field, id_field or "input"})
+    report.fields_not_read = sorted(seen - _USED - {dataset_field, id_field or "input", reward_field})
 
 
 def _sessions(rows: list[tuple[Rollout, Any]]) -> list[Rollout]:
@@ -151,7 +159,9 @@ def _sessions(rows: list[tuple[Rollout, Any]]) -> list[Rollout]:
             raise DataError(
                 f"{r.where}, field 'uid': {r.group}_{session[0]}_{index} names the rollout of {best[key][1].where} "
                 f"too (prompts {best[key][1].id!r} and {r.id!r}): one uid for two rollouts would lose one. verl "
-                "draws a uid per prompt; is this dump edited or two dumps joined?"
+                "draws a uid per prompt; is this dump edited or two dumps joined? A multi-output agent loop must "
+                "write each output's index in its uid ({uid}_{session}_{index}, as verl's v1 trainer does): snooze "
+                "then takes each session's last output, as verl's metrics do"
             )
         if key not in best or index > best[key][0]:
             best[key] = (index, r)
@@ -203,12 +213,13 @@ def read_verl(
     report = ImportReport(
         source=f"verl rollout dump {folder}", keyed_by=f"field {id_field!r}" if id_field else "prompt text"
     )
-    rows = list(_rows(_files(folder, report), report, dataset, dataset_field, id_field))
+    reward_field = opts.reward_field or REWARD_FIELD
+    rows = list(_rows(_files(folder, report), report, dataset, dataset_field, id_field, reward_field))
     with_uid = any(session is not None or r.group is not None for r, session in rows)
     rollouts = _sessions(rows) if with_uid else _by_text(rows, opts)
     groups = build_groups(rollouts, opts, report)
     rr = reward_range(groups, opts.reward_range, report.source)
-    check_filtered(groups, rr, opts, report)
+    caveats = check_filtered(groups, rr, opts, report)
     per_step = Counter(g.step for g in groups)
     batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
     report.datasets = dict(Counter(g.dataset for g in groups))
@@ -225,6 +236,8 @@ def read_verl(
         reward_range=rr,
         carry_surplus=False,
         source="snooze import verl",
+        reward_field=reward_field,
+        caveats=caveats,
     )
     report.header = header
     return groups, header, report
