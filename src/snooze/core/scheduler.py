@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from snooze.core._audit import Shape, audit_budget
 from snooze.core._checks import INT64_MAX, as_path, is_int, shown
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
@@ -78,7 +77,6 @@ class Scheduler:
         self.names = [s.name for s in self.sources]
         self._parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
-        self._audits_left = 0  # audits the round being drawn may still take (set by propose)
 
     # -- what it is made of, for inspection (read it; change it only through the methods below) -----
     streams = _view("streams", "per dataset: the order its prompts come up in (``DatasetStream``)")
@@ -196,7 +194,7 @@ class Scheduler:
         parts = self._parts
         parts.pending.check_room(int(n))
         parts.step.open_round()
-        self._audits_left = audit_budget(self.config.audit, int(n), self.seed, self.step_index, self.round)
+        parts.audit.open_round(int(n), self.step_index, self.round)
         if self.config.mix == "stream":
             w = self._walk(int(n))
             parts.mix.drawn += w.encounters
@@ -220,12 +218,11 @@ class Scheduler:
             self.drawn,
             need,
             only,
-            self.config.audit,
-            self._audits_left,
+            parts.audit.share,
+            parts.audit.left,
         )
-        self._audits_left -= int(np.count_nonzero(w.audit()))
         parts.step_metrics.add_skips(w.skipped, w.blocked)
-        parts.step_metrics.diagnosis.add_skips(w.auditable)
+        parts.audit.walked(int(np.count_nonzero(w.audit())), w.auditable)
         return w
 
     def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
@@ -283,7 +280,7 @@ class Scheduler:
         parts.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         metrics = parts.step_metrics
         metrics.record_generated(ds, outcomes)
-        metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        parts.audit.record(audit, outcomes, arr, cfg.reward_range)
         stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
         parts.step.place(Groups.reported(ds, rows, tickets, outcomes, arr, audit), stale)
         return outcomes
@@ -345,9 +342,7 @@ class Scheduler:
             sum(t.retired() for t in self.tables),
             [s.epoch for s in self.streams],
             closed.bound,
-            cfg.audit,
             len(parts.pending),
-            Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds),
         )
         batch.metrics = self.last_metrics = parts.step_metrics.finish(end)
         parts.step.next_step()
