@@ -98,8 +98,19 @@ class Scheduler:
 
     @property
     def exhausted(self) -> bool:
-        """True when no dataset can issue another candidate (finite epochs used up, or all retired)."""
+        """True when no dataset can issue another candidate (finite epochs used up, or all retired). Groups may
+        still wait to be trained (:attr:`finished`)."""
         return not self._parts.active().any()
+
+    @property
+    def finished(self) -> bool:
+        """True when the run has nothing left to train: :attr:`exhausted`, no candidate out, and no group in the
+        open step's batch. With ``carry_surplus`` the surplus of the step that used the data up is carried into
+        the next one: ``exhausted`` is then True but not ``finished``, and one more step trains it (no round is
+        drawn; ``on_short`` decides a short batch, ``raise`` refusing it as any short step at the data's end).
+        Every step loop ends on it: ``while not sched.finished: batch = sched.step(rollout_fn)``."""
+        parts = self._parts
+        return self.exhausted and not len(parts.pending) and not parts.step.n
 
     # -- the step's questions ---------------------------------------------------------------------
     def wants_round(self) -> bool:
