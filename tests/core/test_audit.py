@@ -328,3 +328,20 @@ def test_outside_core_nothing_imports_the_audit_or_memory_privates() -> None:
                 names = [a.name for a in node.names]
             found += [f"{path.relative_to(root)}: {n}" for n in names if n in private]
     assert not found, found
+
+
+def test_the_public_memory_helpers_say_what_the_flags_say() -> None:
+    """``snooze.core.memory`` (what a replay needs of the prompt memory): a fresh memory with the policy's columns,
+    and which flags are passed over (retired or excluded; a snoozed-for-being-easy prompt is not)."""
+    from snooze.core import memory
+    from snooze.core._memory import EASY_SNOOZED, EXCLUDED, RETIRED
+    from snooze.core.policies import Context, make_policy
+
+    policy = make_policy("snooze", snooze.SnoozeOptions(skip="history"), Context(("d",), (3,), G, 0))
+    mem = memory.policy_memory(3, policy)
+    assert set(mem.columns) == {"counter", "flags", "streak", "history"}
+    assert all(len(c) == 3 and not c.any() for c in mem.columns.values())
+    flags = np.array([0, RETIRED, EXCLUDED, EASY_SNOOZED, RETIRED | EASY_SNOOZED], dtype=np.uint8)
+    assert memory.passed_over(flags).tolist() == [False, True, True, False, True]
+    assert [memory.passed_over(int(f)) for f in flags] == [False, True, True, False, True]
+    assert memory.passed_over(np.uint8(EXCLUDED)) is True

@@ -26,5 +26,9 @@ def passed_over(flags: Any) -> Any:
     """Whether prompts with these ``flags`` (the ``flags`` column, or one value of it) are blocked: retired or
     excluded, so passed over at every encounter whatever their counter. An array in, a bool array out; a
     number in, a bool out."""
-    blocked = np.bitwise_and(flags, BLOCKED) != 0
-    return bool(blocked) if np.ndim(blocked) == 0 else blocked
+    if isinstance(flags, (int, np.integer)):  # one value (a replay's walk asks per encounter): no array made
+        return bool(int(flags) & _BLOCKED)
+    return (np.asarray(flags) & BLOCKED) != 0
+
+
+_BLOCKED = int(BLOCKED)
