@@ -15,7 +15,7 @@ the formula ``snooze/saved/*`` uses). Per pair of runs::
                                   x (oracle of DAPO's model / DAPO's true groups)          the formula, checked
 
 The estimate is recomputed from the run's per-step metrics by this version's estimator
-(``snooze.core._audit.saved_from_metrics``; it decides nothing in the run), beside the one the run logged.
+(``snooze.core.saved.saved_from_metrics``; it decides nothing in the run), beside the one the run logged.
 
     .venv/bin/python research/saved_gap.py --out runs/saved_gap --regimes dev-mix,dev-rev,dev-small
 
@@ -45,7 +45,7 @@ import torch
 from pass_rate_oracle import pass_rates
 
 from snooze.analysis import signal_prob
-from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
+from snooze.core.saved import Shape, expected_rounds, saved_from_metrics
 from snooze.experiments.compare import ARMS as FAMILY_ARMS
 from snooze.experiments.compare import _data, profile_base
 from snooze.experiments.family import FAMILY

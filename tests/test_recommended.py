@@ -99,3 +99,34 @@ def test_the_check_finds_what_it_looks_for() -> None:
             or (TURNS_ON.search(passage) and "carry_surplus" not in passage)
         ), text
     assert all(rel in {p.relative_to(ROOT).as_posix() for p in _files()} for rel, _ in EXCEPTIONS)
+
+
+def test_the_recommended_setting_serialises_as_plain_data_and_stays_read_only() -> None:
+    """issue 49 build 6: ``dict(snooze.RECOMMENDED)`` goes into a config file as it is (``json.dumps``,
+    ``yaml.safe_dump``, OmegaConf) and through ``copy.deepcopy`` and pickle; its options are a plain dict. Changing
+    a copy changes nothing, and the setting itself cannot be written."""
+    import copy
+    import json
+    import pickle
+
+    yaml = pytest.importorskip("yaml")
+    omegaconf = pytest.importorskip("omegaconf")
+    want = {"policy": "snooze", "options": {"factor": 1}, "carry_surplus": True}
+    plain = dict(snooze.RECOMMENDED)
+    assert plain == want and type(plain["options"]) is dict
+    assert json.loads(json.dumps(plain)) == want
+    assert yaml.safe_load(yaml.safe_dump(plain)) == want
+    assert omegaconf.OmegaConf.to_container(omegaconf.OmegaConf.create(plain)) == want
+    assert copy.deepcopy(plain) == want and pickle.loads(pickle.dumps(plain)) == want
+    assert dict(copy.deepcopy(snooze.RECOMMENDED)) == want
+    assert dict(pickle.loads(pickle.dumps(snooze.RECOMMENDED))) == want
+    assert {**snooze.RECOMMENDED} == want
+    plain["options"]["factor"] = 5  # a copy: the setting is unchanged
+    snooze.RECOMMENDED["options"]["factor"] = 7
+    assert dict(snooze.RECOMMENDED) == want
+    with pytest.raises(TypeError):
+        snooze.RECOMMENDED["policy"] = "filter"  # type: ignore[index]
+    with pytest.raises(AttributeError, match="read-only"):
+        snooze.RECOMMENDED._values = {}  # type: ignore[attr-defined]
+    cfg = snooze.SchedulerConfig(batch_size=4, **snooze.RECOMMENDED)
+    assert (cfg.policy, cfg.options.factor, cfg.carry_surplus) == ("snooze", 1, True)

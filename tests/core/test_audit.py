@@ -1,4 +1,5 @@
-"""The audit of skipped encounters and the exhaustion diagnosis (snooze.core._audit; issue 24 items 4, 5)."""
+"""The audit of skipped encounters and the exhaustion diagnosis (snooze.core._audit, ._diagnosis; issue 24 items
+4, 5)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
-from snooze.core import _audit
-from snooze.core._audit import EXHAUSTED_WINDOW, audit_budget, audit_uniform
+from snooze.core import _diagnosis
+from snooze.core._audit import audit_budget
+from snooze.core._diagnosis import EXHAUSTED_WINDOW
+from snooze.core._hash import audit_uniform
 
 G = 4
 
@@ -184,7 +187,7 @@ def test_the_audit_warns_once_when_skipped_prompts_carry_signal(caplog: pytest.L
             sched.step(bernoulli_roller(p, 1))
     warnings = [r for r in caplog.records if "skipped prompts still carry signal" in r.getMessage()]
     assert len(warnings) == 1 and "dynamic_sampling" in warnings[0].getMessage()
-    assert sched.metrics()["total/audit_groups"] >= _audit.AUDIT_MIN_GROUPS
+    assert sched.metrics()["total/audit_groups"] >= _diagnosis.AUDIT_MIN_GROUPS
 
 
 def _run(p: np.ndarray, steps: int, caplog: pytest.LogCaptureFixture, **cfg) -> list[dict]:  # noqa: ANN003
@@ -243,3 +246,102 @@ def test_which_side_the_round_limit_ran_out_on_follows_the_pool(caplog: pytest.L
     assert _run(hard, EXHAUSTED_WINDOW + 1, caplog, policy="dynamic_sampling")[-1]["gen/unsolved"] == 1
     healthy = _run(np.full(100, 0.5), EXHAUSTED_WINDOW + 1, caplog, policy="dynamic_sampling")[-1]
     assert healthy["gen/exhausted"] == healthy["gen/unsolved"] == 0
+
+
+# -- the audit as one component (issue 49 build 1) -------------------------------------------------------------
+def _snoozing(seed: int = 1) -> snooze.Scheduler:
+    """A pool of always-passing prompts but five: after a few steps most encounters are skipped, so the audit has
+    skipped encounters to sample and a budget to spend in every round."""
+    p = np.ones(60)
+    p[:5] = 0.5
+    cfg = snooze.SchedulerConfig(batch_size=4, group_size=G, policy="snooze", options={"factor": 5}, audit=0.3)
+    sched = snooze.Scheduler(id_pool(60), cfg, seed=seed)
+    roll = bernoulli_roller(p, seed)
+    for _ in range(6):
+        sched.step(roll)
+    return sched
+
+
+def test_a_round_that_raises_leaves_the_audit_as_it_was() -> None:
+    """The round's budget and its evidence are undone with the round: the audit's state after a rollout that
+    raises is the state before it, though the round had set a budget and counted skips."""
+    sched = _snoozing()
+    audit = sched._parts.audit
+    before = audit.state_dict()
+    seen: list[dict] = []
+
+    def boom(cands):  # noqa: ANN001, ANN202
+        seen.append(audit.state_dict())
+        raise RuntimeError("rollout failed")
+
+    with pytest.raises(RuntimeError):
+        sched.step(boom)
+    assert seen and seen[0] != before  # the round had moved the audit (its budget, the skips it counted)
+    assert seen[0]["step"]["skips"] > before["step"]["skips"]
+    assert audit.state_dict() == before
+
+
+def test_the_rounds_budget_is_saved_and_loaded_with_the_state() -> None:
+    sched = _snoozing()
+    sched.propose()  # mid-step: the round's budget partly spent
+    state = sched.state_dict()
+    saved = state["meta"]["metrics"]["diagnosis"]
+    assert saved["budget_left"] == sched._parts.audit.left
+    back = snooze.Scheduler(id_pool(60), sched.config, seed=1)
+    back.load_state_dict(state)
+    assert back._parts.audit.state_dict() == sched._parts.audit.state_dict()
+    del saved["budget_left"]  # a state written before the field: nothing left to audit until the next round
+    back.load_state_dict(state)
+    assert back._parts.audit.left == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3", None, 2**63])
+def test_a_bad_budget_in_a_state_is_refused_and_changes_nothing(bad: object) -> None:
+    sched = _snoozing()
+    state = sched.state_dict()
+    state["meta"]["metrics"]["diagnosis"]["budget_left"] = bad
+    fresh = snooze.Scheduler(id_pool(60), sched.config, seed=1)
+    before = fresh.state_dict()["meta"]
+    with pytest.raises(snooze.StateError, match="budget_left"):
+        fresh.load_state_dict(state)
+    assert fresh.state_dict()["meta"] == before
+
+
+def test_outside_core_nothing_imports_the_audit_or_memory_privates() -> None:
+    """issue 50 part 2, the strays: what the analysis needs of the audit (the saved-groups estimator,
+    ``snooze.core.saved``) and of the prompt memory (``snooze.core.memory``) is public; no module outside
+    ``snooze/core`` imports the audit's, the diagnosis's, the hash's or the memory's private modules."""
+    import ast
+    from pathlib import Path
+
+    root = Path(snooze.__file__).parent
+    private = {f"snooze.core.{m}" for m in ("_audit", "_diagnosis", "_hash", "_memory")}
+    found = []
+    for path in root.rglob("*.py"):
+        if path.is_relative_to(root / "core"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            found += [f"{path.relative_to(root)}: {n}" for n in names if n in private]
+    assert not found, found
+
+
+def test_the_public_memory_helpers_say_what_the_flags_say() -> None:
+    """``snooze.core.memory`` (what a replay needs of the prompt memory): a fresh memory with the policy's columns,
+    and which flags are passed over (retired or excluded; a snoozed-for-being-easy prompt is not)."""
+    from snooze.core import memory
+    from snooze.core._memory import EASY_SNOOZED, EXCLUDED, RETIRED
+    from snooze.core.policies import Context, make_policy
+
+    policy = make_policy("snooze", snooze.SnoozeOptions(skip="history"), Context(("d",), (3,), G, 0))
+    mem = memory.policy_memory(3, policy)
+    assert set(mem.columns) == {"counter", "flags", "streak", "history"}
+    assert all(len(c) == 3 and not c.any() for c in mem.columns.values())
+    flags = np.array([0, RETIRED, EXCLUDED, EASY_SNOOZED, RETIRED | EASY_SNOOZED], dtype=np.uint8)
+    assert memory.passed_over(flags).tolist() == [False, True, True, False, True]
+    assert [memory.passed_over(int(f)) for f in flags] == [False, True, True, False, True]
+    assert memory.passed_over(np.uint8(EXCLUDED)) is True

@@ -1,5 +1,5 @@
 """``snooze/saved/*``: the groups DAPO's dynamic sampling would have generated for a run's batches, estimated
-online from the run's own draws and the audit (snooze.core._audit.dapo_step_groups; docs/metrics.md)."""
+online from the run's own draws and the audit (snooze.core.saved.dapo_step_groups; docs/metrics.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from helpers_core import bernoulli_roller, id_pool
 
 import snooze
 from snooze.analysis import saved_dapo_groups
-from snooze.core._audit import PRIOR_GROUPS, Diagnosis, Shape, dapo_step_groups, expected_rounds, saved_from_metrics
+from snooze.core._diagnosis import Diagnosis
+from snooze.core.saved import PRIOR_GROUPS, Shape, dapo_step_groups, expected_rounds, saved_from_metrics
 
 G = 4
 FULL = {"snooze/audit/groups": 1, "snooze/audit/signal_rate": 0.0, "snooze/drawn/groups": 12}

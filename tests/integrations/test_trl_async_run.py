@@ -278,3 +278,21 @@ def test_carrying_the_surplus_changes_nothing_here(policy: str) -> None:
         return closed
 
     assert steps(True) == steps(False)
+
+
+def test_groups_carried_past_the_end_of_the_data_are_trained_before_it_stops() -> None:
+    """issue 49 build 6: with ``carry_surplus``, groups carried out of the step that used the data up are trained
+    in one more step, and the run stops after that one (``exhausted_after``), not before."""
+    run, sent = _run(epochs=1, carry_surplus=True)
+    trained: list[int] = []
+    while run.exhausted_after is None:
+        run.issue()
+        for t in list(run.out):  # every group out, reported at once: the batch of 2 overflows and carries 2
+            run.report(_scored(t, SIGNAL))
+        trained += run.scheduler.step_record().tickets("trained").tolist()
+        run.close()
+        assert len(run.metrics) < 10
+    steps = [run.metrics[s] for s in sorted(run.metrics)]
+    assert len(sent) == len(RECORDS) and sorted(trained) == list(range(len(RECORDS)))  # none left behind
+    assert steps[-2]["snooze/surplus/carried_out"] == 2 and steps[-1]["snooze/surplus/carried_in"] == 2
+    assert steps[-1]["snooze/gen/groups"] == 0 and run.exhausted_after == len(steps) - 1

@@ -395,3 +395,29 @@ def test_carry_surplus_trains_the_surplus_next_step_and_a_resume_generates_in_it
     batch, metrics = step(resumed)
     assert len(again.submitted) == 1 and metrics["snooze/train/groups"] == B  # a round in their place
     assert not set(_keys(batch)) & over
+
+
+def test_the_surplus_carried_past_the_end_of_the_data_is_trained_then_the_end_is_named(tmp_path: Path) -> None:
+    """issue 49 build 6: with ``epochs=1`` the first round draws every prompt and carries 2 signal groups out of
+    step 1; step 2 draws nothing and trains those 2 from TransferQueue; step 3 has nothing left, and verl cannot
+    train an empty batch, so it stops with an error that says the data is used up (not that a round was short)."""
+    rows = [("gsm", i) for i in range(4)]
+    rollout = Rollout(rule=lambda key, s: float(s % 2))  # every group has signal
+    config = compose(
+        tmp_path,
+        "data.gen_batch_size=4",
+        data=make_parquet(tmp_path, rows),
+        snooze={"carry_surplus": True, "policy": "dynamic_sampling", "epochs": 1},
+    )
+    trainer = build_trainer(config, rollout)
+    first, metrics = step(trainer)
+    assert trainer.snooze.scheduler.exhausted and not trainer.snooze.scheduler.finished
+    over = {key for key in rollout.submitted[0]} - set(_keys(first))
+    assert len(over) == 2 and metrics["snooze/surplus/carried_out"] == 2
+    end_step(trainer, first)
+    second, metrics = step(trainer)
+    assert len(rollout.submitted) == 1 and set(_keys(second)) == over  # no round: the carried groups, trained
+    assert metrics["snooze/surplus/carried_in"] == 2 and trainer.snooze.scheduler.finished
+    end_step(trainer, second)
+    with pytest.raises(snooze.IntegrationError, match=r"no group to train on because the data is used up"):
+        step(trainer)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from saved_gap import DAPO, _oracle_groups, _read, _spread_table, decompose
 
-from snooze.core._audit import Shape, expected_rounds, saved_from_metrics
+from snooze.core.saved import Shape, expected_rounds, saved_from_metrics
 
 ARM = "snooze-f1-carry"
 

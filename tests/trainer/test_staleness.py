@@ -85,7 +85,7 @@ def _synchronous_step(run: Any, test_sets: Any, sched_cfg: Any, cfg: TrainConfig
         line["train/loss"] = loss.item()
     run.roller.prune(keep_carried=sched_cfg.carry_surplus)
     run.step += 1
-    if run.step == cfg.steps or run.sched.exhausted:
+    if run.step == cfg.steps or run.sched.finished:
         line.update(loop._eval(run, test_sets, run.step, cfg.eval_samples))
     run.elapsed += time.perf_counter() - t0
     return {**batch.metrics, **line, "step": run.step - 1, "time/step_s": 0.0, "time/elapsed_s": run.elapsed}

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._memory import BLOCKED, PromptMemory
+from snooze.core.memory import PromptMemory, passed_over, policy_memory
 from snooze.core.policies import Policy, Report
 
 __all__ = ["Encounters", "walk", "LONE"]
@@ -67,7 +67,7 @@ class _Transitions:
 
     def __init__(self, policy: Policy, names: list[str], reward_range: tuple[float, float]) -> None:
         self.policy, self.names, self.reward_range = policy, names, reward_range
-        self.scratch = PromptMemory([1], policy.columns)  # one prompt, row 0
+        self.scratch = policy_memory(1, policy)  # one prompt, row 0
         self.by_outcome: dict[tuple[Any, ...], Any] = {}
         self.by_rewards: dict[tuple[Any, ...], tuple[tuple[Any, ...], int]] = {}
         self.zero = np.zeros(1, dtype=np.int64)
@@ -111,7 +111,7 @@ def _alone(
     n, pos, regressed = lines.shape[0], 0, 0
     skip = np.zeros(n, dtype=bool)
     while pos < n:
-        if state[f] & BLOCKED:  # retired: every later encounter is passed over
+        if passed_over(state[f]):  # retired: every later encounter is passed over
             skip[pos:] = True
             break
         count = state[c]
@@ -146,7 +146,7 @@ def _together(
         rows, lines = enc.by_count[:n], enc.line[enc.start[:n] + j]
         count = counter[rows]
         asleep = count > 0
-        passed = asleep | ((flags[rows] & BLOCKED) != 0)
+        passed = asleep | passed_over(flags[rows])
         if passed.all():  # nothing rolled out for a while: skip ahead
             step = int(min(last[j], j + (count[asleep].min() if asleep.any() else depth))) - j
             skipped[enc.line[(enc.start[:n, None] + j + np.arange(step)[None, :]).ravel()]] = True
@@ -178,7 +178,7 @@ def walk(
     depths with at least ``lone`` (``None``: :data:`LONE`) prompts together, the prompts deeper than that
     alone (module docstring)."""
     lone = LONE if lone is None else lone
-    memory = PromptMemory([enc.by_count.shape[0]], policy.columns)
+    memory = policy_memory(enc.by_count.shape[0], policy)
     skipped, regressed, j = _together(enc, memory, policy, (outcomes, rewards, reward_range), lone)
     deep = int(enc.active[j]) if j < enc.active.shape[0] else 0
     if not deep:

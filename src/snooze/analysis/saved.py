@@ -7,9 +7,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from snooze.core._audit import Shape, saved_from_metrics
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError
+from snooze.core.saved import Shape, saved_from_metrics
 from snooze.logs import read_metrics
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from snooze._kit.checks import is_int
 from snooze._kit.json import plain_problem
+from snooze.core._audit import Audit
 from snooze.core._draw import drawable
 from snooze.core._memory import PromptMemory
 from snooze.core._metrics import StepMetrics
@@ -29,6 +30,7 @@ from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import PolicyConformanceError
 from snooze.core.policies import Context, Policy, make_policy
+from snooze.core.saved import Shape
 from snooze.core.source import Source
 
 __all__ = ["Components"]
@@ -44,6 +46,7 @@ class Components:
     pending: PendingSet  # candidates out for rollout, and the ticket counter
     step: StepBatch  # the batch being built: its groups and where each went, rounds, quotas, the close
     step_metrics: StepMetrics  # the step's counts and the totals (finished steps among them)
+    audit: Audit  # the audit's share, each round's budget, its evidence and alarms (snooze.core._audit)
 
     def __init__(
         self, sources: Sequence[Source], config: SchedulerConfig, seed: int, run_id: str | None = None
@@ -61,7 +64,8 @@ class Components:
         self.mix = Mix(names, config.weights)
         self.pending = PendingSet(sizes, run_id)
         self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
-        self.step_metrics = StepMetrics(names)
+        self.audit = Audit(config.audit, seed, Shape(config.batch_size, config.gen_size, config.max_gen_rounds))
+        self.step_metrics = StepMetrics(names, self.audit)
         self.finite = config.epochs is not None
 
     def active(self) -> np.ndarray:
@@ -82,7 +86,16 @@ class Components:
 
     def _undoable(self) -> list[Any]:
         """Every component with ``snapshot()`` / ``restore(snap)``; the memory last, so it is restored first."""
-        return [*self.streams, self.mix, self.pending, self.step, self.step_metrics, self.policy, self.memory]
+        return [
+            *self.streams,
+            self.mix,
+            self.pending,
+            self.step,
+            self.step_metrics,
+            self.audit,
+            self.policy,
+            self.memory,
+        ]
 
     @contextmanager
     def round(self) -> Iterator[None]:
@@ -118,6 +131,7 @@ class Components:
             pending=self.pending.state_dict(),
             step=self.step.state_dict(),
             metrics=self.step_metrics.state_dict(),
+            audit=self.audit.state_dict(),
             policy=policy,
         )
 
@@ -128,6 +142,7 @@ class Components:
             (self.memory, parts.memory),
             (self.mix, parts.mix),
             (self.step_metrics, parts.metrics),
+            (self.audit, parts.audit),
             (self.policy, parts.policy),
         ]
         for component, part in loads:

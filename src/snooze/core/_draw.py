@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from snooze.core._audit import audit_uniform
+from snooze.core._hash import audit_uniform
 from snooze.core._leap import asleep_all, leap
 from snooze.core._memory import BLOCKED, EXCLUDED, PromptTable
 from snooze.core._mixing import interleave_order, largest_remainder

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from snooze.core._audit import Diagnosis, Shape
+from snooze.core._audit import Audit
 from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
@@ -62,20 +62,20 @@ class StepEnd(NamedTuple):
     retired: int  # prompts retired by filter, all datasets
     epochs: Sequence[int]  # [D] each dataset's current epoch
     bound: bool = False  # max_gen_rounds was reached with the batch not full
-    audit: float = 0.0  # SchedulerConfig.audit (named in the audit's warning)
     in_flight: int = 0  # candidates issued and not reported at the step's end
-    shape: Shape = Shape(1, 1, 1)  # batch_size, gen_batch_size, max_gen_rounds (DAPO's step, for snooze/saved/*)
 
 
 class StepMetrics:
     """Counters for the step in progress, plus running totals. Its whole state is JSON-safe.
 
-    It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`."""
+    It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`. The audit's
+    metrics it asks of ``audit`` (:class:`~snooze.core._audit.Audit`, a component of its own: its own undo and
+    state; a fresh one when none is given)."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], audit: Audit | None = None) -> None:
         self.names = list(names)
         self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
-        self.diagnosis = Diagnosis()  # the audit's counts and the exhaustion window (snooze.core._audit)
+        self.audit = audit if audit is not None else Audit()
         self.start_step()
 
     @property
@@ -91,13 +91,10 @@ class StepMetrics:
 
     def snapshot(self) -> tuple[Any, ...]:
         """A copy of every count, for :meth:`restore` (a withdrawn round; cheaper than ``state_dict``)."""
-        counts = dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
-        return counts, self.diagnosis.snapshot()
+        return dict(self.totals), dict(self.scalars), self.outcomes.copy(), {k: v.copy() for k, v in self.ds.items()}
 
     def restore(self, snap: tuple[Any, ...]) -> None:
-        counts, diagnosis = snap
-        self.totals, self.scalars, self.outcomes, self.ds = counts
-        self.diagnosis.restore(diagnosis)
+        self.totals, self.scalars, self.outcomes, self.ds = snap
 
     def add(self, key: str, value: int) -> None:
         self.scalars[key] += int(value)
@@ -155,7 +152,7 @@ class StepMetrics:
         self._generation(out, gen, train, placed, end)
         self._advance_totals(gen, train, placed, end)
         easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
-        self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit, end.shape)
+        self.audit.finish(out, end.bound, (gen, train, *easy_hard))
         self._per_dataset(out, placed, end)
         self.start_step()
         return out | self.cumulative()
@@ -171,10 +168,10 @@ class StepMetrics:
     def cumulative(self) -> dict[str, Any]:
         """The running totals as metrics (``total/*``, the audit's among them), as :meth:`finish` gives them."""
         t = self.totals
-        out: dict[str, Any] = self.diagnosis.cumulative()
+        out: dict[str, Any] = self.audit.cumulative()
         out |= {f"total/{key}": int(value) for key, value in t.items()}
         out["total/efficiency"] = t["train_groups"] / t["gen_groups"] if t["gen_groups"] else 0.0
-        dapo = self.diagnosis.totals["dapo_groups"]  # (an estimate: docs/metrics.md, snooze/saved/*)
+        dapo = self.audit.dapo_groups  # (an estimate: docs/metrics.md, snooze/saved/*)
         out["total/saved_dapo_groups"] = dapo
         out["total/saved_ratio"] = dapo / t["gen_groups"] if t["gen_groups"] else 1.0
         return out
@@ -248,14 +245,13 @@ class StepMetrics:
             "scalars": dict(self.scalars),
             "outcomes": self.outcomes.tolist(),
             "ds": {k: v.tolist() for k, v in self.ds.items()},
-            "diagnosis": self.diagnosis.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset)."""
+        """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset). The
+        audit's part (``diagnosis``) is the audit's to load."""
         totals = {k: state_int(state["totals"][k], f"metrics totals[{k!r}]") for k in TOTAL_KEYS}
         scalars = {k: state_int(state["scalars"][k], f"metrics scalars[{k!r}]") for k in _SCALARS}
         outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))
         ds = {k: state_ints(state["ds"][k], f"metrics ds[{k!r}]", (len(self.names),)) for k in _DS_KEYS}
-        self.diagnosis.load_state_dict(state["diagnosis"])
         self.totals, self.scalars, self.outcomes, self.ds = totals, scalars, outcomes, ds

@@ -11,6 +11,7 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.pending_audit               tickets of pending candidates that audit a skipped encounter
     meta.run_id                      the run's id, which every candidate carries
     meta.metrics                     the step's counters and the cumulative totals (finished steps among them)
+    meta.metrics.diagnosis           the audit's: its evidence (step and totals), alarms, round budget left
     meta.step_batch, arrays.step.*   the step being built: its rounds, and its groups (one row each: prompt,
                                      ticket, outcome, rewards, audit, carried_in, place, slot in the batch)
     meta.policy                      the policy's own state, only when it keeps any (predictive's)
@@ -36,6 +37,7 @@ import numpy as np
 
 from snooze._kit.checks import is_int
 from snooze._kit.json import same_version
+from snooze.core._audit import carried_over
 from snooze.core._groups import Groups
 from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
@@ -62,6 +64,7 @@ class Parts:
     step: dict[str, Any]
     metrics: dict[str, Any]
     policy: dict[str, Any] = field(default_factory=dict)
+    audit: dict[str, Any] = field(default_factory=dict)
 
 
 def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: Parts) -> dict[str, Any]:
@@ -75,7 +78,7 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
         "next_ticket": parts.pending["next_ticket"],
         "run_id": parts.pending["run_id"],
         "drawn": parts.mix["drawn"],
-        "metrics": parts.metrics,
+        "metrics": {**parts.metrics, "diagnosis": parts.audit},
         "pending_audit": parts.pending["audit"],
         "step_batch": {"rounds": parts.step["rounds"]},
         "datasets": [
@@ -161,6 +164,7 @@ def unpack(
         step={"rounds": meta["step_batch"]["rounds"], "groups": _prefixed(arrays, "step")},
         metrics=dict(meta["metrics"]),
         policy=dict(meta.get("policy", {})),
+        audit=meta["metrics"]["diagnosis"],
     )
 
 
@@ -292,8 +296,7 @@ def _migrate(
         drawn[d] = state_int(meta["drawn"][i], f"drawn[{i}]")  # (never int(): 2.7 would be read as 2)
     metrics = StepMetrics(names)  # a fresh step; the totals carry on
     metrics.totals = {k: state_int(meta["metrics"]["totals"][k], f"metrics totals[{k!r}]") for k in metrics.totals}
-    metrics.diagnosis.load_state_dict(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
-    metrics.diagnosis.start_step()
+    audit = carried_over(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
     log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
     return Parts(
         streams=streams,
@@ -308,6 +311,7 @@ def _migrate(
         },
         step={"rounds": 0, "groups": Groups(config.group_size).state_dict()},
         metrics=metrics.state_dict(),
+        audit=audit,
     )
 
 

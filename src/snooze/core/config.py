@@ -12,11 +12,11 @@ whether a group carries signal does not depend on the range.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -64,14 +64,43 @@ OutOfRange = Literal["raise", "accept"]
 Mix = Literal["stream", "quota"]
 AdvantageScale = Literal["group", "batch", "none"]
 
-RECOMMENDED: Mapping[str, Any] = MappingProxyType(
-    {"policy": "snooze", "options": MappingProxyType({"factor": 1}), "carry_surplus": True}
-)
+
+class _Setting(Mapping[str, Any]):
+    """A read-only mapping of plain values that hands out a fresh plain copy at every read: ``dict(setting)``
+    and ``{**setting}`` are plain dicts all the way down (``json.dumps``, ``yaml.safe_dump``, OmegaConf,
+    ``copy.deepcopy`` and pickle take them), and changing one never changes the setting."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_values", copy.deepcopy(dict(values)))
+
+    def __getitem__(self, key: str) -> Any:
+        return copy.deepcopy(self._values[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"this setting is read-only; copy it (dict(...)) and change the copy, not {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self._values,)
+
+    def __repr__(self) -> str:
+        return repr(self._values)
+
+
+RECOMMENDED: Mapping[str, Any] = _Setting({"policy": "snooze", "options": {"factor": 1}, "carry_surplus": True})
 """The recommended skipping setting, the one the docs and examples use when they turn skipping on
 (``SchedulerConfig(batch_size=..., **snooze.RECOMMENDED)``): snoozing a too-easy prompt for its next
 encounter, the surplus signal groups carried into the next step, the audit at its default. It is not the
 default (``dynamic_sampling``, which skips nothing): docs/results.md has the family's measurement of both,
-docs/sizing.md says when to turn it on."""
+docs/sizing.md says when to turn it on. Read-only; ``dict(snooze.RECOMMENDED)`` is a plain dict of plain
+values (its ``options`` a plain dict too), a fresh copy each time, that a config file takes as it is."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ import numpy as np
 import numpy.typing as npt
 
 from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_path, is_int, shown
-from snooze.core._audit import Shape, audit_budget
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
@@ -76,7 +75,6 @@ class Scheduler:
         self.names = [s.name for s in self.sources]
         self._parts = Components(self.sources, self.config, self.seed)
         self.last_metrics: dict[str, Any] = {}
-        self._audits_left = 0  # audits the round being drawn may still take (set by propose)
 
     # -- where it stands: answers, never its parts (those are ``_parts``, the scheduler's own) ------------
     @property
@@ -107,8 +105,19 @@ class Scheduler:
 
     @property
     def exhausted(self) -> bool:
-        """True when no dataset can issue another candidate (finite epochs used up, or all retired)."""
+        """True when no dataset can issue another candidate (finite epochs used up, or all retired). Groups may
+        still wait to be trained (:attr:`finished`)."""
         return not self._parts.active().any()
+
+    @property
+    def finished(self) -> bool:
+        """True when the run has nothing left to train: :attr:`exhausted`, no candidate out, and no group in the
+        open step's batch. With ``carry_surplus`` the surplus of the step that used the data up is carried into
+        the next one: ``exhausted`` is then True but not ``finished``, and one more step trains it (no round is
+        drawn; ``on_short`` decides a short batch, ``raise`` refusing it as any short step at the data's end).
+        Every step loop ends on it: ``while not sched.finished: batch = sched.step(rollout_fn)``."""
+        parts = self._parts
+        return self.exhausted and not len(parts.pending) and not parts.step.n
 
     # -- the step's questions ---------------------------------------------------------------------
     def wants_round(self) -> bool:
@@ -202,7 +211,7 @@ class Scheduler:
         parts = self._parts
         parts.pending.check_room(int(n))
         parts.step.open_round()
-        self._audits_left = audit_budget(self.config.audit, int(n), self.seed, self.step_index, self.round)
+        parts.audit.open_round(int(n), self.step_index, self.round)
         if self.config.mix == "stream":
             w = self._walk(int(n))
             parts.mix.drawn += w.encounters
@@ -226,12 +235,11 @@ class Scheduler:
             parts.mix.drawn,
             need,
             only,
-            self.config.audit,
-            self._audits_left,
+            parts.audit.share,
+            parts.audit.left,
         )
-        self._audits_left -= int(np.count_nonzero(w.audit()))
         parts.step_metrics.add_skips(w.skipped, w.blocked)
-        parts.step_metrics.diagnosis.add_skips(w.auditable)
+        parts.audit.walked(int(np.count_nonzero(w.audit())), w.auditable)
         return w
 
     def _walk_one(self, d: int, need: int) -> tuple[np.ndarray, np.ndarray]:
@@ -289,7 +297,7 @@ class Scheduler:
         parts.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         metrics = parts.step_metrics
         metrics.record_generated(ds, outcomes)
-        metrics.diagnosis.record(audit, outcomes, arr, cfg.reward_range)
+        parts.audit.record(audit, outcomes, arr, cfg.reward_range)
         stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
         parts.step.place(Groups.reported(ds, rows, tickets, outcomes, arr, audit), stale)
         return outcomes
@@ -351,9 +359,7 @@ class Scheduler:
             sum(t.retired() for t in parts.memory.tables),
             [s.epoch for s in parts.streams],
             closed.bound,
-            cfg.audit,
             len(parts.pending),
-            Shape(cfg.batch_size, cfg.gen_size, cfg.max_gen_rounds),
         )
         batch.metrics = self.last_metrics = parts.step_metrics.finish(end)
         parts.step.next_step()

@@ -114,8 +114,9 @@ class _Run:
 
     @property
     def drained(self) -> bool:
-        """No batch can be trained on any more: the data is used up and no generated batch waits."""
-        return self.sched.exhausted and not self.pipe
+        """No batch can be trained on any more: the scheduler is finished (the data used up, the groups carried past
+        it trained) and no generated batch waits."""
+        return self.sched.finished and not self.pipe
 
     def save(self, root: Path, config: Mapping[str, Any]) -> None:
         """Commit a checkpoint of the run at ``self.step`` into ``root`` (:func:`snooze.trainer.checkpoint.commit`)."""
@@ -249,7 +250,7 @@ def _generate(run: _Run, sched_cfg: SchedulerConfig, cfg: TrainConfig) -> None:
     """Build, with the current weights, every batch up to ``run.step + cfg.staleness`` (none past the last step).
     The scheduler proposes and is reported to here, at generation time; the batch waits in ``run.pipe``."""
     last = min(run.step + cfg.staleness, cfg.steps - 1)
-    while run.step + len(run.pipe) <= last and not run.sched.exhausted:
+    while run.step + len(run.pipe) <= last and not run.sched.finished:
         run.roller.begin_step(run.step + len(run.pipe))  # the step the batch is trained in: the reward log's step
         batch = run.sched.step(run.roller)
         metrics = dict(batch.metrics)

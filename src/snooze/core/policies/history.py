@@ -5,7 +5,8 @@ Each prompt keeps one byte, its pass rate ``p`` averaged over its past groups
 otherwise). At each encounter it is skipped with probability ``min(p**G, k / (k + 1))``: ``p**G`` is
 the chance its group would be all-correct (wasted), and the cap ``k / (k + 1)`` (``k = SnoozeOptions.factor``)
 makes a prompt that stays solved sit out ``k`` encounters on average, as under the counter rule.
-The randomness is a hash of ``(seed, dataset, epoch, row)``, so nothing is saved for it and a resumed
+The randomness is a hash of ``(seed, dataset, epoch, row)`` (:func:`~snooze.core._hash.encounter_uniform`, the
+scheduler's one stateless hash), so nothing is saved for it and a resumed
 run skips exactly what the uninterrupted one does.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from snooze._kit.checks import as_real
+from snooze.core._hash import encounter_uniform  # (re-exported: predictive's jitter uses it too)
 from snooze.core._memory import Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
 from snooze.core.errors import ConfigError
@@ -31,16 +33,6 @@ each is rolled out with probability at least ``1 / (k + 1)``, so a walk would en
 passes (``k = SnoozeOptions.factor``, up to 2**31 - 1). With ``k = 5`` a dataset of one solved prompt gives up
 wrongly with probability (5/6)**256 = 5e-21."""
 _LEVELS = 254  # history byte h: 0 = no group seen yet; 1..255 = pass rate (h - 1) / 254
-
-
-def encounter_uniform(seed: int, key: int, epoch: int, rows: np.ndarray) -> np.ndarray:
-    """A uniform number in [0, 1) for each ``(seed, dataset key, epoch, row)``: a stateless hash
-    (splitmix64), so a skip decided from it is the same after any resume and on any machine. [M] -> [M]"""
-    x = rows.astype(np.uint64) ^ np.uint64(((seed * 0x9E3779B1 + key) * 0x85EBCA77 + epoch * 0xC2B2AE3D) & (2**64 - 1))
-    for mul in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB):
-        x = (x ^ (x >> np.uint64(31))) * np.uint64(mul)
-    x ^= x >> np.uint64(29)
-    return (x >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
 
 @dataclass(frozen=True)

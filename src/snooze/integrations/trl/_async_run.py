@@ -79,7 +79,7 @@ class AsyncRun:
         self.rows: dict[int, list[Any]] = {}  # ticket -> rows, for groups reported this step and groups carried
         self.snapshots: dict[int, dict[str, Any]] = {}  # steps finished -> the state at that close
         self.metrics: dict[int, dict[str, float]] = {}  # step -> its metrics, flushed when TRL ends that step
-        self.exhausted_after: int | None = None  # the step that closed with the data used up and nothing out
+        self.exhausted_after: int | None = None  # the step that closed with the data used up, nothing out or carried
         self._reissue = False
         self._last_rows: list[Any] = []  # the last step's: what fills the steps TRL reads ahead once data is used up
         self._writer: RewardLogWriter | None = None
@@ -166,7 +166,7 @@ class AsyncRun:
             log.warning(
                 "step %d: %d carried group(s) had no rows (resumed run); trained without them", batch.step, missing
             )
-        if sched.exhausted and not self.out and self.exhausted_after is None:
+        if sched.finished and not self.out and self.exhausted_after is None:  # carried groups trained first
             log.info("every dataset is used up after step %d; stopping training", batch.step)
             self.exhausted_after = batch.step
         if self.on_batch is not None:

@@ -226,7 +226,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._agree(f"after step {batch.step}", dist.STEP_FIELDS, self.last_digest)
         out = self._assemble(batch, last)
         self._log_metrics(batch.metrics)
-        if sched.exhausted:
+        if sched.finished:  # the data used up and the groups carried past it trained (not merely exhausted)
             log.info("every dataset is used up after step %d; stopping training", batch.step)
             self.control.should_training_stop = True
         if self.on_batch is not None:

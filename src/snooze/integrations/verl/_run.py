@@ -173,6 +173,13 @@ class SnoozeRun:
     def _empty_batch(self, batch: Any, in_flight: bool) -> str:
         """Why a step ended with no group, and what to change (``in_flight``: verl's async modes)."""
         cfg = self.config
+        if self.scheduler.finished:  # the data's end: any group carried past it was trained at the step before
+            return (
+                f"because the data is used up (epochs={cfg.epochs}: every prompt drawn, retired or excluded) and the "
+                "steps before trained every group drawn or carried (carry_surplus), and verl cannot train on an "
+                "empty batch: set trainer.total_training_steps to the steps the data gives, or raise "
+                "trainer.v1.snooze.epochs"
+            )
         if in_flight:  # there on_short=pad cannot work and data.gen_batch_size is verl's 1
             return (
                 f"after max_gen_rounds={cfg.max_gen_rounds} rounds of {cfg.gen_size} prompts (the step's batch and "
