@@ -139,6 +139,12 @@ class _NegativeCounter(Policy):
         memory.columns["counter"][report.group_rows] = -1
 
 
+class _NegativeElsewhere(Policy):
+    def report(self, memory: Any, report: Any) -> None:
+        if 5 not in report.group_rows:
+            memory.columns["counter"][5] = -1  # the last prompt, not in this report
+
+
 @pytest.mark.timeout(60)
 def test_a_plug_in_that_never_lets_a_draw_end_is_named_not_walked_for_ever(registered: Any) -> None:
     """One cause: the draw walk trusted a plug-in to end it. Cases:
@@ -146,7 +152,8 @@ def test_a_plug_in_that_never_lets_a_draw_end_is_named_not_walked_for_ever(regis
     - a ``relax()`` that always says True (and a mask that still skips everything) made ``check_policy`` itself,
       and any ``propose()``, loop for ever; a draw now allows it ``RELAX_BOUND`` times in a row;
     - a policy writing a negative snooze counter (a prompt neither awake nor asleep) hung every later draw; the
-      report that writes it is now refused, naming the row, and undone."""
+      report that writes it is now refused, naming the row, and undone; one written outside the report's rows is
+      refused by the draw that meets it, which changes nothing."""
     cls = registered("test_relax_forever", _RelaxForever)
     with pytest.raises(snooze.PolicyConformanceError, match=r"relax\(\d\) returned True 65 times in a row"):
         snooze.check_policy(cls)
@@ -164,6 +171,15 @@ def test_a_plug_in_that_never_lets_a_draw_end_is_named_not_walked_for_ever(regis
     assert state_hash(sched) == before
     with pytest.raises(snooze.PolicyConformanceError, match="wrote counter=-1"):
         snooze.check_policy(type(sched.policy))
+
+    sched = _scheduler(registered("test_negative_elsewhere", _NegativeElsewhere).name)
+    sched.report(cands := sched.propose(), np.ones((len(cands), 2)))  # wrote a row outside its report: unseen
+    before = state_hash(sched)
+    with pytest.raises(snooze.PolicyConformanceError, match=r"row 5 has snooze counter -1: .* outside the rows"):
+        while True:  # the draw that meets the row refuses it (it walked past it for ever)
+            sched.report(cands := sched.propose(), np.ones((len(cands), 2)))
+            before = state_hash(sched)
+    assert state_hash(sched) == before
 
 
 class _LoadRaises(Policy):

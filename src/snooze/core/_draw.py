@@ -107,6 +107,12 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, sha
     the round's ``budget`` is spent; the skipped ones are counted all the same); changes nothing."""
     rows = stream.peek(m)  # [m] rows, distinct within an epoch
     counter = table.counter[rows]
+    if rows.shape[0] and counter.min() < 0:  # neither awake nor asleep: a walk would pass it for ever
+        raise PolicyConformanceError(
+            f"dataset {stream.name!r} row {int(rows[np.argmax(counter < 0)])} has snooze counter {int(counter.min())}: "
+            f"policy {policy.name!r} wrote it outside the rows of its report (a counter is an encounter count >= 0, "
+            "and a policy writes only the rows of its report's prompts). Nothing was drawn"
+        )
     awake = counter == 0
     if table.n_blocked:
         awake &= (table.flags[rows] & BLOCKED) == 0
