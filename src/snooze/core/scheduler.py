@@ -179,7 +179,9 @@ class Scheduler:
     def propose(self, n: int | None = None) -> Candidates:
         """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
 
-        Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted.
+        Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted. A policy's skip mask
+        or ``relax()`` that raises or breaks its contract (a :class:`PolicyConformanceError`) leaves the scheduler as
+        it was.
         ``n=0`` returns no candidates and is no round (nothing is drawn or counted). ``n`` is at most
         ``2**63 - 1`` (tickets are int64); a larger one, or one that is no integer, is a :class:`ConfigError`.
         """
@@ -278,7 +280,8 @@ class Scheduler:
     def report(self, candidates: Sequence[Candidate], rewards: npt.ArrayLike) -> np.ndarray:
         """Record each candidate's group of rewards (``[len(candidates), group_size]``).
 
-        Checks everything before changing anything: a bad report raises and records nothing.
+        Checks everything before changing anything: a bad report raises and records nothing, and so does one whose
+        policy hook raises or returns what its contract refuses (the memory it wrote is put back).
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
         cfg, parts = self.config, self._parts
@@ -345,7 +348,8 @@ class Scheduler:
 
     def finish_step(self) -> Batch:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics; the
-        batch's :attr:`~Batch.record` says where every group of the step went."""
+        batch's :attr:`~Batch.record` says where every group of the step went. When it raises (``on_short="raise"``,
+        a policy's ``end_step()``), the step stays open as it was, its groups kept."""
         with self._parts.round():  # a policy's end_step() that raises leaves the step open, its batch kept
             batch = self._close_step()
             self._parts.policy.end_step(self.step_index)
