@@ -35,10 +35,8 @@ import numpy as np
 import torch
 
 from snooze.analysis import signal_prob
-from snooze.core._memory import PromptTable
-from snooze.core._stream import DatasetStream
 from snooze.core.config import SchedulerConfig
-from snooze.core.policies.base import Context, Policy, register_policy
+from snooze.core.policies import Context, DatasetStream, Policy, PromptTable, register_policy
 from snooze.experiments.compare import _data, profile_base
 from snooze.experiments.profiles import PROFILES, train_config, with_overrides
 from snooze.trainer import loop

@@ -73,12 +73,12 @@ class SpacedOptions(Options):
     """Space too-hard prompts too (failed ``confirm`` times in a row); off: only the easy side."""
 
     def check(self) -> None:
-        self._set("interval", as_int(self.interval, "interval", 1, _MAX_STEPS))
-        self._set("confirm", as_int(self.confirm, "confirm", 1, 255))
-        self._set("growth", as_real(self.growth, "growth", 1.0, 16.0, allowed="a finite number in [1, 16]"))
+        self.set_checked("interval", as_int(self.interval, "interval", 1, _MAX_STEPS))
+        self.set_checked("confirm", as_int(self.confirm, "confirm", 1, 255))
+        self.set_checked("growth", as_real(self.growth, "growth", 1.0, 16.0, allowed="a finite number in [1, 16]"))
         if not isinstance(self.hard, (bool, np.bool_)):
             raise ConfigError(f"hard={self.hard!r}: must be True or False")
-        self._set("hard", bool(self.hard))
+        self.set_checked("hard", bool(self.hard))
 
 
 class Spaced(Policy):
@@ -129,7 +129,7 @@ class Spaced(Policy):
         cols["streak"][rows] = new_streak
         confirmed = self.span[new_streak] > 0
         cols["flags"][rows] = np.where(confirmed, flags | EASY_SNOOZED, flags & ~EASY_SNOOZED)
-        return Changes(ds, regressed=regressed)
+        return Changes(regressed=regressed)
 
     def end_step(self, steps: int) -> None:
         self.steps = steps

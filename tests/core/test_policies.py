@@ -74,26 +74,6 @@ def test_a_plugin_policy_keeps_its_column_skips_by_its_mask_and_resumes(seen_twi
     )
 
 
-def test_the_policy_in_the_concepts_page_runs_as_written() -> None:
-    """docs/concepts.md, "Writing a policy": its code block, executed, registers a policy that works."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
-    block = text.split("### Writing a policy", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    namespace: dict = {}
-    exec(compile(block, "docs/concepts.md", "exec"), namespace)  # noqa: S102 - our own docs
-    try:
-        sched = snooze.Scheduler(
-            {"d": [{"id": i} for i in range(3)]},
-            snooze.SchedulerConfig(batch_size=3, group_size=2, policy="seen_twice"),
-        )
-        for _ in range(2):
-            cands = sched.propose()
-            sched.report(cands, np.tile([0.0, 1.0], (len(cands), 1)))
-            sched.finish_step()
-        assert sched._parts.memory.tables[0].columns["seen"].tolist() == [2, 2, 2] and not sched.propose()
-    finally:
-        POLICIES._classes.pop("seen_twice")
-
-
 @pytest.mark.parametrize("learns", [False, True])
 def test_audited_groups_reach_only_the_audited_hook(learns: bool) -> None:
     """A policy that skips every prompt it has seen once: the audit rolls some of those encounters out, and

@@ -24,7 +24,7 @@ def spaced() -> Iterator[None]:
 def test_it_conforms(hard: bool) -> None:
     options = {"interval": 2, "confirm": 1, "growth": 2.0, "hard": hard}
     config = snooze.SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy="spaced")
-    snooze.check_policy(Spaced, config.replace(options=options, audit=0.2), steps=12)
+    snooze.check_policy(Spaced, config=config.replace(options=options, audit=0.2), steps=12)
 
 
 def _reference(steps: int, interval: int, confirm: int, growth: float, easy_at: set[int]) -> list[bool]:

@@ -67,6 +67,7 @@ class Components:
         self.audit = Audit(config.audit, seed, Shape(config.batch_size, config.gen_size, config.max_gen_rounds))
         self.step_metrics = StepMetrics(names, self.audit)
         self.finite = config.epochs is not None
+        self._open = False  # a round() is open (the undo of a nested one is the outer one's)
 
     def active(self) -> np.ndarray:
         """``[D]``: the dataset is in the mix and can still give a prompt."""
@@ -86,23 +87,21 @@ class Components:
 
     def _undoable(self) -> list[Any]:
         """Every component with ``snapshot()`` / ``restore(snap)``; the memory last, so it is restored first."""
-        return [
-            *self.streams,
-            self.mix,
-            self.pending,
-            self.step,
-            self.step_metrics,
-            self.audit,
-            self.policy,
-            self.memory,
-        ]
+        policy = _PolicyUndo(self.policy)
+        return [*self.streams, self.mix, self.pending, self.step, self.step_metrics, self.audit, policy, self.memory]
 
     @contextmanager
     def round(self) -> Iterator[None]:
-        """One generation round: if the block raises (anything, ``KeyboardInterrupt`` too), every component is
-        put back as it was when the block began, and the error goes on."""
+        """One generation round, or one call that changes the state (``propose``, ``report``, ``finish_step``): if
+        the block raises (anything, ``KeyboardInterrupt`` too), every component is put back as it was when the
+        block began, and the error goes on. Inside an open one (``step()``'s round holds its ``propose`` and
+        ``report``) it adds nothing: the outer one undoes it all."""
+        if self._open:
+            yield
+            return
         parts = self._undoable()
         snaps = [part.snapshot() for part in parts]
+        self._open = True
         try:
             yield
         except BaseException:
@@ -110,6 +109,7 @@ class Components:
                 part.restore(snap)
             raise
         finally:
+            self._open = False
             self.memory.release()
 
     # -- state ------------------------------------------------------------------------------------
@@ -149,3 +149,18 @@ class Components:
             component.load_state_dict(part)
         self.pending.load_state_dict(parts.pending, now=self.step_metrics.steps)  # no candidate drawn in the future
         self.step.load_state_dict(parts.step, self.memory.sizes, config.reward_bounds)
+
+
+class _PolicyUndo:
+    """The policy's run-level state as an undoable part: its ``state_dict()``, put back with ``load_state_dict``
+    (a policy that keeps none, ``{}``, has nothing to put back)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.policy.state_dict()
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        if snap:
+            self.policy.load_state_dict(snap)

@@ -29,11 +29,15 @@ from snooze.core._leap import asleep_all, leap
 from snooze.core._memory import BLOCKED, EXCLUDED, PromptTable
 from snooze.core._mixing import interleave_order, largest_remainder
 from snooze.core._stream import DatasetStream
+from snooze.core.errors import PolicyConformanceError
 from snooze.core.policies import Policy
 
 __all__ = ["Walk", "walk", "walk_quota", "drawable"]
 
 _MIN_CHUNK = 256  # encounters examined per vectorised pass at least; amortises numpy call overhead
+RELAX_BOUND = 64
+"""Times in a row a policy's ``relax(d)`` may say True while its mask still skips every prompt of ``d``: more is
+a policy that cannot stop relaxing (``predictive`` relaxes at most 4 times a step), refused, never walked for ever."""
 
 
 class Walk:
@@ -103,10 +107,16 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, sha
     the round's ``budget`` is spent; the skipped ones are counted all the same); changes nothing."""
     rows = stream.peek(m)  # [m] rows, distinct within an epoch
     counter = table.counter[rows]
+    if rows.shape[0] and counter.min() < 0:  # neither awake nor asleep: a walk would pass it for ever
+        raise PolicyConformanceError(
+            f"dataset {stream.name!r} row {int(rows[np.argmax(counter < 0)])} has snooze counter {int(counter.min())}: "
+            f"policy {policy.name!r} wrote it outside the rows of its report (a counter is an encounter count >= 0, "
+            "and a policy writes only the rows of its report's prompts). Nothing was drawn"
+        )
     awake = counter == 0
     if table.n_blocked:
         awake &= (table.flags[rows] & BLOCKED) == 0
-    masked = None if policy.skip_mask is None else policy.skip_mask(table, stream, rows, awake)
+    masked = None if policy.skip_mask is None else _mask(policy, table, stream, rows, awake)
     if masked is not None:
         awake = awake & ~masked
     if not share:
@@ -116,6 +126,19 @@ def _peek(table: PromptTable, stream: DatasetStream, policy: Policy, m: int, sha
         return _Peek(rows, awake, counter, masked, np.zeros(rows.shape[0], dtype=bool), auditable)
     audit = auditable & (audit_uniform(stream.seed, stream.key, stream.epoch, rows) < share)
     return _Peek(rows, awake | audit, counter, masked, audit, auditable)
+
+
+def _mask(policy: Policy, table: PromptTable, stream: DatasetStream, rows: np.ndarray, awake: np.ndarray) -> np.ndarray:
+    """The policy's skip mask for these encounters, or a :class:`PolicyConformanceError` when it is not a ``bool``
+    array of their shape (a list, a number or an int array would be read as something else, or crash the walk)."""
+    got = policy.skip_mask(table, stream, rows, awake)  # type: ignore[misc]
+    if not isinstance(got, np.ndarray) or got.dtype != np.bool_ or got.shape != rows.shape:
+        shown = f"{type(got).__name__} {getattr(got, 'dtype', '')} {getattr(got, 'shape', '')}".strip()
+        raise PolicyConformanceError(
+            f"policy {policy.name!r}: skip_mask() returned {shown} for {rows.shape[0]} encounters of dataset "
+            f"{stream.name!r}; it must return a bool numpy array of shape {rows.shape} (True: skip). Nothing was drawn"
+        )
+    return got
 
 
 def _consume(table: PromptTable, stream: DatasetStream, peek: _Peek, used: int, out: Walk, d: int) -> np.ndarray:
@@ -257,14 +280,25 @@ class _Dry:
     def __init__(self, tables: Sequence[PromptTable], patience: int) -> None:
         self.limit = [patience * t.n for t in tables]
         self.run = [0] * len(tables)
+        self.relaxed = [0] * len(tables)  # relaxations in a row that let nothing through
 
     def left(self, d: int, policy: Policy) -> bool:
         if self.run[d] >= self.limit[d] and policy.relax(d):  # the policy skips less now: walk on
+            self.relaxed[d] += 1
+            if self.relaxed[d] > RELAX_BOUND:
+                raise PolicyConformanceError(
+                    f"policy {policy.name!r}: relax({d}) returned True {self.relaxed[d]} times in a row in one draw, "
+                    f"and its skip mask still skipped every prompt of that dataset after each; relax() must return "
+                    "False once it cannot skip less (the draw then gives up on the dataset for the round). Nothing "
+                    "was drawn"
+                )
             self.run[d] = 0
         return self.run[d] < self.limit[d]
 
     def spent(self, d: int, used: int, lively: int) -> None:
         self.run[d] = 0 if lively else self.run[d] + used
+        if lively:
+            self.relaxed[d] = 0
 
 
 def walk_quota(

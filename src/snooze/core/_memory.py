@@ -32,6 +32,7 @@ RETIRED = np.uint8(1)
 EASY_SNOOZED = np.uint8(2)
 EXCLUDED = np.uint8(4)  # set by a curriculum stage: passed over like a retired prompt, but reversible
 BLOCKED = np.uint8(RETIRED | EXCLUDED)
+FLAG_BITS = np.uint8(RETIRED | EASY_SNOOZED | EXCLUDED)  # every flag a prompt may hold
 
 
 class Column(NamedTuple):
@@ -47,7 +48,7 @@ class Column(NamedTuple):
 
 BASE_COLUMNS: tuple[Column, ...] = (
     Column("counter", np.int32, minimum=0),
-    Column("flags", np.uint8, maximum=int(RETIRED | EASY_SNOOZED | EXCLUDED)),
+    Column("flags", np.uint8, maximum=int(FLAG_BITS)),
     Column("streak", np.uint8),
 )
 

@@ -141,6 +141,7 @@ def unpack(
         parts = _migrate(meta, arrays, seed, config, sources, previous)
         parts.policy = dict(meta.get("policy", {})) if same_policy else dict(fresh_policy or {})
         return parts
+    _check_out_of_range(meta["config"], config, arrays.get("step.rewards"))
     for info, src in zip(meta["datasets"], sources):  # same ids (fingerprint): the same number of them
         if info["size"] != len(src):
             raise StateError(
@@ -230,6 +231,22 @@ def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sou
             f"dataset {n!r} changed (ids differ from the saved state)" for (n, a), (_, b) in zip(saved, now) if a != b
         ]
     return problems
+
+
+def _check_out_of_range(saved: Mapping[str, Any], config: SchedulerConfig, rewards: Any) -> None:
+    """A step saved under ``out_of_range="accept"`` may hold rewards outside ``reward_range``: loaded under a config
+    that refuses them, that is the config's change (a :class:`StateMismatchError` naming it), not a corrupt state."""
+    if saved.get("out_of_range") != "accept" or config.out_of_range == "accept":
+        return
+    if not isinstance(rewards, np.ndarray) or rewards.dtype.kind != "f" or not np.isfinite(rewards).all():
+        return  # not rewards a step can hold: the step's own check says what is wrong
+    low, high = config.reward_range
+    if ((rewards < low) | (rewards > high)).any():
+        raise StateMismatchError(
+            f"the state's step in progress holds rewards outside reward_range={list(config.reward_range)}, recorded "
+            f"under out_of_range='accept' (saved), which out_of_range={config.out_of_range!r} (now) refuses; load it "
+            "with out_of_range='accept', finish that step, then change it"
+        )
 
 
 def _policy_mismatch(meta: Mapping[str, Any], config: SchedulerConfig, fresh_policy: Mapping[str, Any]) -> list[str]:

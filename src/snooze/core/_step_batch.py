@@ -200,13 +200,30 @@ class StepBatch:
             or np.isin(groups.place, [PADDED, CARRIED]).any()
         ):
             raise StateError("the step's groups hold places or batch slots no open step has; the state is corrupt")
-        if n > self.size:
+        boundary = rounds == 0 and bool(groups.carried_in.all())  # nothing of the step but what was carried in
+        if n > self.size and not boundary:
             raise StateMismatchError(
                 f"the state was saved mid-step with {n} groups in its batch, more than batch_size={self.size}; "
                 f"load it with batch_size >= {n}, finish that step, then change the batch size"
             )
         self.groups, self.rounds, self.n = groups, rounds, n
         self.per_ds = np.bincount(groups.ds[inside], minlength=self.per_ds.shape[0]).astype(np.int64)
+        if n > self.size:
+            self._refit_carried()
+
+    def _refit_carried(self) -> None:
+        """A state saved at a step boundary, loaded with a smaller ``batch_size``: its carried groups enter the
+        batch again as :meth:`next_step` enters them (in batch order, under this config's quotas), and those that
+        do not fit are discarded, never carried twice."""
+        g = self.groups
+        inside = np.flatnonzero(g.slot >= 0)
+        inside = inside[np.argsort(g.slot[inside], kind="stable")]
+        self.n, self.per_ds = 0, np.zeros_like(self.per_ds)
+        g.set(inside, DISCARDED)
+        fits = self._fits(g.ds[inside], np.ones(inside.shape[0], dtype=bool))
+        kept = inside[fits]
+        g.set(kept, TRAINED, np.arange(kept.shape[0]))
+        self._count(g.ds[kept])
 
 
 def _read_only(column: np.ndarray) -> np.ndarray:

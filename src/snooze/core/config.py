@@ -221,8 +221,8 @@ class SchedulerConfig:
             if name not in _OPTIONAL or getattr(self, name) is not None:
                 _set(self, name, as_int(getattr(self, name), name, minimum, INT64_MAX))
         # "dapo": DAPO's dynamic sampling, by the name of the paper that made it (a non-string: refused below)
-        if isinstance(self.policy, str) and self.policy == "dapo":
-            _set(self, "policy", "dynamic_sampling")
+        if isinstance(self.policy, str) and self.policy in POLICIES.aliases:
+            _set(self, "policy", POLICIES.aliases[self.policy])
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
         for name in ("carry_surplus", "shuffle"):
@@ -234,7 +234,7 @@ class SchedulerConfig:
         _set(self, "reward_range", check_reward_range(self.reward_range))
         _set(self, "reward_band", check_band(self.reward_band))
         if self.weights is not None:
-            _set(self, "weights", check_weights(self.weights))
+            _set(self, "weights", Weights(check_weights(self.weights)))
         _set(self, "options", _policy_options(self.policy, self.options))
         _set(self, "audit", as_real(self.audit, "audit", 0.0, allowed=_AUDIT_ALLOWED))
         if self.audit >= 1.0:
@@ -261,6 +261,7 @@ class SchedulerConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (used in saved state and run metadata)."""
         out = dataclasses.asdict(self)
+        out["weights"] = None if self.weights is None else dict(self.weights)
         out["reward_range"] = list(self.reward_range)
         out["reward_band"] = None if self.reward_band is None else list(self.reward_band)
         out["options"] = self.options.to_dict() if self.options is not None else None
@@ -289,6 +290,29 @@ class SchedulerConfig:
         if not (isinstance(new_policy, str) and new_policy == self.policy) and "options" not in changes:
             fields["options"] = None
         return type(self)(**{**fields, **changes})
+
+
+class Weights(dict):  # type: ignore[type-arg]
+    """``SchedulerConfig.weights``: a plain ``dict`` of dataset name to weight (it compares equal to one, and
+    ``json`` writes it as one) that cannot be changed: a frozen config holds no mutable part. ``copy`` and
+    ``deepcopy`` give a ``Weights`` again. Change weights with ``config.replace(weights=...)``."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise ConfigError(
+            "SchedulerConfig.weights cannot be changed in place (the config is frozen); "
+            "use config.replace(weights={...}), or Scheduler.set_weights during a run"
+        )
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __copy__(self) -> Weights:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Weights:
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
 
 
 def config_changes(saved: Mapping[str, Any], now: SchedulerConfig) -> list[str]:

@@ -1,22 +1,30 @@
 """``check_policy``: the plug-in contract of a policy, checked by running it (docs/concepts.md, "Writing a policy").
 
 A policy of your own is a class registered with :func:`~snooze.register_policy`. Run
-``snooze.check_policy(MyPolicy)`` in its tests: it builds schedulers over two small datasets with
-deterministic rewards and checks, step by step,
+``snooze.check_policy(MyPolicy, options=<the options your run uses>)`` in its tests: it runs schedulers over
+two small datasets (20 prompts, some always solved, some never) with deterministic rewards, so that every
+prompt comes up many times and a policy's options reach what they act on within a few steps, and checks,
+step by step,
 
 - **skip mask**: what ``skip_mask`` returns is a ``bool`` array of the encounters' shape, and a fresh run's
-  first round draws a prompt (a mask that lets nothing through would leave every batch empty);
+  first round draws a prompt (a mask that lets nothing through would leave every batch empty); a ``relax()``
+  that never stops saying ``True`` is named within one draw;
 - **counts**: each dataset's cached counts (asleep, retired, blocked) equal what its columns hold, after
-  every step and after a failed round (a policy that writes the snooze counter without returning
-  ``Changes(new=...)`` desyncs ``snooze/asleep``, and is caught here);
+  every step and after a failed round (the memory counts the rows of each report; a policy that writes rows
+  outside its report desyncs them, and is caught here);
 - **rejected calls**: a report with a NaN reward, or a round whose rollout raises, leaves the state as
   it was;
 - **state round-trip**: ``state_dict``, saved to a checkpoint and loaded into a fresh scheduler, gives the
-  same ``state_dict`` (a policy state that is not plain JSON fails here, not at a run's first save);
+  same ``state_dict`` (a policy state that is not plain JSON fails here, not at a run's first save), a
+  ``load_state_dict`` that refuses its own state fails here, and every public attribute of the policy (its
+  run-level state: counters, clocks, tables) comes back equal, so a policy whose ``state_dict()`` forgets
+  some of it (``{}``) fails here, naming the attribute;
 - **exact resume**: a run saved half-way and resumed proposes, trains on and counts exactly what the
   uninterrupted run does.
 
-The first rule broken is a :class:`~snooze.PolicyConformanceError` naming it and the step.
+The first rule broken is a :class:`~snooze.PolicyConformanceError` naming it and the step. The check runs the
+policy at the options it is given (its defaults when none): state that only some options reach (a long
+period, a late threshold) is checked only under them, so pass the options your runs use, one call each.
 """
 
 from __future__ import annotations
@@ -28,20 +36,24 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.checks import is_int
 from snooze.core._memory import BLOCKED, RETIRED
 from snooze.core.checkpoint import load_state, save_state
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError, PolicyConformanceError, RewardError, StateError
 from snooze.core.options import POLICIES
+from snooze.core.policies import Policy, SkipRule
 from snooze.core.scheduler import Scheduler
 
 __all__ = ["check_policy"]
 
 
 def _datasets() -> dict[str, list[dict[str, Any]]]:
+    """Small enough that each prompt comes up about twice a step: a policy's state is reached early. A quarter of
+    the prompts always pass (a too-easy streak from their first group), a quarter never do."""
     return {
-        "a": [{"id": f"a{i}", "p": (i % 10) / 9} for i in range(40)],
-        "b": [{"id": i, "p": (i % 5) / 4} for i in range(25)],
+        "a": [{"id": f"a{i}", "p": (i % 4) / 3} for i in range(12)],
+        "b": [{"id": i, "p": ((i + 1) % 4) / 3} for i in range(8)],
     }
 
 
@@ -74,8 +86,8 @@ def _check_counts(sched: Scheduler, where: str) -> None:
                 "counts",
                 where,
                 f"dataset {sched.names[d]!r}: (asleep, retired, blocked) cached as {cached}, the columns "
-                f"hold {held}; a report that puts prompts to sleep, retires or blocks them must say so in its "
-                "Changes(new=..., retired=..., blocked=...)",
+                f"hold {held}; a policy writes the memory rows of its report's prompts only (report.group_rows), "
+                "as the memory counts those",
             )
 
 
@@ -136,23 +148,26 @@ class _Boom(Exception):
     pass
 
 
-def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps: int = 8, seed: int = 0) -> None:
+_PLUGIN = (Policy, SkipRule)
+
+
+def check_policy(
+    policy_cls: type,
+    options: Any = None,
+    steps: int = 16,
+    *,
+    config: SchedulerConfig | None = None,
+    seed: int = 0,
+) -> None:
     """Check that registered policy ``policy_cls`` keeps the plug-in contract (module docstring); raise
-    :class:`~snooze.PolicyConformanceError` at the first rule it breaks. ``config``: the config to run it
-    under (its ``policy`` must be the policy's name; default: small batches over two datasets,
-    ``gen_batch_size`` above ``batch_size``, partial batches); ``steps``: steps of the uninterrupted run."""
-    name = getattr(policy_cls, "name", "")
-    if not name or POLICIES.get(name) is not policy_cls:
-        raise ConfigError(
-            f"check_policy({getattr(policy_cls, '__name__', policy_cls)!r}): register it first (@register_policy(name))"
-        )
-    cfg = (
-        config
-        if config is not None
-        else SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=name)
-    )
-    if cfg.policy != name:
-        raise ConfigError(f"check_policy: config.policy={cfg.policy!r}, but the policy is registered as {name!r}")
+    :class:`~snooze.PolicyConformanceError` at the first rule it breaks.
+
+    ``options``: the policy's options to run it under (an instance of its options class or a mapping of its
+    fields; default: its defaults). Pass the options your runs use: state that only they reach is checked only
+    under them. ``steps``: steps of the uninterrupted run (at least 4; it is resumed at half). ``config``: a
+    whole config to run under instead of the default one (small batches over two datasets, ``gen_batch_size``
+    above ``batch_size``, partial batches); its ``policy`` must be the policy's name."""
+    cfg = _config_for(policy_cls, options, steps, config)
     G = cfg.group_size
 
     def rollout(cands: Any) -> np.ndarray:
@@ -180,7 +195,34 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
     changed = _same_state(state, again.state_dict())
     if changed:
         raise _fail("state round-trip", where, f"save -> load -> state_dict changed {changed[:5]}")
+    _check_attributes(half._parts.policy, again._parts.policy, where)
     _check_rejected(_reloaded(state, cfg, seed, where), where)
+    _check_resume(again, trace, steps, rollout)
+
+
+def _config_for(policy_cls: type, options: Any, steps: Any, config: SchedulerConfig | None) -> SchedulerConfig:
+    """The config ``check_policy`` runs ``policy_cls`` under, its arguments checked."""
+    name = getattr(policy_cls, "name", "")
+    if not name or POLICIES.get(name) is not policy_cls:
+        raise ConfigError(
+            f"check_policy({getattr(policy_cls, '__name__', policy_cls)!r}): register it first (@register_policy(name))"
+        )
+    if isinstance(options, SchedulerConfig):
+        raise ConfigError("check_policy(cls, options=...): options are the policy's; pass a whole config as config=...")
+    if not is_int(steps) or steps < 4:
+        raise ConfigError(f"check_policy(steps={steps!r}): must be an integer >= 4 (the run is resumed at half)")
+    cfg = (
+        config
+        if config is not None
+        else SchedulerConfig(batch_size=4, gen_batch_size=6, group_size=4, max_gen_rounds=3, policy=name)
+    )
+    if cfg.policy != name:
+        raise ConfigError(f"check_policy: config.policy={cfg.policy!r}, but the policy is registered as {name!r}")
+    return cfg if options is None else cfg.replace(options=options)
+
+
+def _check_resume(again: Scheduler, trace: list[Any], steps: int, rollout: Any) -> None:
+    """The run resumed at half (``again``) proposes, trains on and counts what the uninterrupted one did."""
     for k in range(steps // 2, steps):
         batch = again.step(rollout)
         got = ([(c.dataset, c.id) for c in batch.candidates], batch.metrics)
@@ -193,9 +235,64 @@ def check_policy(policy_cls: type, config: SchedulerConfig | None = None, steps:
             raise _fail(
                 "exact resume",
                 f"at step {k + 1}",
-                f"resumed at step {steps // 2}, {what} differs from the uninterrupted run's",
+                f"resumed at step {steps // 2}, {what} differs from the uninterrupted run's; everything the policy "
+                "decides by must come back from a load: its columns, and its run-level state through state_dict() "
+                "and load_state_dict() (the state round-trip rule)",
             )
         _check_counts(again, f"after step {k + 1} (resumed)")
+
+
+def _check_attributes(saved: Any, loaded: Any, where: str) -> None:
+    """The policy that saved and the one loaded from its state hold the same public attributes (the round-trip
+    rule, for state that ``state_dict()`` forgot: it would pass the state comparison, ``{}`` against ``{}``)."""
+    for name, a, b in _attribute_pairs(saved, loaded, "", 0):
+        if not _equal(a, b):
+            raise _fail(
+                "state round-trip",
+                where,
+                f"policy attribute {name!r} is {_short(a)} in the run that saved and {_short(b)} after loading its "
+                "state; everything a policy keeps beyond its columns must be in its state_dict() and come back from "
+                "load_state_dict() (a cache it rebuilds may be named with a leading underscore)",
+            )
+
+
+def _attribute_pairs(a: Any, b: Any, prefix: str, depth: int) -> list[tuple[str, Any, Any]]:
+    """``(name, value in a, value in b)`` of the public attributes of two plug-ins (a nested one's too: ``rule``)."""
+    out = []
+    for name in sorted(set(vars(a)) | set(vars(b))):
+        if name.startswith("_") or name in ("options", "context"):
+            continue
+        x, y = vars(a).get(name), vars(b).get(name)
+        if depth < 2 and isinstance(x, _PLUGIN) and isinstance(y, _PLUGIN):
+            out += _attribute_pairs(x, y, f"{prefix}{name}.", depth + 1)
+        else:
+            out.append((prefix + name, x, y))
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """Equal as data: arrays by dtype, shape and values (NaN equal to NaN), containers item by item; a value of
+    another kind (a generator, a function) is not compared."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        )
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return set(a) == set(b) and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, (int, float, complex, str, bytes, bool, np.generic, type(None))):
+        return type(a) is type(b) and (a == b or (a != a and b != b))
+    return True
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _reloaded(state: dict[str, Any], cfg: SchedulerConfig, seed: int, where: str) -> Scheduler:
@@ -206,5 +303,10 @@ def _reloaded(state: dict[str, Any], cfg: SchedulerConfig, seed: int, where: str
         except StateError as exc:
             raise _fail("state round-trip", where, f"the state does not survive a save and a load: {exc}") from None
     sched = Scheduler(_datasets(), cfg, seed=seed)
-    sched.load_state_dict(saved)
+    try:
+        sched.load_state_dict(saved)
+    except StateError as exc:
+        raise _fail(
+            "state round-trip", where, f"loading the state its own run saved failed ({type(exc).__name__}: {exc})"
+        ) from None
     return sched

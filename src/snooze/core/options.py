@@ -44,7 +44,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Options:
     """Base of every options class: frozen, validated in ``check`` (values replaced by the checked
-    ones through :meth:`_set`), JSON-safe through :meth:`to_dict` / :meth:`from_dict`."""
+    ones through :meth:`set_checked`), JSON-safe through :meth:`to_dict` / :meth:`from_dict`."""
 
     nested: ClassVar[Mapping[str, Registry[Any]]] = {}
     """Field -> the registry whose plug-in's options it holds (``SnoozeOptions.rule``: ``SKIP_RULES``)."""
@@ -55,8 +55,12 @@ class Options:
     def check(self) -> None:
         """Validate (and normalise) the fields; raise :class:`ConfigError` naming the field. Nothing by default."""
 
-    def _set(self, name: str, value: Any) -> None:
-        # frozen: the checked value (a numpy number as a Python one) replaces the given one
+    def set_checked(self, name: str, value: Any) -> None:
+        """Store the checked form of field ``name`` (a frozen dataclass refuses plain assignment): what
+        :meth:`check` calls once it has validated a value, e.g. ``self.set_checked("every", as_int(self.every,
+        "every", 1))`` keeps a numpy integer as a Python one. Only inside :meth:`check`: options are frozen."""
+        if name not in {f.name for f in dataclasses.fields(self)}:
+            raise ConfigError(f"{type(self).__name__}.set_checked({name!r}, ...): not one of its fields")
         object.__setattr__(self, name, value)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +73,7 @@ class Options:
         if not isinstance(data, Mapping):
             raise ConfigError(f"{cls.__name__} takes a mapping of option name to value, got {type(data).__name__}")
         check_known(cls, data)
-        return cls(**data)
+        return cls(**{k: _as_declared(cls, k, v) for k, v in data.items()})
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some options changed (validated again)."""
@@ -86,6 +90,19 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Options):
         return value.to_dict()
     return list(value) if isinstance(value, tuple) else value
+
+
+def _as_declared(cls: type, name: str, value: Any) -> Any:
+    """A list given for a field declared a tuple (its annotation, or a tuple default) as a tuple: JSON and
+    :meth:`Options.to_dict` have lists only, and a config read back must equal the one written."""
+    if not isinstance(value, list):
+        return value
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    try:
+        declared = typing.get_origin(_hints(cls).get(name)) is tuple or _hints(cls).get(name) is tuple
+    except Exception:  # noqa: BLE001  (an annotation that does not resolve: the default decides)
+        declared = False
+    return tuple(value) if declared or isinstance(f.default, tuple) else value
 
 
 def check_known(cls: type, data: Mapping[Any, Any], hint: str = "") -> None:
@@ -143,17 +160,33 @@ def _check_options(kind: str, name: str, opts: Any, cls: type) -> None:
 class Registry(Mapping[str, type[T]], Generic[T]):
     """Name -> class. ``register(name)`` is a class decorator; iterating gives the names in order."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, aliases: Mapping[str, str] | None = None) -> None:
         self.kind = kind
+        self.aliases: Mapping[str, str] = dict(aliases or {})
+        """Other names a config accepts for a registered one (``"dapo"``: ``"dynamic_sampling"``): never
+        registered themselves, as a class under such a name could never be chosen."""
         self._classes: dict[str, type[T]] = {}
 
     def register(self, name: str) -> Callable[[type[T]], type[T]]:
         def add(cls: type[T]) -> type[T]:
             if not isinstance(name, str) or not name.isidentifier():
                 raise ConfigError(f"{self.kind} name {name!r}: must be a Python identifier (it is a config value)")
+            if name in self.aliases:
+                raise ConfigError(
+                    f"{self.kind} name {name!r} is another spelling of {self.aliases[name]!r} (a config that names "
+                    f"{name!r} means {self.aliases[name]!r}), so a {self.kind} registered under it could never be "
+                    "chosen; pick another name"
+                )
             if name in self._classes and self._classes[name] is not cls:
                 raise ConfigError(
                     f"a {self.kind} named {name!r} is registered already ({self._classes[name].__qualname__})"
+                )
+            other = [n for n, c in self._classes.items() if c is cls and n != name]
+            if other:
+                raise ConfigError(
+                    f"{cls.__qualname__} is registered as {self.kind} {other[0]!r} already: one class has one name "
+                    f"(its name attribute). To offer it under {name!r} too, register a subclass with an options "
+                    "class of its own"
                 )
             _check_options(self.kind, name, getattr(cls, "Options", NoOptions), cls)
             cls.name = name  # type: ignore[attr-defined]
@@ -179,7 +212,7 @@ class Registry(Mapping[str, type[T]], Generic[T]):
         return f"Registry({self.kind}: {', '.join(self._classes)})"
 
 
-POLICIES: Registry[Any] = Registry("policy")
+POLICIES: Registry[Any] = Registry("policy", aliases={"dapo": "dynamic_sampling"})
 """Every registered policy by name: ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze``, ``predictive``, and any
 you add."""
 

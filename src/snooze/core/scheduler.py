@@ -27,13 +27,14 @@ from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_path, is_int, show
 from snooze.core._components import Components
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
+from snooze.core._memory import FLAG_BITS
 from snooze.core._metrics import StepEnd
 from snooze.core._stage import last_wins, named_ids, rows_of
 from snooze.core._state import envelope, pack, reading, unpack
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import ConfigError, DataError, ReportError
+from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, ReportError
 from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
@@ -193,7 +194,9 @@ class Scheduler:
     def propose(self, n: int | None = None) -> Candidates:
         """Issue up to ``n`` candidates (default ``gen_batch_size``): one generation round.
 
-        Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted.
+        Fewer come back only when the data is exhausted. Skips (snoozed, retired) are counted. A policy's skip mask
+        or ``relax()`` that raises or breaks its contract (a :class:`PolicyConformanceError`) leaves the scheduler as
+        it was.
         ``n=0`` returns no candidates and is no round (nothing is drawn or counted). ``n`` is at most
         ``2**63 - 1`` (tickets are int64); a larger one, or one that is no integer, is a :class:`ConfigError`.
         """
@@ -208,6 +211,10 @@ class Scheduler:
         if n == 0:
             empty = np.empty(0, dtype=np.int64)
             return Candidates(self.sources, empty, empty, empty, self.run_id)
+        with self._parts.round():  # a plug-in that fails mid-walk (a bad mask, a relax() without end) changes nothing
+            return self._draw_round(n)
+
+    def _draw_round(self, n: int) -> Candidates:
         parts = self._parts
         parts.pending.check_room(int(n))
         parts.step.open_round()
@@ -269,10 +276,17 @@ class Scheduler:
         record says so) and the step's rounds generate in their place. Only before the step's first round
         (else a :class:`ReportError`, nothing changed). Returns how many were dropped (0: none carried)."""
         step = self._parts.step
-        if step.rounds or len(step.groups) != int(np.count_nonzero(step.groups.carried_in)):
+        reported = len(step.groups) - int(np.count_nonzero(step.groups.carried_in))
+        if step.rounds or reported:
+            done = (
+                f"has drawn {step.rounds} round(s) already"
+                if step.rounds
+                else f"holds {reported} group(s) reported in it already (candidates drawn in an earlier step, "
+                "reported late)"
+            )
             raise ReportError(
-                f"drop_carried(): step {self.step_index} has drawn {step.rounds} round(s) already; carried groups "
-                "can be given up only when the step starts (right after a resume), before the first propose()"
+                f"drop_carried(): step {self.step_index} {done}; carried groups can be given up only when the step "
+                "starts (right after a resume), before its first propose() or report(). Nothing changed."
             )
         return step.drop_carried()
 
@@ -280,7 +294,8 @@ class Scheduler:
     def report(self, candidates: Sequence[Candidate], rewards: npt.ArrayLike) -> np.ndarray:
         """Record each candidate's group of rewards (``[len(candidates), group_size]``).
 
-        Checks everything before changing anything: a bad report raises and records nothing.
+        Checks everything before changing anything: a bad report raises and records nothing, and so does one whose
+        policy hook raises or returns what its contract refuses (the memory it wrote is put back).
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
         """
         cfg, parts = self.config, self._parts
@@ -293,7 +308,8 @@ class Scheduler:
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
         )
         audit, age = parts.pending.audit[index], parts.pending.ages(index, self.step_index)  # age None: all 0
-        self._feed_policy(ds, parts.memory.offsets[ds] + rows, outcomes, arr, audit)
+        with parts.round():  # a policy that raises, or whose changes are refused, leaves the memory as it was
+            self._feed_policy(ds, parts.memory.offsets[ds] + rows, outcomes, arr, audit)
         parts.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         metrics = parts.step_metrics
         metrics.record_generated(ds, outcomes)
@@ -309,15 +325,19 @@ class Scheduler:
         (:meth:`Policy.audited`: nothing by default). The memory's cached counts are derived from what it wrote."""
         parts = self._parts
         hooks = [(parts.policy.report, ~audit)] + ([(parts.policy.audited, audit)] if audit.any() else [])
+        accepted = []
         for hook, sel in hooks:
             whole = bool(sel.all())
             report = Report(*((x if whole else x[sel]) for x in (ds, at, outcomes, rewards)), self.config.reward_range)
             watched = parts.memory.watch(report.group_rows)
             changes = hook(parts.memory, report)
+            _check_written(parts.memory.columns, watched[0], parts.policy.name)
             parts.memory.settle(watched)
             if changes is not None:
-                check_changes(changes, parts.policy.name)
-                parts.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
+                check_changes(changes, parts.policy.name, report)
+                accepted.append(changes)
+        for changes in accepted:  # counted once every hook's changes passed (report's undo restores the memory)
+            parts.step_metrics.add_changes(changes.new, changes.regressed, changes.retired)
 
     # -- closing a step -------------------------------------------------------------------------
     def step(self, rollout_fn: RolloutFn) -> Batch:
@@ -342,7 +362,15 @@ class Scheduler:
 
     def finish_step(self) -> Batch:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics; the
-        batch's :attr:`~Batch.record` says where every group of the step went."""
+        batch's :attr:`~Batch.record` says where every group of the step went. When it raises (``on_short="raise"``,
+        a policy's ``end_step()``), the step stays open as it was, its groups kept."""
+        with self._parts.round():  # a policy's end_step() that raises leaves the step open, its batch kept
+            batch = self._close_step()
+            self._parts.policy.end_step(self.step_index)
+        self.last_metrics = batch.metrics
+        return batch
+
+    def _close_step(self) -> Batch:
         parts, cfg = self._parts, self.config
         closed = parts.step.close(self.step_index, lambda: self.exhausted)
         b = closed.batch
@@ -361,9 +389,8 @@ class Scheduler:
             closed.bound,
             len(parts.pending),
         )
-        batch.metrics = self.last_metrics = parts.step_metrics.finish(end)
+        batch.metrics = parts.step_metrics.finish(end)
         parts.step.next_step()
-        parts.policy.end_step(self.step_index)
         return batch
 
     def metrics(self) -> dict[str, Any]:
@@ -429,6 +456,21 @@ class Scheduler:
         sched = cls(datasets, cfg, seed=seed)
         sched.load_state_dict(state, migrate=migrate, previous_datasets=previous_datasets)
         return sched
+
+
+def _check_written(columns: Mapping[str, np.ndarray], rows: np.ndarray, policy: str) -> None:
+    """What a policy wrote into the rows of its report that no draw can take: a negative snooze counter (a
+    prompt neither awake nor asleep, which a draw would walk past for ever) or an unknown flag bit (a state
+    no load accepts). A :class:`PolicyConformanceError` naming the first such row; ``report()`` then undoes it."""
+    counter, flags = columns["counter"][rows], columns["flags"][rows]
+    bad = (counter < 0) | ((flags & ~FLAG_BITS) != 0)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise PolicyConformanceError(
+            f"policy {policy!r} wrote counter={int(counter[i])}, flags={int(flags[i])} into memory row {int(rows[i])}: "
+            f"a snooze counter is an encounter count >= 0, and flags hold only the bits {int(FLAG_BITS)} "
+            "(RETIRED, EASY_SNOOZED, EXCLUDED). The report was not recorded"
+        )
 
 
 def _check_load_args(migrate: Any, previous_datasets: Any, convert: bool = True) -> Mapping[str, Any] | None:

@@ -27,7 +27,7 @@ its knobs as a frozen options dataclass (:class:`~snooze.core.options.Options`),
 
         def report(self, memory, report):
             memory.columns["seen"][report.group_rows] = 1
-            return None
+            return None  # or Changes(new=..., regressed=..., retired=...): bool flags per prompt of report.prompts()
 
     SchedulerConfig(policy="my_policy", options=MyOptions(every=3))
 
@@ -36,6 +36,11 @@ The runnable version is ``examples/custom_policy.py`` (a test executes it).
 The flags a policy may set in ``memory.columns["flags"]`` (``RETIRED``, ``EASY_SNOOZED``; ``EXCLUDED`` is a
 curriculum's, ``BLOCKED`` either) and the checked-number helpers an options class validates with
 (``as_int``, ``as_real``: a :class:`~snooze.ConfigError` naming the option) are part of this API.
+
+The types a hook is handed (:class:`Report`, :class:`PromptMemory`, :class:`PromptTable`, :class:`DatasetStream`)
+are exported here too, so a typed plug-in imports nothing private; docs/concepts.md, "Writing a policy", says
+which rows each indexes (memory-wide in ``report``, the dataset's own in ``skip_mask``) and which hooks most
+policies need.
 
 A plug-in gets what it owns: it is built from its own options (``self.options``) and a small
 :class:`Context` (the run's dataset names and sizes, the group size, the seed; ``self.context``),
@@ -65,6 +70,10 @@ __all__ = [
     "Changes",
     "Context",
     "Column",
+    "PromptMemory",
+    "PromptTable",
+    "DatasetStream",
+    "SkipMask",
     "RETIRED",
     "EASY_SNOOZED",
     "EXCLUDED",
@@ -162,16 +171,16 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 class Changes(NamedTuple):
-    """What a report did to its prompts, one flag per prompt of ``ds`` (each prompt once); ``None``
-    where the policy changes nothing of the kind. They are the step's metrics (``snooze/new``,
-    ``snooze/regressed``, ``filter/new``); the counts of asleep, retired and blocked prompts are the
-    prompt memory's own, derived from the columns the report wrote."""
+    """What a report did to its prompts, for the step's metrics (``snooze/new``, ``snooze/regressed``,
+    ``filter/new``): a ``bool`` array per kind, one flag per prompt of ``report.prompts()`` (each prompt
+    once; a report that repeats no prompt has one per group, in report order); ``None`` where the policy
+    changes nothing of the kind. ``Changes(new=fresh)``, ``Changes(retired=fresh)``. The counts of asleep,
+    retired and blocked prompts are not here: the prompt memory derives them from the columns the report
+    wrote."""
 
-    ds: np.ndarray  # dataset of each prompt
     new: np.ndarray | None = None  # put to sleep: snooze counter went from 0 to above 0 (``snooze/new``)
     regressed: np.ndarray | None = None  # woke from a too-easy snooze and was not too easy (``snooze/regressed``)
     retired: np.ndarray | None = None  # newly retired (``filter/new``)
-    blocked: np.ndarray | None = None  # newly passed over by every draw (retired, and not already excluded)
 
 
 class Context(NamedTuple):
@@ -209,14 +218,6 @@ class _Plugin:
     def state_dict(self) -> dict[str, Any]:
         """Run-level state beyond the per-prompt columns (none for the built-in ones)."""
         return {}
-
-    def snapshot(self) -> dict[str, Any]:
-        """This plug-in's state, for :meth:`restore` (an undone round): its :meth:`state_dict` by default."""
-        return self.state_dict()
-
-    def restore(self, snap: dict[str, Any]) -> None:
-        if snap:
-            self.load_state_dict(snap)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state:
@@ -273,17 +274,24 @@ class SkipRule(_Plugin):
         self.snooze = snooze
 
 
-def check_changes(changes: Any, policy: str) -> None:
-    """A policy's :class:`Changes`: one flag per prompt of ``ds`` each, or a :class:`PolicyConformanceError`."""
-    ds = getattr(changes, "ds", None)
-    if not isinstance(changes, Changes) or not isinstance(ds, np.ndarray) or ds.ndim != 1:
-        raise PolicyConformanceError(f"policy {policy!r}: report() must return Changes(ds, ...) or None")
-    for name in ("new", "regressed", "retired", "blocked"):
+def check_changes(changes: Any, policy: str, report: Report) -> None:
+    """A policy's :class:`Changes` for ``report``: each kind ``None`` or a ``bool`` array of one flag per prompt
+    of ``report.prompts()``; else a :class:`PolicyConformanceError` naming what is wrong."""
+    if not isinstance(changes, Changes):
+        raise PolicyConformanceError(
+            f"policy {policy!r}: report() and audited() must return Changes(new=..., regressed=..., retired=...) "
+            f"or None, not {type(changes).__name__}"
+        )
+    shape = report.prompts().rows.shape
+    for name in Changes._fields:
         flags = getattr(changes, name)
-        if flags is not None and (not isinstance(flags, np.ndarray) or flags.shape != ds.shape):
+        if flags is None:
+            continue
+        if not isinstance(flags, np.ndarray) or flags.dtype != np.bool_ or flags.shape != shape:
+            got = f"{type(flags).__name__} {getattr(flags, 'dtype', '')} {getattr(flags, 'shape', '')}".strip()
             raise PolicyConformanceError(
-                f"policy {policy!r}: Changes.{name} has shape {getattr(flags, 'shape', type(flags).__name__)}, not "
-                f"{ds.shape} (one flag per prompt of Changes.ds)"
+                f"policy {policy!r}: Changes.{name} is {got}, not a bool array of shape {shape} (one flag per "
+                "prompt of report.prompts(), each prompt once)"
             )
 
 

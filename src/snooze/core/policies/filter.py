@@ -3,7 +3,7 @@ whose group was too easy is retired for the rest of the run: every later encount
 
 from __future__ import annotations
 
-from snooze.core._memory import EXCLUDED, RETIRED, PromptMemory
+from snooze.core._memory import RETIRED, PromptMemory
 from snooze.core.policies.base import Changes, Policy, Report, register_policy
 
 __all__ = ["Filter"]
@@ -19,4 +19,4 @@ class Filter(Policy):
         before = flags[p.rows]
         fresh = (p.easy > 0) & ((before & RETIRED) == 0)
         flags[p.rows[fresh]] |= RETIRED
-        return Changes(p.ds, retired=fresh, blocked=fresh & ((before & EXCLUDED) == 0))
+        return Changes(retired=fresh)

@@ -46,7 +46,7 @@ class HistoryOptions(Options):
         w = as_real(self.weight, "weight", allowed="in (0, 1]")
         if not 0.0 < w <= 1.0:
             raise ConfigError(f"weight={self.weight!r}: must be in (0, 1]")
-        self._set("weight", w)
+        self.set_checked("weight", w)
 
 
 @register_skip_rule("history")

@@ -113,7 +113,9 @@ class PredictiveOptions(Options):
     """The re-look period grows by this factor per too-easy group in a row after the first (1.0: a fixed period)."""
 
     def check(self) -> None:
-        self._set("backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
+        self.set_checked(
+            "backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)")
+        )
         m = as_real(
             self.margin, "margin", 0.0, allowed="a finite number > 0 (1.0: skip when a replacement draw is worth more)"
         )
@@ -121,9 +123,9 @@ class PredictiveOptions(Options):
             raise ConfigError(
                 f"margin={self.margin!r}: must be a finite number > 0 (1.0: skip when a replacement draw is worth more)"
             )
-        self._set("margin", m)
+        self.set_checked("margin", m)
         if self.hard_margin is not None:
-            self._set(
+            self.set_checked(
                 "hard_margin",
                 as_real(
                     self.hard_margin,
@@ -135,7 +137,7 @@ class PredictiveOptions(Options):
         r = as_real(self.recheck, "recheck", 0.0, allowed="a finite number of passes > 0")
         if r <= 0:
             raise ConfigError(f"recheck={self.recheck!r}: must be a finite number of passes > 0")
-        self._set("recheck", r)
+        self.set_checked("recheck", r)
         if not _finite_product(self.backoff, _MAX_DOUBLINGS, r):
             pair = [
                 f"backoff={self.backoff!r}",
@@ -245,7 +247,7 @@ class Predictive(Policy):
         signal = (report.outcomes == SIGNAL).astype(np.float64)
         ds, rows = report.group_ds.astype(np.int64), report.group_rows
         if not report.repeated:
-            return Changes(ds, regressed=self._apply(memory.columns, ds, rows, cat, signal))
+            return Changes(regressed=self._apply(memory.columns, ds, rows, cat, signal))
         p = report.prompts()
         occurrence = _occurrence(rows)
         regressed = np.zeros(p.rows.shape[0], dtype=bool)
@@ -253,7 +255,7 @@ class Predictive(Policy):
             sel = occurrence == k
             hit = self._apply(memory.columns, ds[sel], rows[sel], cat[sel], signal[sel])
             regressed |= np.isin(p.rows, rows[sel][hit])
-        return Changes(p.ds, regressed=regressed)
+        return Changes(regressed=regressed)
 
     def _apply(
         self, cols: dict[str, np.ndarray], ds: np.ndarray, rows: np.ndarray, cat: np.ndarray, signal: np.ndarray

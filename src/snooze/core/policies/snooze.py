@@ -74,10 +74,10 @@ class SnoozeOptions(Options):
     ``None``: its defaults."""
 
     def check(self) -> None:
-        self._set("factor", as_int(self.factor, "factor", 0))
+        self.set_checked("factor", as_int(self.factor, "factor", 0))
         if self.hard_factor is not None:
-            self._set("hard_factor", as_int(self.hard_factor, "hard_factor", 0))
-        self._set("max", as_int(self.max, "max", 1))
+            self.set_checked("hard_factor", as_int(self.hard_factor, "hard_factor", 0))
+        self.set_checked("max", as_int(self.max, "max", 1))
         for name in ("factor", "hard_factor", "max"):  # each is added to a prompt's int32 snooze counter
             value = getattr(self, name)
             if value is not None and value > MAX_PERIOD:
@@ -87,8 +87,10 @@ class SnoozeOptions(Options):
                 )
         if not isinstance(self.hard, (bool, np.bool_)):
             raise ConfigError(f"hard={self.hard!r}: must be True or False")
-        self._set("hard", bool(self.hard))
-        self._set("backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)"))
+        self.set_checked("hard", bool(self.hard))
+        self.set_checked(
+            "backoff", as_real(self.backoff, "backoff", 1.0, allowed="a finite number >= 1.0 (1.0 disables it)")
+        )
         if not isinstance(self.skip, str) or self.skip not in SKIP_RULES:
             raise ConfigError(f"skip={self.skip!r}: must be one of {', '.join(map(repr, SKIP_RULES))}")
         cls = options_class(SKIP_RULES, self.skip)
@@ -106,7 +108,7 @@ class SnoozeOptions(Options):
             rule = cls.from_dict(rule or {})
         elif type(rule) is not cls:
             raise ConfigError(f"rule={rule!r}: skip rule {self.skip!r} takes {cls.__name__}, not {type(rule).__name__}")
-        self._set("rule", rule)
+        self.set_checked("rule", rule)
 
     def replace(self, **changes: Any) -> Options:
         """A copy with some options changed; a new ``skip`` without a ``rule`` starts from that rule's defaults."""
@@ -167,4 +169,4 @@ class Snooze(Policy):
         cols["flags"][p.rows] = flags
         cols["counter"][p.rows] = new_counter
         cols["streak"][p.rows] = np.minimum(streak.astype(np.int32) + p.easy, 255)  # consecutive too-easy outcomes
-        return Changes(p.ds, new=(counter == 0) & (new_counter > 0), regressed=regressed)
+        return Changes(new=(counter == 0) & (new_counter > 0), regressed=regressed)
