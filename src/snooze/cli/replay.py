@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from snooze.analysis.outputs import write_figure, write_files
     from snooze.analysis.replay import StepShape
     from snooze.cli._options import build, naming_options, values
-    from snooze.cli._replay_report import print_details, print_headline, print_log
+    from snooze.cli._replay_report import print_details, print_headline, print_log, print_verdict
     from snooze.core.config import SchedulerConfig
     from snooze.core.errors import ConfigError
     from snooze.logs import read_reward_log
@@ -108,11 +108,13 @@ def run(args: argparse.Namespace) -> int:
         run_info = logged_run(log, **shape_options, override=args.override_header)
     shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
+    decided = _verdict(log, run_info, cfg, results)
     out = Path(args.out)
-    report = {"log": _log_info(log, run_info), "policies": results}
+    report = {"log": _log_info(log, run_info), "verdict": decided, "policies": results}
     write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")})  # all or nothing
     print_log(log, run_info)
-    print_headline(results)
+    print_verdict(decided)
+    print_headline(results, log)
     print_details(results, run_info)
     if not args.no_plot:
         from snooze.plots import plot_replay
@@ -124,6 +126,18 @@ def run(args: argparse.Namespace) -> int:
         "(see docs/offline-analysis.md)"
     )
     return 0
+
+
+def _verdict(log: Any, run: Any, cfg: Any, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The verdict block (:mod:`snooze.analysis.verdict`); the recommended factor is replayed for it if not asked."""
+    from snooze.analysis.replay import ReplayPolicy, replay_policies
+    from snooze.analysis.verdict import RECOMMENDED_REPLAY, verdict
+
+    rec = results.get(RECOMMENDED_REPLAY)
+    if rec is None:
+        factor = int(RECOMMENDED_REPLAY.split(":")[1])
+        rec = replay_policies(log, [ReplayPolicy(RECOMMENDED_REPLAY, factor)], cfg)[RECOMMENDED_REPLAY]
+    return verdict(log, run, cfg, {n: r["headline"] for n, r in results.items()}, rec["headline"])
 
 
 def _log_info(log: Any, run: Any) -> dict[str, Any]:
