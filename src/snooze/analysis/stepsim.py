@@ -122,9 +122,10 @@ def dapo_rounds(
     ``steps``: ``int [N]`` step of each logged group (in log order); ``signal``: ``bool [N]``. The early window
     is the first :data:`WINDOW` of the logged steps, the late one the last (at least one step each); in each,
     the share ``p`` of groups with signal is pooled over the window, and DAPO's rounds are
-    :func:`expected_rounds` at ``p``. For a plain GRPO log this is DAPO's rounds on that run's model (a
-    DAPO run trains another model: ``docs/offline-analysis.md`` says how far off that is, measured); for a
-    log of a run that skipped prompts it is a floor (its skipped encounters, mostly too easy, are not in it).
+    :func:`expected_rounds` at ``p``. For a plain GRPO log this is DAPO's rounds on that run's model: a DAPO
+    run of as many steps trains further and wastes more late (``docs/offline-analysis.md`` measures how much),
+    so it is a floor there; for a log of a run that skipped prompts it is a floor too (its skipped
+    encounters, mostly too easy, are not in it).
     Returns ``{"early": ..., "late": ...}``, each ``first_step``, ``last_step``, ``groups``, ``signal_share``,
     ``rounds``."""
     for name, value in (("batch_size", batch_size), ("gen_size", gen_size), ("max_gen_rounds", max_gen_rounds)):

@@ -120,6 +120,16 @@ def next_lines(kind: str, turn_on: bool) -> list[str]:
     return [f"SchedulerConfig(..., {shown})"]
 
 
+def _floor(policy: str) -> str:
+    """Why an estimate from a log that is not a DAPO run's is a floor of what a DAPO run would take."""
+    if policy not in ("grpo", "unknown"):
+        return "the run skipped prompts, mostly too easy ones, which a DAPO run would roll out"
+    return (
+        "the rounds of DAPO on this run's model; a DAPO run of as many steps trains on more signal, so its model "
+        "is further on and wastes more late (measured: docs/offline-analysis.md)"
+    )
+
+
 def dapo_rounds_of(log: Any, run: Any, config: SchedulerConfig) -> dict[str, Any]:
     """DAPO's rounds early and late on ``log``'s run (``run``: its :class:`~snooze.analysis.logrun.LoggedRun`;
     ``config``: the classification): read off a DAPO log (``logged_rounds``), and estimated from the share of
@@ -140,7 +150,7 @@ def dapo_rounds_of(log: Any, run: Any, config: SchedulerConfig) -> dict[str, Any
             w["logged_rounds"] = logged_rounds(log.steps, gen, w)
     return {
         "basis": "logged" if is_dapo else "estimated",
-        "floor": run.policy not in (_DAPO, "grpo", "unknown"),
+        "floor": None if is_dapo else _floor(run.policy),
         "batch_size": batch,
         "gen_batch_size": gen,
         "max_gen_rounds": cap,
@@ -160,7 +170,8 @@ def verdict(
     ``log``: the replayed :class:`~snooze.logs.RewardLog`; ``run``: its :class:`~snooze.analysis.logrun.LoggedRun`;
     ``config``: the classification the replay used; ``headlines``: each replayed policy's ``headline``;
     ``recommended``: the headline of :data:`RECOMMENDED_REPLAY` (replayed or not among them). Returns
-    ``dapo_rounds`` (``basis``: ``logged`` or ``estimated``, ``floor``, the sizes, ``early`` and ``late``),
+    ``dapo_rounds`` (``basis``: ``logged`` or ``estimated``, ``floor``: why an estimate is a floor, the sizes,
+    ``early`` and ``late``),
     ``rule_rounds``, ``turn_on``, ``recommended`` (its replayed saving and interval), ``costs`` (per replayed
     policy: saving here, missed signal, the measured entry or a note),
     ``framework`` and ``lines``."""

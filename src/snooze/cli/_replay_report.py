@@ -159,7 +159,6 @@ def print_verdict(v: dict[str, Any]) -> None:
         "read off the log (groups per step over the generation batch)"
         if r["basis"] == "logged"
         else "estimated from the share of groups with signal"
-        + (" (a floor: the run skipped prompts)" if r["floor"] else "")
     )
     print(
         f"\nverdict\n  DAPO's rounds per step on this run, {basis}; batch_size {r['batch_size']}, gen_batch_size "
@@ -172,6 +171,8 @@ def print_verdict(v: dict[str, Any]) -> None:
             f"    {name}: {rounds:.1f} rounds a step (steps {w['first_step']}..{w['last_step']}, "
             f"{w['groups']:,} groups, {pct(w['signal_share'])} with signal)"
         )
+    if r["floor"]:
+        print(f"    a floor: {r['floor']}")
     late = r["late"].get("logged_rounds", r["late"]["rounds"])
     rule = v["rule_rounds"]
     decision = (
