@@ -169,3 +169,15 @@ def test_identical_rows_come_with_the_encounters_per_prompt(tmp_path: Path, caps
     out = capsys.readouterr().out
     assert "4 prompts (2.0 encounters each on average, at most 2)" in out
     assert "filter, snooze:1, snooze:5: the same skips here. The log met each prompt 2.0 times on average" in out
+
+
+def test_the_recommended_factor_is_replayed_for_the_verdict_when_not_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = _grpo_log(tmp_path / "r.jsonl")
+    assert main(["replay", str(log), "--out", str(tmp_path / "a"), "--factors", "5", "--no-plot"]) == 0
+    assert main(["replay", str(log), "--out", str(tmp_path / "b"), "--factors", "1,5", "--no-plot"]) == 0
+    capsys.readouterr()
+    a, b = (json.loads((tmp_path / x / "replay.json").read_text()) for x in "ab")
+    assert "snooze:1" not in a["policies"] and a["verdict"]["recommended"] == b["verdict"]["recommended"]
+    assert [c["policy"] for c in a["verdict"]["costs"]] == ["filter", "snooze:5"]

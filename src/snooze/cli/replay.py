@@ -1,7 +1,8 @@
 """``snooze replay LOG --out DIR``: what would filter / snooze:k have saved on a logged run?
 
-The log's header gives the run's sizes and policy (:mod:`snooze.analysis.logrun`); the output is one
-headline line per policy and a details section (:mod:`snooze.cli._replay_report`), and ``replay.json``."""
+The log's header gives the run's sizes and policy (:mod:`snooze.analysis.logrun`); the output is the verdict
+(:mod:`snooze.analysis.verdict`), one headline line per policy and a details section
+(:mod:`snooze.cli._replay_report`), and ``replay.json``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 HELP = (
-    "Replay a reward log under filter and snooze:k: the groups each would have generated (with an interval) "
-    "and the signal it would have skipped."
+    "Replay a reward log under filter and snooze:k: a verdict (DAPO's rounds per step, what to turn on, the lines "
+    "to paste), then the groups each would have generated (with an interval) and the signal it would have skipped."
 )
 
 
