@@ -42,12 +42,12 @@ RESAMPLES = 1000
 LEVEL = 0.95
 """Central share of the resampled estimates the interval holds."""
 
-_CHUNK_BYTES = 32 << 20
-"""Memory a chunk of resamples may take: each resample holds about 40 bytes per prompt at once (its draws,
-their counts, the counts as floats), so a 1M-prompt log resamples one at a time and a 500-prompt log all
-1,000 at once. Every chunk draws its rows from one generator, and a ``[b, P]`` draw equals ``b`` draws of
-``[P]`` in a row, so the result does not depend on the chunk size: bit for bit the same as the unchunked
-computation (``tests/analysis/test_estimate.py``)."""
+_CHUNK_BYTES = 64 << 20
+"""Memory the resampled counts of one chunk may take (8 bytes per prompt and resample, beside one resample's
+draws): a 1M-prompt log resamples 8 at a time, a 500-prompt log all 1,000 at once. A chunk is one matrix product
+with the prompts' sums, so the sums are read once per chunk, not once per resample. Every row is drawn from one
+generator in turn, as the unchunked computation drew them (a ``[b, P]`` draw equals ``b`` draws of ``[P]``), so
+the result does not depend on the chunk size: bit for bit the same (``tests/analysis/test_estimate.py``)."""
 
 
 def _ratios(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -69,24 +69,23 @@ def _interval(values: np.ndarray, level: float) -> list[float] | None:
 
 def chunk_rows(n_prompts: int, resamples: int) -> int:
     """Resamples drawn at once for ``n_prompts`` prompts: as many as :data:`_CHUNK_BYTES` holds, at least 1."""
-    return max(1, min(resamples, _CHUNK_BYTES // (40 * max(n_prompts, 1))))
+    return max(1, min(resamples, _CHUNK_BYTES // (8 * max(n_prompts, 1))))
 
 
 def _resampled(cols: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     """``[resamples, C]``: sums of ``cols`` (``[P, C]``) over the log's prompts drawn with replacement.
 
-    Chunked by :func:`chunk_rows`: its peak is one chunk's, not ``resamples x P`` at once (issue 51)."""
+    Chunked by :func:`chunk_rows`: its peak is one chunk's counts, not ``resamples x P`` at once (issue 51)."""
     n_prompts = cols.shape[0]
     rng = np.random.default_rng(seed)
     out = np.empty((resamples, cols.shape[1]))
     rows = chunk_rows(n_prompts, resamples)
+    counts = np.empty((rows, n_prompts))  # [b, P] times each prompt is drawn in each resample of the chunk
     for start in range(0, resamples, rows):
         b = min(rows, resamples - start)
-        draws = rng.integers(0, n_prompts, size=(b, n_prompts))  # [b, P]
-        draws += n_prompts * np.arange(b)[:, None]  # in place: one row of counts per resample
-        counts = np.bincount(draws.ravel(), minlength=b * n_prompts).reshape(b, n_prompts)  # times each prompt drawn
-        del draws
-        out[start : start + b] = counts.astype(np.float64) @ cols  # exact: integer sums far below 2**53
+        for i in range(b):
+            counts[i] = np.bincount(rng.integers(0, n_prompts, size=n_prompts), minlength=n_prompts)
+        out[start : start + b] = counts[:b] @ cols  # exact: integer sums far below 2**53
     return out
 
 
