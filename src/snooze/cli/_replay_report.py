@@ -167,9 +167,10 @@ def print_verdict(v: dict[str, Any]) -> None:
     for name in ("early", "late"):
         w = r[name]
         rounds = w.get("logged_rounds", w["rounds"])
+        check = f"; {w['rounds']:.1f} from its signal share" if "logged_rounds" in w else ""
         print(
             f"    {name}: {rounds:.1f} rounds a step (steps {w['first_step']}..{w['last_step']}, "
-            f"{w['groups']:,} groups, {pct(w['signal_share'])} with signal)"
+            f"{w['groups']:,} groups, {pct(w['signal_share'])} with signal{check})"
         )
     if r["floor"]:
         print(f"    a floor: {r['floor']}")
