@@ -181,3 +181,11 @@ def test_the_recommended_factor_is_replayed_for_the_verdict_when_not_asked(
     a, b = (json.loads((tmp_path / x / "replay.json").read_text()) for x in "ab")
     assert "snooze:1" not in a["policies"] and a["verdict"]["recommended"] == b["verdict"]["recommended"]
     assert [c["policy"] for c in a["verdict"]["costs"]] == ["filter", "snooze:5"]
+
+
+def test_the_reference_trainers_arm_is_the_recommended_one() -> None:
+    pytest.importorskip("torch", reason="snooze.experiments needs torch")
+    from snooze.analysis.verdict import REFERENCE_ARMS
+    from snooze.experiments.compare import ARMS, RECOMMENDED_ARM
+
+    assert REFERENCE_ARMS[True] == f"dynamic_sampling,{RECOMMENDED_ARM}" and "dynamic_sampling" in ARMS

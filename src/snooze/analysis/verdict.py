@@ -65,10 +65,11 @@ def cost_of(policy: str) -> tuple[dict[str, Any] | None, str]:
         return table[policy], ""
     kind, _, factor = policy.partition(":")
     if kind == "snooze" and factor.isdigit():
-        measured = sorted(int(k.split(":")[1]) for k in table if k.startswith("snooze:"))
-        below = [k for k in measured if k < int(factor)]
         if int(factor) == 0:
             return None, "DAPO itself (factor 0 skips nothing)"
+        below = sorted(
+            int(k.split(":")[1]) for k in table if k.startswith("snooze:") and int(k.split(":")[1]) < int(factor)
+        )
         if below:
             k = below[-1]
             worst = min(table[f"snooze:{k}"]["gaps"])
@@ -88,16 +89,14 @@ def framework(source: str) -> str:
     return "library"
 
 
+REFERENCE_ARMS = {True: "dynamic_sampling,snooze-f1-carry", False: "dynamic_sampling"}
+"""``snooze compare`` arms to run next, by whether to turn skipping on (``snooze-f1-carry``: the recommended
+setting's arm, ``snooze.experiments.compare.RECOMMENDED_ARM``, which a test keeps equal)."""
+
+
 def _setting(turn_on: bool) -> dict[str, Any]:
-    if turn_on:
-        return {"policy": RECOMMENDED["policy"], "options": dict(RECOMMENDED["options"]), **{
-            k: v for k, v in RECOMMENDED.items() if k not in ("policy", "options")
-        }}  # fmt: skip
-    return {"policy": _DAPO}
-
-
-def _hydra(value: Any) -> str:
-    return str(value) if not isinstance(value, str) else value
+    """The setting to paste: ``snooze.RECOMMENDED`` (its options as a plain dict), or DAPO's."""
+    return {**RECOMMENDED, "options": dict(RECOMMENDED["options"])} if turn_on else {"policy": _DAPO}
 
 
 def next_lines(kind: str, turn_on: bool) -> list[str]:
@@ -107,14 +106,14 @@ def next_lines(kind: str, turn_on: bool) -> list[str]:
         lines = ["trainer.v1.trainer_mode=snooze"]
         for key, value in setting.items():
             if isinstance(value, Mapping):
-                lines += [f"+trainer.v1.snooze.{key}.{k}={_hydra(v)}" for k, v in value.items()]
+                lines += [f"+trainer.v1.snooze.{key}.{k}={v}" for k, v in value.items()]
             else:
-                lines.append(f"+trainer.v1.snooze.{key}={_hydra(value)}")
+                lines.append(f"+trainer.v1.snooze.{key}={value}")
         return lines
     if kind == "trl":
         return [f"SnoozeGRPOTrainer(..., snooze_config={setting!r})"]
     if kind == "reference":
-        arms = "dynamic_sampling,snooze-f1-carry" if turn_on else "dynamic_sampling"
+        arms = REFERENCE_ARMS[turn_on]
         return [f"snooze compare --out runs/next --arms {arms}  # with the logged run's --profile/--tasks"]
     shown = ", ".join(f"{k}={v!r}" for k, v in setting.items())
     return [f"SchedulerConfig(..., {shown})"]
