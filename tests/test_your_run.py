@@ -5,11 +5,13 @@ The folder holds what a finished run leaves: ``rollouts/`` (verl 0.9.1's dump co
 ``RewardLogger``, the page's Python block with a tiny Llama) and ``outputs/my-run`` (prime-rl's episode files,
 ``integrations._prime_rl_dump``). Each ``bash`` block's commands run in it, in order; the ``text`` block after
 one holds lines its output must show, in order (``...`` stands for lines left out; a ``WARNING:`` line is
-looked for on stderr).
+looked for on stderr). The replay of the verl dump must hold the verdict block before its headline, and the verl
+lines it prints must pass ``snooze check-verl`` beside a small run's own overrides (issue 53).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import time
@@ -24,6 +26,7 @@ pytest.importorskip("trl", reason="needs the [trl] extra")
 from integrations import _trl_tiny as tiny  # noqa: E402
 from integrations import _verl_dump as vd  # noqa: E402
 from integrations._prime_rl_dump import write_run  # noqa: E402
+from integrations._verl_env import make_model_dir, make_parquet  # noqa: E402
 
 from snooze.cli.main import main  # noqa: E402
 
@@ -130,10 +133,60 @@ def test_every_command_of_the_page_shows_what_the_page_says(
     blocks = _blocks()
     assert len(blocks) >= 5, "the page lost its commands: the parser is broken"
     t0 = time.perf_counter()
+    printed: dict[str, list[str]] = {}
     for commands, expected in blocks:
         for command in commands:
             out, err = _run(command, capsys)
+            printed[command] = out
             if command == commands[-1] and expected:
                 _shows(expected, out, err, command)
     assert time.perf_counter() - t0 < 120  # the page says each command runs in seconds
     assert (tmp_path / "replay" / "replay.json").is_file()
+    _the_verdict_holds(tmp_path, next(v for k, v in printed.items() if k.startswith("snooze replay rewards.jsonl")))
+    assert main(["check-verl", *_small_verl_run(tmp_path), *_pasted(printed)]) == 0, capsys.readouterr().out
+    report = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert report == ["ok"] * 7  # compose, trainer mode, plug-in, validate_config, options, resume, data
+
+
+def _the_verdict_holds(folder: Path, out: list[str]) -> None:
+    """The replay of the verl dump opens with the verdict: DAPO's rounds, the rule, the saving, the costs, the lines."""
+    top = out.index("verdict")
+    assert top < next(i for i, x in enumerate(out) if x.startswith("groups each policy"))
+    block = "\n".join(out[top:])
+    said = ("DAPO's rounds per step on this run", "    early: ", "    late: ", "the docs' rule", "-43.4", "next: ")
+    for words in (*said, "the recommended setting (snooze factor 1, the surplus carried) would save"):
+        assert words in block, words
+    verdict = json.loads((folder / "replay" / "replay.json").read_text())["verdict"]
+    assert verdict["framework"] == "verl" and verdict["dapo_rounds"]["basis"] == "estimated"
+
+
+def _pasted(printed: dict[str, list[str]]) -> list[str]:
+    """The verl lines the replay of the verl dump printed under its ``next:`` line."""
+    out = next(v for k, v in printed.items() if k.startswith("snooze replay rewards.jsonl"))
+    at = next(i for i, x in enumerate(out) if x.startswith("  next: ")) + 1
+    lines = []
+    while at < len(out) and out[at].startswith("    "):
+        lines.append(out[at].strip())
+        at += 1
+    assert lines and lines[0] == "trainer.v1.trainer_mode=snooze", lines
+    return lines
+
+
+def _small_verl_run(folder: Path) -> list[str]:
+    """A small verl run's own overrides, local data and model, no snooze setting: what the lines are added to."""
+    (folder / "verl").mkdir()
+    data = make_parquet(folder / "verl")
+    return [
+        "algorithm.adv_estimator=grpo",
+        f"data.train_files={data}",
+        f"data.val_files={data}",
+        "data.train_batch_size=2",
+        f"actor_rollout_ref.model.path={make_model_dir(folder / 'verl')}",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+        "trainer.n_gpus_per_node=1",
+        f"trainer.default_local_dir={folder / 'verl' / 'ckpt'}",
+    ]

@@ -91,7 +91,9 @@ def test_bad_overrides_are_each_reported_and_nothing_raises(tmp_path: Path, caps
                   "seed=-1: must be an integer >= 0", "does not exist"):  # fmt: skip
         assert words in said
     assert "snooze check-verl: error: 5 problem(s)" in captured.err and "Traceback" not in captured.err
-    assert not any(step == "data" for _, step, _ in _lines(captured.out))  # no trainer built from a refused config
+    data = [(s, d) for s, step, d in _lines(captured.out) if step == "data"]  # no trainer built from a refused config,
+    assert data == [("skipped", "not checked: the trainer is built only from a config the steps above pass "
+                     "(options, resume failed)")]  # and the line says so (issue 53)  # fmt: skip
 
 
 def test_independent_option_errors_are_all_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

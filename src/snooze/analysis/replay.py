@@ -292,8 +292,9 @@ def replay_policies(
     """:func:`replay` for each policy, keyed by policy name (classification done once).
 
     Each summary gets ``headline`` (:func:`snooze.analysis.estimate.headline`: the groups the policy would
-    have generated for the log's signal groups, with a bootstrap interval over the log's prompts of
-    ``resamples`` resamples, and the share of its skipped encounters that had signal). With ``shape`` each
+    have generated to train on as many signal groups as the log holds, with a bootstrap interval over the
+    log's prompts of ``resamples`` resamples, the signal groups it would have skipped with their share of all
+    the log's signal, and the share of its skipped encounters that had signal). With ``shape`` each
     summary also gets ``simulated``: the step loop rebuilt over the kept lines
     (:func:`~snooze.analysis.stepsim.simulate_steps`) against the same loop over every line, compared
     over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, and

@@ -1,9 +1,12 @@
-"""What ``snooze replay`` prints: the log and its run, one headline line per policy, then the details.
+"""What ``snooze replay`` prints: the log and its run, the verdict, one headline line per policy, the details.
 
-The headline (:mod:`snooze.analysis.estimate`) is the one estimate to read: the groups the policy would
-have generated for the log's signal groups, its interval over the log's prompts, and the share of its
-skipped encounters that had signal. The details are the raw counts and the other estimates; an estimate
-that does not hold for the log is printed ``n/a`` with the reason, never as a number.
+The verdict (:mod:`snooze.analysis.verdict`) says what to do: DAPO's rounds per step on the run, the docs'
+rule, what the recommended setting would save, what each policy was measured to cost, and the lines to
+paste. The headline (:mod:`snooze.analysis.estimate`) is the one estimate to read per policy: the groups it
+would have generated for as many signal groups as the log holds, its interval over the log's prompts, and the
+signal it would have missed (a count and its share of all the log's signal). The details are the raw counts
+and the other estimates (the signal per skipped encounter among them); an estimate that does not hold for
+the log is printed ``n/a`` with the reason, never as a number.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["print_log", "print_headline", "print_details", "pct"]
+__all__ = ["print_log", "print_verdict", "print_headline", "print_details", "pct", "encounters"]
 
 
 def pct(value: Any) -> str:
@@ -22,11 +25,21 @@ def _row(cells: tuple[str, ...], widths: tuple[int, ...]) -> str:
     return "".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, w) in enumerate(zip(cells, widths)))
 
 
+def encounters(log: Any) -> tuple[int, float, int]:
+    """Prompts, their mean encounters and the most any prompt had: what bounds how far the policies can differ."""
+    import numpy as np
+
+    prompt, keys = log.prompt_index()
+    per = np.bincount(prompt, minlength=len(keys))
+    return len(keys), float(per.mean()), int(per.max())
+
+
 def print_log(log: Any, run: Any) -> None:
     """The log's size, the run it comes from (header or assumptions), and the warnings, loudly on stderr."""
-    n_prompts = len(set(zip(log.datasets, log.ids, strict=False)))
+    n_prompts, mean, most = encounters(log)
     print(
-        f"{log.path}: {len(log):,} groups of {log.group_size} rollouts, {n_prompts:,} prompts, "
+        f"{log.path}: {len(log):,} groups of {log.group_size} rollouts, {n_prompts:,} prompts "
+        f"({mean:.1f} encounters each on average, at most {most:,}), "
         f"steps {int(log.steps[0])}..{int(log.steps[-1])}"
     )
     shape = run.shape
@@ -72,41 +85,146 @@ def _groups(h: dict[str, Any]) -> tuple[str, str]:
     return f"{h['groups']:,.0f}", span
 
 
-def print_headline(results: dict[str, dict[str, Any]]) -> None:
-    """One line per policy: groups generated for the log's signal groups, interval, saving, risk."""
+def _span(value: Any, interval: Any) -> str:
+    return pct(value) + (f" [{pct(interval[0])} .. {pct(interval[1])}]" if interval is not None else "")
+
+
+def print_headline(results: dict[str, dict[str, Any]], log: Any = None) -> None:
+    """One line per policy: groups generated for as many signal groups as the log holds, interval, saving, and
+    the signal it would have missed (count, share of all the log's signal). Policies with the same skips are
+    named, with the encounters per prompt that make them so."""
     first = next(iter(results.values()))["headline"]
     level = round(100 * first["level"])
     print(
-        f"\ngroups each policy would have generated for the log's signal groups (log: {first['log_groups']:,}), "
-        f"{level}% interval over the log's {first['prompts']:,} prompts ({first['resamples']:,} resamples); "
-        "risk: the share of its skipped encounters that had signal in the log"
+        f"\ngroups each policy would have generated to train on as many signal groups as the log holds (the log: "
+        f"{first['log_groups']:,} groups, {first['signal_groups']:,} with signal), {level}% interval over the "
+        f"log's {first['prompts']:,} prompts ({first['resamples']:,} resamples); missed signal: the signal groups "
+        "it would have skipped, and their share of all the log's signal"
     )
-    widths = (16, 10, 22, 9, 29, 10)
-    print(_row(("policy", "groups", f"[{level}% interval]", "saved", "risk (skipped with signal)", "skipped"), widths))
+    widths = (16, 10, 22, 9, 34, 10)
+    print(
+        _row(("policy", "groups", f"[{level}% interval]", "saved", "missed signal (of all signal)", "skipped"), widths)
+    )
     print("-" * sum(widths))
     for name, r in results.items():
         h = r["headline"]
         groups, span = _groups(h)
-        risk = pct(h["risk"])
-        if h["risk_interval"] is not None:
-            risk += f" [{pct(h['risk_interval'][0])} .. {pct(h['risk_interval'][1])}]"
-        print(_row((name, groups, span, pct(h["saved_frac"]), risk, f"{h['skipped_groups']:,}"), widths))
+        missed = f"{h['skipped_with_signal']:,} ({_span(h['missed_share'], h['missed_share_interval'])})"
+        print(_row((name, groups, span, pct(h["saved_frac"]), missed, f"{h['skipped_groups']:,}"), widths))
+    _print_same(results, log)
+
+
+def _print_same(results: dict[str, dict[str, Any]], log: Any) -> None:
+    """Name the policies whose rows are the same, and why they can be: few encounters per prompt."""
+    seen: dict[tuple[Any, ...], list[str]] = {}
+    for name, r in results.items():
+        h = r["headline"]
+        seen.setdefault((h["skipped_groups"], h["skipped_with_signal"], r["regressed"]), []).append(name)
+    if all(len(names) < 2 for names in seen.values()) or log is None:
+        return
+    _, mean, most = encounters(log)
+    for (skipped, _, _), names in seen.items():
+        if len(names) < 2:
+            continue
+        if not skipped:
+            print(f"{', '.join(names)}: skip nothing here (no prompt's group was too easy before its last encounter)")
+            continue
+        print(
+            f"{', '.join(names)}: the same skips here. The log met each prompt {mean:.1f} times on average (at most "
+            f"{most:,}): once a prompt is asleep for longer than the encounters it has left, a longer snooze or "
+            "retiring it skips nothing more"
+        )
+
+
+def _factor_text(measured: dict[str, Any]) -> str:
+    lo, hi = measured["saving"]
+    saving = f"{lo:.2f}x" if lo == hi else f"{lo:.2f}-{hi:.2f}x"
+    gaps = measured["gaps"]
+    worst = min(gaps)
+    gap = f"mean {measured['mean_gap']:+.2f}, worst {worst:+.1f}" if measured["mean_gap"] is not None else (
+        f"{max(gaps):+.1f} to {worst:+.1f}" if len(gaps) > 1 else f"worst {worst:+.1f}"
+    )  # fmt: skip
+    return f"{saving}, {gap} points"
+
+
+def _verdict_word(measured: dict[str, Any]) -> str:
+    worst = min(measured["gaps"])
+    return "held DAPO's accuracy" if worst >= -1.0 else "lost points" if worst > -10.0 else "collapsed"
+
+
+def print_verdict(v: dict[str, Any]) -> None:
+    """The verdict block (:func:`snooze.analysis.verdict.verdict`), the first thing after the log."""
+    r = v["dapo_rounds"]
+    basis = (
+        "read off the log (groups per step over the generation batch)"
+        if r["basis"] == "logged"
+        else "estimated from the share of groups with signal"
+    )
+    print(
+        f"\nverdict\n  DAPO's rounds per step on this run, {basis}; batch_size {r['batch_size']}, gen_batch_size "
+        f"{r['gen_batch_size']}, max_gen_rounds {r['max_gen_rounds']}:"
+    )
+    for name in ("early", "late"):
+        w = r[name]
+        rounds = w.get("logged_rounds", w["rounds"])
+        check = f"; {w['rounds']:.1f} from its signal share" if "logged_rounds" in w else ""
+        print(
+            f"    {name}: {rounds:.1f} rounds a step (steps {w['first_step']}..{w['last_step']}, "
+            f"{w['groups']:,} groups, {pct(w['signal_share'])} with signal{check})"
+        )
+    if r["floor"]:
+        print(f"    a floor: {r['floor']}")
+    late = r["late"].get("logged_rounds", r["late"]["rounds"])
+    rule = v["rule_rounds"]
+    decision = (
+        f"late {late:.1f} > {rule:g}: turn skipping on, with the recommended setting"
+        if v["turn_on"]
+        else f"late {late:.1f} <= {rule:g}: keep DAPO's dynamic sampling, the default (skips nothing); watch gen/rounds"
+    )
+    print(f"  the docs' rule: turn skipping on when DAPO needs more than about {rule:g} rounds a step; {decision}")
+    rec = v["recommended"]
+    print(
+        f"  the recommended setting (snooze factor 1, the surplus carried) would save "
+        f"{_span(rec['saved_frac'], rec['saved_interval'])} of this log's generation (replayed as "
+        f"{rec['replayed_as']}; the carried surplus is no skip, a replay cannot see it); measured: "
+        f"{_factor_text(rec['measured'])}, "
+        f"{_verdict_word(rec['measured'])}"
+    )
+    print("  each policy's saving here, and what this project measured it to cost (late avg@k against DAPO's, points):")
+    widths = (12, 28, 20)
+    print("  " + _row(("policy", "saved here", "missed signal"), widths) + "  measured (docs/results.md)")
+    for c in v["costs"]:
+        m = c["measured"]
+        measured = f"{_factor_text(m)}: {_verdict_word(m)}" if m is not None else c["note"]
+        missed = f"{c['missed_signal']:,} ({pct(c['missed_share'])})"
+        print("  " + _row((c["policy"], _span(c["saved_frac"], c["saved_interval"]), missed), widths) + "  " + measured)
+    where = {"verl": "verl overrides, to add to the run's command line (snooze check-verl checks them)",
+             "trl": "TRL", "reference": "the reference trainer",
+             "library": "the library's scheduler"}[v["framework"]]  # fmt: skip
+    what = "turn on the recommended setting" if v["turn_on"] else "run DAPO's dynamic sampling, the default"
+    print(f"  next: {what}; {where}:")
+    for line in v["lines"]:
+        print(f"    {line}")
 
 
 def print_details(results: dict[str, dict[str, Any]], run: Any) -> None:
     """The raw counts and the other estimates, each ``n/a`` with its reason where it does not hold."""
-    print("\ndetails (the headline's 'saved' is the '@ equal signal' column):")
-    cols = ("policy", "skipped share", "missed signal", "of signal", "@ equal signal", "step sim", "regressed")
-    widths = (16, 15, 15, 11, 16, 10, 11)
+    print(
+        "\ndetails (the headline's 'saved' is the '@ equal signal' column; risk per skip: the share of the "
+        "policy's skipped encounters that had signal, which a policy that skips the most can keep low while it "
+        "misses the most signal)"
+    )
+    cols = ("policy", "skipped share", "risk per skip [interval]", "@ equal signal", "step sim", "regressed")
+    widths = (16, 15, 28, 16, 10, 11)
     print(_row(cols, widths))
     print("-" * sum(widths))
     for name, r in results.items():
         sim = r.get("simulated", {}).get("saved_frac") if run.sim_na is None else None
+        h = r["headline"]
         cells = (
             name,
             pct(r["saved_frac"]),
-            f"{r['missed_signal_groups']:,}",
-            pct(r["missed_signal_frac"]),
+            _span(h["risk"], h["risk_interval"]),
             pct(r["predicted_saved_frac"]),
             pct(sim),
             f"{r['regressed']:,}",

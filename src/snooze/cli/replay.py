@@ -1,7 +1,8 @@
 """``snooze replay LOG --out DIR``: what would filter / snooze:k have saved on a logged run?
 
-The log's header gives the run's sizes and policy (:mod:`snooze.analysis.logrun`); the output is one
-headline line per policy and a details section (:mod:`snooze.cli._replay_report`), and ``replay.json``."""
+The log's header gives the run's sizes and policy (:mod:`snooze.analysis.logrun`); the output is the verdict
+(:mod:`snooze.analysis.verdict`), one headline line per policy and a details section
+(:mod:`snooze.cli._replay_report`), and ``replay.json``."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 HELP = (
-    "Replay a reward log under filter and snooze:k: the groups each would have generated (with an interval) "
-    "and the signal it would have skipped."
+    "Replay a reward log under filter and snooze:k: a verdict (DAPO's rounds per step, what to turn on, the lines "
+    "to paste), then the groups each would have generated (with an interval) and the signal it would have skipped."
 )
 
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     from snooze.analysis.outputs import write_figure, write_files
     from snooze.analysis.replay import StepShape
     from snooze.cli._options import build, naming_options, values
-    from snooze.cli._replay_report import print_details, print_headline, print_log
+    from snooze.cli._replay_report import print_details, print_headline, print_log, print_verdict
     from snooze.core.config import SchedulerConfig
     from snooze.core.errors import ConfigError
     from snooze.logs import read_reward_log
@@ -111,14 +112,16 @@ def run(args: argparse.Namespace) -> int:
     run_info.warnings.extend(f"the log's header: {c}" for c in (log.header.caveats if log.header else ()))
     shape = run_info.shape if run_info.sim_na is None else None
     results = replay_policies(log, policy_names(args.factors, args.snooze_hard), cfg, shape)
+    decided = _verdict(log, run_info, cfg, results)
     out = Path(args.out)
-    report = {"log": _log_info(log, run_info), "policies": results}
+    report = {"log": _log_info(log, run_info), "verdict": decided, "policies": results}
     stale = [out / "replay.png"] if args.no_plot else []  # an earlier run's figure is not these numbers
     removed = write_files({out / "replay.json": (json.dumps(report, indent=2) + "\n").encode("utf-8")}, stale)
     print_log(log, run_info)
     if log.header is not None and log.header.reward_field is not None:
         print(f"rewards: the dump's field {log.header.reward_field!r} (snooze import --reward-field)")
-    print_headline(results)
+    print_verdict(decided)
+    print_headline(results, log)
     print_details(results, run_info)
     if not args.no_plot:
         from snooze.plots import plot_replay
@@ -144,6 +147,18 @@ def _range_overridden(log: Any, given: tuple[float, float] | None) -> tuple[Any,
         return log, []
     note = f"reward range {list(given)} used, where the header says {list(log.header.reward_range)}"
     return dataclasses.replace(log, header=dataclasses.replace(log.header, reward_range=tuple(given))), [note]
+
+
+def _verdict(log: Any, run: Any, cfg: Any, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The verdict block (:mod:`snooze.analysis.verdict`); the recommended factor is replayed for it if not asked."""
+    from snooze.analysis.replay import ReplayPolicy, replay_policies
+    from snooze.analysis.verdict import RECOMMENDED_REPLAY, verdict
+
+    rec = results.get(RECOMMENDED_REPLAY)
+    if rec is None:
+        factor = int(RECOMMENDED_REPLAY.split(":")[1])
+        rec = replay_policies(log, [ReplayPolicy(RECOMMENDED_REPLAY, factor)], cfg)[RECOMMENDED_REPLAY]
+    return verdict(log, run, cfg, {n: r["headline"] for n, r in results.items()}, rec["headline"])
 
 
 def _log_info(log: Any, run: Any) -> dict[str, Any]:

@@ -210,10 +210,13 @@ def check_overrides(
     found = [Finding("ok", "compose", f"{config_name} with {len(overrides)} override(s)")]
     mode_found, mode = _mode(config)
     found += [mode_found, *_step("plug-in", _plugin), *_step("validate_config", lambda: _validate(config))]
-    if mode is None:
-        return found
+    if mode is None:  # no snooze trainer: nothing of it to check, and each step left out says so
+        why = "not checked: trainer.v1.trainer_mode names no snooze trainer (see the trainer mode line)"
+        return [*found, *(Finding("skipped", step, why) for step in ("options", "resume", "data"))]
     found += _step("options", lambda: _options(config, SNOOZE_MODES[mode]))
     found += _step("resume", lambda: _resume(config))
-    if all(f.status != "error" for f in found):  # the trainer is built only from a config the steps above pass
-        found += _step("data", lambda: _data(config, mode))
-    return found
+    failed = list(dict.fromkeys(f.step for f in found if f.status == "error"))
+    if failed:  # the trainer is built only from a config the steps above pass: say so, never drop the line
+        why = f"not checked: the trainer is built only from a config the steps above pass ({', '.join(failed)} failed)"
+        return [*found, Finding("skipped", "data", why)]
+    return found + _step("data", lambda: _data(config, mode))
