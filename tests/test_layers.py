@@ -22,19 +22,21 @@ THIRD_PARTY = {
     "_kit": {"numpy"},
     "core": {"numpy", "pyarrow"},
     "logs": {"numpy"},
+    "curriculum": {"numpy"},
 }  # the only non-stdlib imports (pyarrow: lazily, for Parquet)
 
 
 def declared_layers() -> list[set[str]]:
-    """``[{"core"}, {"logs"}, {"trainer", "integrations", "plots"}, ...]`` from the README's line."""
+    """``[{"_kit"}, {"core"}, {"logs", "curriculum"}, {"snooze"}, ...]`` from the README's line."""
     line = next(x for x in (ROOT / "README.md").read_text().splitlines() if x.startswith(ORDER_LINE))
     return [set(re.findall(r"`(\w+)`", part)) for part in line.removeprefix(ORDER_LINE).split("→")]
 
 
 def package_of(module: str) -> str:
-    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` belongs to the core."""
+    """``snooze.core.scheduler`` -> ``core``; the root ``snooze`` (and a name it exports, ``snooze.Scheduler``)
+    -> ``snooze``: the public face, which re-exports the core's API and the curriculum."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and (SRC / parts[1]).is_dir() else "core"
+    return parts[1] if len(parts) > 1 and (SRC / parts[1]).is_dir() else "snooze"
 
 
 @functools.cache
@@ -68,7 +70,7 @@ def violations(edges: list[tuple[str, str, int]], layers: list[set[str]]) -> lis
 
 
 def test_every_package_has_its_place_in_the_declared_order() -> None:
-    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()} | {"snooze"}  # the root
     declared = set().union(*declared_layers())
     assert packages == declared, (
         f"in src/snooze but not in the README's order: {sorted(packages - declared)}; "
@@ -86,6 +88,15 @@ def test_the_check_sees_an_arrow_back_and_one_sideways() -> None:
     fake = [("snooze.core.scheduler", "snooze.trainer.loop", 1), ("snooze.plots.mix", "snooze.trainer.model", 2)]
     assert len(violations(fake, layers)) == 2
     assert not violations([("snooze.cli.main", "snooze.core.errors", 3)], layers)
+    root = [  # the root re-exports the core and the curriculum; the core and the logs never import the root
+        ("snooze.logs.dashboard", "snooze.Scheduler", 4),
+        ("snooze.core.scheduler", "snooze.curriculum.stages", 5),
+        ("snooze.curriculum.stages", "snooze.logs.dashboard", 6),
+    ]
+    assert len(violations(root, layers)) == 3
+    assert not violations(
+        [("snooze", "snooze.curriculum.Curriculum", 7), ("snooze.trainer.loop", "snooze.Batch", 8)], layers
+    )
 
 
 @pytest.mark.parametrize("package", sorted(THIRD_PARTY))

@@ -13,8 +13,8 @@ from helpers_disk import failing_fsync, file_size_limit, files
 
 from snooze.analysis.outputs import write_stratification
 from snooze.analysis.stratify import StratifyConfig, assign_strata, signal_prob, stratify
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import DataError
+from snooze.curriculum import Curriculum
 
 ROWS = [
     {"dataset": "m", "id": 1, "model": "a", "rewards": [1, 1, 1, 1]},

@@ -12,7 +12,7 @@ import pytest
 
 import snooze
 from snooze._kit.json import parse_json, same_version
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 
 
 def _saved(tmp_path: Path) -> tuple[Path, snooze.Scheduler]:

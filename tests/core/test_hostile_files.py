@@ -18,7 +18,7 @@ from helpers_disk import failing_fsync
 
 import snooze
 from snooze._kit.checks import as_int, as_real
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 
 BIG_INT = "1" * 5000  # over Python's 4,300-digit limit on int(str)
 DEEP = "[" * 100_000 + "]" * 100_000  # past the C parser's recursion limit

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 import snooze
 from snooze.analysis.stratify import stratify
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 from snooze.logs import read_metrics, read_reward_log, truncate_log
 from snooze.trainer.checkpoint import committed
 

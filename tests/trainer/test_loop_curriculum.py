@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import snooze
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 from snooze.trainer.checkpoint import committed
 from snooze.trainer.loop import CURRICULUM_STATE, METRICS_FILE, REWARDS_FILE, TrainConfig, train
 from snooze.trainer.model import ModelConfig, TinyGPT

@@ -4,7 +4,7 @@ the blog post this project implements: docs/concepts.md, "The design note").
 Baseline models roll out each prompt several times; the pooled pass rate ``p`` sorts prompts into
 strata and gives each prompt's chance that a group of ``G`` rollouts carries signal,
 ``signal_prob = 1 - p**G - (1 - p)**G`` (binary rewards: the group has signal unless all G rollouts
-agree). From those the stratification writes a curriculum (:mod:`snooze.core.curriculum`):
+agree). From those the stratification writes a curriculum (:mod:`snooze.curriculum`):
 
 - ``too_easy`` prompts are dropped in every stage (unless ``drop_too_easy=False``);
 - stage 1 leaves out ``too_hard`` prompts, stage 2 lets them in (unless ``postpone_too_hard=False``,
@@ -115,7 +115,7 @@ class Stratification:
     """Baseline models, in order of first appearance."""
 
     curriculum: dict[str, Any]
-    """JSON-safe curriculum, loadable by :meth:`snooze.core.curriculum.Curriculum.from_dict`."""
+    """JSON-safe curriculum, loadable by :meth:`snooze.curriculum.Curriculum.from_dict`."""
 
     def mix(self) -> dict[str, dict[str, int]]:
         """Prompts per stratum per dataset."""

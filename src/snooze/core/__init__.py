@@ -26,7 +26,6 @@ from snooze.core.checkpoint import load_state, save_state
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, check_rewards, classify_groups
 from snooze.core.config import RECOMMENDED, SchedulerConfig
 from snooze.core.conformance import check_policy
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import *  # noqa: F403  (the exception tree: errors.__all__)
 from snooze.core.errors import __all__ as _errors
 from snooze.core.options import NoOptions, Options
@@ -55,7 +54,6 @@ __all__ = [
     "RolloutFn",
     "Source",
     "as_source",
-    "Curriculum",
     "save_state",
     "load_state",
     "POLICIES",

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.state import state_int
 from snooze.core._diagnosis import Diagnosis
 from snooze.core._hash import stable_uniform
-from snooze.core._stateful import state_int
 from snooze.core.saved import Shape
 
 __all__ = ["Audit", "audit_budget", "carried_over"]

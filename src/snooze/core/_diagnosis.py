@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import state_int
+from snooze._kit.state import state_int
 from snooze.core.classify import SIGNAL, group_means
 from snooze.core.errors import StateError
 from snooze.core.saved import Shape, audit_drawn, dapo_step_groups

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import check_rows, state_ints, state_reals
+from snooze._kit.state import check_rows, state_ints, state_reals
 from snooze.core.classify import OUTCOME_NAMES
 from snooze.core.errors import StateError
 from snooze.core.types import PLACES

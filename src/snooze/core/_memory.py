@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from snooze.core._stateful import state_array
+from snooze._kit.state import state_array
 from snooze.core.errors import StateError
 
 __all__ = ["Column", "BASE_COLUMNS", "PromptTable", "PromptMemory", "RETIRED", "EASY_SNOOZED", "EXCLUDED", "BLOCKED"]

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze._kit.state import state_int, state_ints
 from snooze.core._audit import Audit
-from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
 

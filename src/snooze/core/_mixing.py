@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from snooze._kit.checks import check_weights
-from snooze.core._stateful import state_ints, state_reals
+from snooze._kit.state import state_ints, state_reals
 from snooze.core.errors import StateError
 
 __all__ = ["Mix", "batch_fits", "largest_remainder", "interleave", "interleave_order"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from snooze._kit.checks import INT64_MAX
-from snooze.core._stateful import check_rows, state_int, state_ints
+from snooze._kit.state import check_rows, state_int, state_ints
 from snooze.core.errors import ReportError, StateError
 
 __all__ = ["PendingSet", "new_run_id"]

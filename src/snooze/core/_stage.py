@@ -1,5 +1,6 @@
-"""A curriculum stage's changes, checked before any is made: the rows of the ids it names, and a plan of
-``(dataset, rows, excluded)`` in which each prompt appears once, at its last setting."""
+"""A curriculum stage's changes, checked before any is made (the rows of the ids it names:
+:func:`snooze.core.source.dataset_rows`), and a plan of ``(dataset, rows, excluded)`` in which each prompt
+appears once, at its last setting."""
 
 from __future__ import annotations
 
@@ -9,28 +10,8 @@ from typing import Any
 import numpy as np
 
 from snooze.core.errors import DataError
-from snooze.core.source import Source
 
-__all__ = ["rows_of", "named_ids", "last_wins"]
-
-
-def rows_of(sources: Sequence[Source], caller: str, dataset: str, ids: Sequence[Any]) -> tuple[int, np.ndarray]:
-    """Dataset index and row numbers of ``ids``, checked (nothing changes)."""
-    names = [s.name for s in sources]
-    if not isinstance(dataset, str) or dataset not in names:
-        raise DataError(f"unknown dataset {dataset!r}; datasets are {names}")
-    d = names.index(dataset)
-    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
-        raise DataError(f"{caller}: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
-    ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
-    rows = sources[d].rows_of(ids)
-    if (rows < 0).any():
-        bad = [i for i, r in zip(ids, rows) if r < 0][:3]
-        raise DataError(
-            f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
-            "id field (integers or strings)"
-        )
-    return d, rows
+__all__ = ["named_ids", "last_wins"]
 
 
 def named_ids(kind: str, ids_by_dataset: Mapping[str, Sequence[Any]]) -> list[tuple[str, Sequence[Any]]]:

@@ -37,11 +37,11 @@ import numpy as np
 
 from snooze._kit.checks import is_int
 from snooze._kit.json import same_version
+from snooze._kit.state import state_int
 from snooze.core._audit import carried_over
 from snooze.core._groups import Groups
 from snooze.core._memory import BASE_COLUMNS
 from snooze.core._metrics import StepMetrics
-from snooze.core._stateful import state_int
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.source import Source, as_source

@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from snooze._kit.state import state_int
 from snooze.core._groups import Groups
 from snooze.core._mixing import Mix, batch_fits
-from snooze.core._stateful import state_int
 from snooze.core.classify import SIGNAL
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import BatchShortError, StateError, StateMismatchError

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from snooze.core._stateful import state_int
+from snooze._kit.state import state_int
 
 __all__ = ["DatasetStream", "dataset_key"]
 

@@ -29,7 +29,7 @@ from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
 from snooze.core._memory import FLAG_BITS
 from snooze.core._metrics import StepEnd
-from snooze.core._stage import last_wins, named_ids, rows_of
+from snooze.core._stage import last_wins, named_ids
 from snooze.core._state import envelope, pack, reading, unpack
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
@@ -37,6 +37,7 @@ from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, ReportError
 from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
+from snooze.core.source import dataset_rows as rows_of
 from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
 
 __all__ = ["Scheduler"]

@@ -21,7 +21,7 @@ from snooze._kit.files import open_regular
 from snooze._kit.json import parse_json
 from snooze.core.errors import ConfigError, DataError
 
-__all__ = ["Source", "as_source", "read_parquet", "MAX_RECORD_BYTES"]
+__all__ = ["Source", "as_source", "dataset_rows", "read_parquet", "MAX_RECORD_BYTES"]
 
 MAX_RECORD_BYTES = 16 * 1024 * 1024
 """Largest JSONL line accepted (16 MiB): a corrupt file must not exhaust memory in one line."""
@@ -239,6 +239,27 @@ def as_source(name: str, data: Any, id_field: str = "id") -> Source:
     if hasattr(data, "column_names") and hasattr(data, "features"):
         return Source.from_hf(name, data, id_field)
     return Source.from_records(name, data, id_field)
+
+
+def dataset_rows(sources: Sequence[Source], caller: str, dataset: str, ids: Sequence[Any]) -> tuple[int, np.ndarray]:
+    """Index (in ``sources``) of the dataset named ``dataset`` and the row numbers of ``ids`` in it, checked:
+    an unknown dataset, an id list that is not a list, or an id the dataset lacks is a :class:`DataError`
+    naming ``caller`` (``set_stage``, ``set_excluded``...). Nothing changes."""
+    names = [s.name for s in sources]
+    if not isinstance(dataset, str) or dataset not in names:
+        raise DataError(f"unknown dataset {dataset!r}; datasets are {names}")
+    d = names.index(dataset)
+    if isinstance(ids, (str, bytes, Mapping)) or not isinstance(ids, (Sequence, np.ndarray)):
+        raise DataError(f"{caller}: ids must be a list of ids of dataset {dataset!r}, got {type(ids).__name__}")
+    ids = list(ids.tolist() if isinstance(ids, np.ndarray) else ids)
+    rows = sources[d].rows_of(ids)
+    if (rows < 0).any():
+        bad = [i for i, r in zip(ids, rows) if r < 0][:3]
+        raise DataError(
+            f"{caller}: dataset {dataset!r} has no prompt(s) with id {bad}; ids are the values of its "
+            "id field (integers or strings)"
+        )
+    return d, rows
 
 
 def _check_id_field(name: Any, id_field: Any) -> None:

@@ -10,7 +10,7 @@ warm-up, trained for the same number of steps by :func:`snooze.trainer.loop.trai
   (``fig3-snooze-quota``).
 
 ``curriculum`` (a curriculum file, as ``snooze stratify`` writes it) is given to every main arm, a
-fresh :class:`snooze.core.curriculum.Curriculum` per arm and seed; the figure-3 arms train on strata
+fresh :class:`snooze.curriculum.Curriculum` per arm and seed; the figure-3 arms train on strata
 with other dataset names and run without it.
 
 Output under ``out``: ``<arm>/seed<k>/{metrics,rewards}.jsonl``, ``summary.json``, ``summary.md``,
@@ -31,8 +31,8 @@ from typing import Any
 from snooze._kit.checks import as_int
 from snooze._kit.files import read_regular
 from snooze.core.config import RECOMMENDED, SchedulerConfig
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError
+from snooze.curriculum import Curriculum
 from snooze.experiments.profiles import PROFILES, Profile, model_config, train_config, warmup_config, with_overrides
 from snooze.experiments.summary import summarise, summary_table
 from snooze.logs import METRICS_FILE

@@ -64,7 +64,7 @@ def _train_one(
 ) -> Path:
     import torch
 
-    from snooze.core.curriculum import Curriculum
+    from snooze.curriculum import Curriculum
     from snooze.trainer.loop import train
 
     torch.set_num_threads(threads)

@@ -21,7 +21,7 @@ from typing import Any
 from snooze import IntegrationError, StateError, StateMismatchError
 from snooze._kit.files import write_atomic
 from snooze._kit.json import read_json
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 
 __all__ = ["curriculum_of", "CURRICULUM_STATE", "save_curriculum", "restore_curriculum", "curriculum_sha"]
 

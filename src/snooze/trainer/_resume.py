@@ -23,8 +23,8 @@ from typing import Any
 from snooze._kit.checks import is_int
 from snooze._kit.json import read_json
 from snooze.core.config import SchedulerConfig
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import SnoozeError, StateError, StateMismatchError
+from snooze.curriculum import Curriculum
 from snooze.logs import METRICS_FILE, REWARDS_FILE, is_header, read_lines, read_metrics, truncate_log
 
 __all__ = ["curriculum_key", "check_resume", "config_differences", "refuse_orphan_logs", "reconcile_logs", "run_lock"]

@@ -19,7 +19,7 @@ Files written into ``run_dir``:
 - ``checkpoint/``: model, optimizer, RNG states, stored rollouts and the scheduler, for exact resume
   (and ``curriculum.json``, the curriculum's ``state_dict()``, when training with one).
 
-With ``curriculum=`` (a :class:`snooze.core.curriculum.Curriculum`) the curriculum is applied to the
+With ``curriculum=`` (a :class:`snooze.curriculum.Curriculum`) the curriculum is applied to the
 scheduler before the first step (and again after a resume), updated with each step's metrics, and
 each metrics line carries ``curriculum/stage``: the 0-based index of the stage the step's prompts
 were drawn under. ``config.json`` records the curriculum's sha256, so a run is resumed only with the
@@ -47,9 +47,9 @@ import numpy as np
 import torch
 
 from snooze.core.config import SchedulerConfig
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import StateError
 from snooze.core.scheduler import Scheduler
+from snooze.curriculum import Curriculum
 from snooze.logs import LATE_EVALS, METRICS_FILE, REWARDS_FILE, MetricsLogWriter, RewardLogHeader, RewardLogWriter
 from snooze.logs.dashboard import select
 from snooze.trainer import checkpoint as ckpt
@@ -364,7 +364,7 @@ def train(
     ``datasets``: name -> records (dicts with ``id``, ``prompt``, ``answer``) or :class:`snooze.Source`.
     ``test_sets``: task name -> held-out records. ``stop_after``: end early after this many steps in
     this call (to test resume). ``on_step`` gets each step's metrics line (for progress bars).
-    ``curriculum``: a :class:`~snooze.core.curriculum.Curriculum` (stateful: one object per run) applied
+    ``curriculum``: a :class:`~snooze.curriculum.Curriculum` (stateful: one object per run) applied
     before the first step and updated after each; a fresh run starts it at its first stage, a resumed
     run at the checkpoint's stage. Resuming needs the same curriculum (or none) as the run started with.
     """

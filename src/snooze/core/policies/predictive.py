@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 
 from snooze._kit.checks import as_real
+from snooze._kit.state import state_int
 from snooze.core._memory import EASY_SNOOZED, Column, PromptMemory, PromptTable
-from snooze.core._stateful import state_int
 from snooze.core._stream import DatasetStream
 from snooze.core.classify import SIGNAL
 from snooze.core.errors import ConfigError, StateError

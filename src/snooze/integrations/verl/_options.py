@@ -410,7 +410,7 @@ def _curriculum(value: Any, verl_mode: str) -> Path | None:
         )
     if not isinstance(value, str) or not value:
         raise IntegrationError(f"{OPTIONS_KEY}.curriculum={value!r}: pass the path of a curriculum file")
-    from snooze.core.curriculum import Curriculum
+    from snooze.curriculum import Curriculum
 
     Curriculum.from_file(value)  # a ConfigError naming the file and field, now rather than at the first step
     return Path(value)

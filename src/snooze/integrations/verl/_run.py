@@ -19,7 +19,7 @@ import numpy as np
 from snooze import Candidate, IntegrationError, Scheduler, StateError
 from snooze._kit.files import write_atomic
 from snooze._kit.record import Record
-from snooze.core.curriculum import Curriculum
+from snooze.curriculum import Curriculum
 from snooze.integrations._curriculum import restore_curriculum, save_curriculum
 from snooze.integrations._paths import open_log
 from snooze.integrations.verl._options import VerlOptions

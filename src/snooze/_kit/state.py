@@ -1,4 +1,5 @@
-"""The state protocol every stateful piece of the scheduler follows, and the checks its loaders share.
+"""The state protocol every stateful piece of snooze follows (the scheduler's parts, the curriculum), and the
+checks their loaders share.
 
 ``state_dict()`` returns a snapshot in plain data: JSON-safe values and numpy arrays, sharing no
 memory with the object. ``load_state_dict(state)`` checks all of it before it changes anything and
@@ -16,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from snooze._kit.checks import INT64_MAX, INT64_MIN, is_int, shown
-from snooze.core.errors import StateError
+from snooze._kit.errors import StateError
 
 __all__ = ["state_int", "state_ints", "state_reals", "state_array", "check_rows"]
 

@@ -12,8 +12,8 @@ import pytest
 from helpers_core import snapshot
 
 import snooze
-from snooze.core.curriculum import Curriculum
 from snooze.core.errors import ConfigError, DataError, StateError
+from snooze.curriculum import Curriculum
 
 FILE = {
     "version": 1,
@@ -23,6 +23,13 @@ FILE = {
         {"name": "two", "weights": None, "exclude": {}},
     ],
 }
+
+
+def test_the_curriculum_is_its_own_package_and_the_root_exports_it() -> None:
+    """``snooze.Curriculum`` is the class of :mod:`snooze.curriculum`; the core no longer holds or exports it."""
+    assert snooze.Curriculum is Curriculum and "Curriculum" in snooze.__all__
+    assert Curriculum.__module__ == "snooze.curriculum.stages"
+    assert "Curriculum" not in snooze.core.__all__ and not hasattr(snooze.core, "Curriculum")
 
 
 def _signal(cands: list[snooze.Candidate]) -> np.ndarray:

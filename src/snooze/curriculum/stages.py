@@ -45,9 +45,9 @@ import numpy as np
 from snooze._kit.checks import INT64_MAX, check_weights, finite_float, is_int, shown
 from snooze._kit.files import read_regular
 from snooze._kit.json import parse_json, same_version
-from snooze.core._stage import rows_of
-from snooze.core._stateful import state_int
+from snooze._kit.state import state_int
 from snooze.core.errors import ConfigError, DataError, StateError
+from snooze.core.source import dataset_rows
 
 __all__ = ["Curriculum", "Stage", "Condition"]
 
@@ -279,7 +279,7 @@ class Curriculum:
             if stage.weights is not None:
                 check_weights(stage.weights, [s.name for s in sources])
             for name, ids in self._excluded(stage).items():
-                rows_of(sources, "set_stage", name, ids)
+                dataset_rows(sources, "set_stage", name, ids)
         except (ConfigError, DataError) as exc:
             raise type(exc)(f"curriculum stage {stage.name!r}: {exc}") from None
 
