@@ -127,7 +127,7 @@ def test_each_model_s_sampling_stream_is_seeded_as_before_and_any_seed_works(
 
 def test_the_largest_seeds_the_command_line_takes_run(tmp_path: Path) -> None:
     for seed in ("4611686018427387904", str(2**63 - 1)):
-        assert main(_tiny_args(tmp_path, "--seed", seed)) == 0, seed
+        assert main(_tiny_args(tmp_path, "--seed", seed, "--force")) == 0, seed  # the second writes over the first
         assert len((tmp_path / "b.jsonl").read_text().splitlines()) == 2
 
 
@@ -190,7 +190,7 @@ def test_a_write_that_fails_leaves_the_old_output_as_it_was(
             monkeypatch.setattr(module, "open", lambda *a, **k: _DiskFull(builtins.open(*a, **k)), raising=False)
     else:
         monkeypatch.setattr(os, "fsync", _disk_full)
-    assert main([*args, "--samples", "3"]) == 2
+    assert main([*args, "--samples", "3", "--force"]) == 2  # --force: write over the first run's rows
     assert f"{out}: No space left on device" in capsys.readouterr().err
     assert out.read_bytes() == old and sorted(os.listdir(tmp_path)) == before
 

@@ -198,10 +198,10 @@ def run(args: argparse.Namespace) -> int:
     )
     from snooze.trainer.tasks import parse_tasks
 
-    refuse_existing(args.out, args.force)  # before any model is loaded or run
     _check_mode(args)
     torch.set_num_threads(os.cpu_count() or 1)
     if args.dataset is not None:
+        refuse_existing(args.out, args.force)  # before any model is loaded or run
         return _run_hf(args)
     if not args.model and not args.warmup:
         raise ConfigError("no models: pass --model [NAME=]PATH (repeatable) and/or --warmup")
@@ -228,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
             f"its tasks ({profile.tasks}) and pool/test sizes ({profile.pool_size}/{profile.test_size}); "
             "drop --tasks/--pool-size/--test-size, or pass the model with --model"
         )
+    refuse_existing(args.out, args.force)  # after the arguments' own errors, before any model is loaded or run
     specs = parse_tasks(tasks)
     pools = task_pool(specs, cfg)
     models: dict[str, Any] = {}
