@@ -36,7 +36,7 @@ from snooze.core.policies.predictive import PredictiveOptions
 from snooze.core.policies.snooze import SnoozeOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
-from snooze.core.types import PLACES, Batch, Candidate, Candidates, RolloutFn, StepRecord
+from snooze.core.types import PLACES, Batch, Candidate, Candidates, Generated, RolloutFn, StepRecord
 
 __all__ = [
     "Scheduler",
@@ -53,6 +53,7 @@ __all__ = [
     "StepRecord",
     "PLACES",
     "RolloutFn",
+    "Generated",
     "Source",
     "as_source",
     "Curriculum",

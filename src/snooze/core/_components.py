@@ -61,7 +61,7 @@ class Components:
         self.mix = Mix(names, config.weights)
         self.pending = PendingSet(sizes, run_id)
         self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
-        self.step_metrics = StepMetrics(names)
+        self.step_metrics = StepMetrics(names, config.group_size)
         self.finite = config.epochs is not None
 
     def active(self) -> np.ndarray:

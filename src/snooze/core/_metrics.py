@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from snooze.core._audit import Diagnosis, Shape
+from snooze.core._cost import cost_rollouts, cost_tokens
 from snooze.core._stateful import state_int, state_ints
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
@@ -35,6 +36,11 @@ _RECORD_COUNTS = np.array([[p in places for places in _FROM_RECORD.values()] for
 """``[places, keys]``: 1 where a place counts towards a key of :data:`_FROM_RECORD`."""
 _SCALARS = (
     "gen/cancelled",
+    "gen/rollouts",  # rollouts reported (each report's rewards, counted: audit and screening rollouts too)
+    "gen/tokens",  # their completion tokens, as the trainer reported them
+    "gen/tokens_missing",  # groups reported without a token count
+    "gen/score_passes",  # scoring passes (Scheduler.report_scoring)
+    "gen/score_tokens",  # the tokens they scored
     "snooze/skipped",
     "snooze/new",
     "snooze/regressed",
@@ -47,7 +53,27 @@ _SCALARS = (
     "async/age_max",
     "async/too_stale",  # reported more than max_staleness steps late: not trained on
 )
-TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
+TOTAL_KEYS = (
+    "gen_groups",
+    "rollouts",
+    "train_groups",
+    "rounds",
+    "skipped",
+    "dropped",
+    "discarded",
+    "steps",
+    "gen_tokens",
+    "tokens_missing",
+    "score_passes",
+    "score_tokens",
+)
+_TOTAL_OF = {  # a total -> the step's count it sums (the rest: _advance_totals)
+    "rollouts": "gen/rollouts",
+    "gen_tokens": "gen/tokens",
+    "tokens_missing": "gen/tokens_missing",
+    "score_passes": "gen/score_passes",
+    "score_tokens": "gen/score_tokens",
+}
 
 
 class StepEnd(NamedTuple):
@@ -70,10 +96,12 @@ class StepEnd(NamedTuple):
 class StepMetrics:
     """Counters for the step in progress, plus running totals. Its whole state is JSON-safe.
 
-    It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`."""
+    It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`.
+    ``group_size``: the rollouts of one of DAPO's groups (``snooze/saved/*`` in rollouts)."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], group_size: int) -> None:
         self.names = list(names)
+        self.group_size = int(group_size)
         self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
         self.diagnosis = Diagnosis()  # the audit's counts and the exhaustion window (snooze.core._audit)
         self.start_step()
@@ -141,7 +169,15 @@ class StepMetrics:
         s["async/too_stale"] += int(stale.sum())
         return stale
 
-    def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
+    def record_generated(self, ds: np.ndarray, outcomes: np.ndarray, rollouts: int, tokens: np.ndarray | None) -> None:
+        """A report's groups (``ds``, ``outcomes`` ``[N]``), their ``rollouts`` in all and each group's completion
+        tokens (``[N]``; ``None``: not reported, the groups are counted in ``gen/tokens_missing``)."""
+        s = self.scalars
+        s["gen/rollouts"] += int(rollouts)
+        if tokens is None:
+            s["gen/tokens_missing"] += len(ds)
+        else:
+            s["gen/tokens"] += int(tokens.sum())
         self.ds["gen_groups"] += self._bincount(ds)
         self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
         self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
@@ -156,6 +192,8 @@ class StepMetrics:
         self._advance_totals(gen, train, placed, end)
         easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
         self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit, end.shape)
+        dapo = out["snooze/saved/dapo_groups"] * self.group_size  # DAPO generates whole groups
+        out["snooze/saved/dapo_rollouts"], out["snooze/saved/rollouts"] = dapo, dapo - out["gen/cost_rollouts"]
         self._per_dataset(out, placed, end)
         self.start_step()
         return out | self.cumulative()
@@ -177,6 +215,11 @@ class StepMetrics:
         dapo = self.diagnosis.totals["dapo_groups"]  # (an estimate: docs/metrics.md, snooze/saved/*)
         out["total/saved_dapo_groups"] = dapo
         out["total/saved_ratio"] = dapo / t["gen_groups"] if t["gen_groups"] else 1.0
+        cost = cost_rollouts(t["rollouts"], t["score_passes"])
+        out["total/cost_rollouts"] = cost
+        out["total/cost_tokens"] = cost_tokens(t["gen_tokens"], t["score_tokens"])
+        out["total/saved_dapo_rollouts"] = dapo * self.group_size
+        out["total/saved_rollout_ratio"] = dapo * self.group_size / cost if cost else 1.0
         return out
 
     def _generation(
@@ -186,7 +229,7 @@ class StepMetrics:
         s = self.scalars
         out |= {
             "gen/groups": gen,
-            "gen/rollouts": gen * end.group_size,
+            "gen/rollouts": s["gen/rollouts"],
             "gen/rounds": end.rounds,
             "gen/cancelled": s["gen/cancelled"],
             "train/groups": train,
@@ -212,11 +255,16 @@ class StepMetrics:
         out["async/in_flight"] = int(end.in_flight)
         out["async/in_flight_at_draw"] = s["async/out_at_draw"] / s["async/drawn"] if s["async/drawn"] else 0.0
         out["async/redrawn"] = s["async/redrawn"]
+        for key in ("gen/tokens", "gen/tokens_missing", "gen/score_passes", "gen/score_tokens"):
+            out[key] = s[key]
+        out["gen/cost_rollouts"] = cost_rollouts(s["gen/rollouts"], s["gen/score_passes"])
+        out["gen/cost_tokens"] = cost_tokens(s["gen/tokens"], s["gen/score_tokens"])
 
     def _advance_totals(self, gen: int, train: int, placed: dict[str, np.ndarray], end: StepEnd) -> None:
         t, s = self.totals, self.scalars
         t["gen_groups"] += gen
-        t["rollouts"] += gen * end.group_size
+        for total, step in _TOTAL_OF.items():
+            t[total] += s[step]
         t["train_groups"] += train
         t["rounds"] += end.rounds
         t["skipped"] += s["snooze/skipped"] + s["filter/skipped"]

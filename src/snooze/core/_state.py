@@ -290,7 +290,7 @@ def _migrate(
         exact = info["fingerprint"] == sources[d].fingerprint and meta.get("seed") == seed
         streams[d] = {"epoch": info["epoch"], "cursor": info["cursor"] if exact else 0}
         drawn[d] = state_int(meta["drawn"][i], f"drawn[{i}]")  # (never int(): 2.7 would be read as 2)
-    metrics = StepMetrics(names)  # a fresh step; the totals carry on
+    metrics = StepMetrics(names, config.group_size)  # a fresh step; the totals carry on
     metrics.totals = {k: state_int(meta["metrics"]["totals"][k], f"metrics totals[{k!r}]") for k in metrics.totals}
     metrics.diagnosis.load_state_dict(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
     metrics.diagnosis.start_step()
