@@ -58,6 +58,8 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         return [r.totals.get(key, math.nan) for r in results]
 
     gen, skipped = totals("total/gen_groups"), totals("total/skipped")
+    rollouts = [r.totals.get("total/cost_rollouts", r.totals.get("total/rollouts", math.nan)) for r in results]
+    tokens = [math.nan if r.totals.get("total/tokens_missing", 1) else r.totals["total/cost_tokens"] for r in results]
     greedy = _acc_block(
         [r.base_accuracy for r in results],
         [r.final_accuracy for r in results],
@@ -78,6 +80,9 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         "seeds": len(results),
         "steps_by_seed": [r.steps for r in results],
         "gen_groups": stat(gen),
+        "rollouts": stat(rollouts),  # every rollout and scoring pass (total/cost_rollouts)
+        "gen_tokens": stat(tokens),  # and their tokens (total/cost_tokens; NaN where some went unreported)
+        "curve": {"by_seed": [r.curve for r in results]},  # per seed, every evaluation and what it cost
         "gen_rounds": stat(totals("total/rounds")),
         "train_groups": stat(totals("total/train_groups")),
         "encounters_per_prompt": stat(
