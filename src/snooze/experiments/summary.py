@@ -140,6 +140,10 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
     return [
         arm,
         _range(s["gen_groups"], "{:.0f}"),
+        *(
+            _range(s[k], "{:.0f}") if k in s and not math.isnan(s[k]["mean"]) else "-"
+            for k in ("rollouts", "gen_tokens")
+        ),
         ratio,
         share,
         oracle,
@@ -164,7 +168,8 @@ def _paired_gap(arm: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
 def summary_table(
     summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None
 ) -> str:
-    """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
+    """One row per arm: generated groups, rollouts and tokens (every rollout and scoring pass and their tokens;
+    ``-`` where not recorded), DAPO's groups over the arm's (share of the optimal saving, share of the oracle's
     saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
     base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final,
     groups generated and stream encounters (rolled out or skipped) per prompt, steps, wall time.
@@ -178,6 +183,8 @@ def summary_table(
     head = [
         "arm",
         "gen groups",
+        "rollouts",
+        "tokens",
         "DAPO/arm",
         "saving share",
         "oracle share",
