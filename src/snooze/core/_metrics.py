@@ -192,7 +192,7 @@ class StepMetrics:
         self._advance_totals(gen, train, placed, end)
         easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
         self.diagnosis.finish(out, end.bound, (gen, train, *easy_hard), end.audit, end.shape)
-        dapo = out["snooze/saved/dapo_groups"] * self.group_size  # DAPO generates whole groups
+        dapo = out["snooze/saved/dapo_groups"] * end.group_size  # DAPO generates whole groups
         out["snooze/saved/dapo_rollouts"], out["snooze/saved/rollouts"] = dapo, dapo - out["gen/cost_rollouts"]
         self._per_dataset(out, placed, end)
         self.start_step()
