@@ -81,6 +81,24 @@ def test_the_late_accuracy_and_its_gap_are_paired_by_seed_beside_the_final_ones(
     # final: +0.01 and -0.18 (sampled: 0.05 below each final, on both sides); late: -0.05 and -0.01
     assert cells["gap vs DAPO"] == "-0.085 [-0.180, +0.010]" and cells["late acc@T"] == "0.590 [0.550, 0.630]"
     assert cells["late gap"] == "-0.030 [-0.050, -0.010]"
+    assert (cells["rollouts"], cells["tokens"]) == ("1600 [1600, 1600]", "-")  # 8 x 200 groups; no token counts
+
+
+def test_the_table_gives_rollouts_and_tokens_beside_groups() -> None:
+    def run(seed: int, gen: int, tokens: int) -> Any:
+        r = _result(seed, gen, 0, 0.3, 0.6)
+        r.totals |= {"total/cost_rollouts": 8 * gen + 5, "total/cost_tokens": tokens, "total/tokens_missing": 0}
+        return r
+
+    arm = summarise([run(0, 100, 900), run(1, 140, 1300)], 10)
+    assert arm["rollouts"]["by_seed"] == [805.0, 1125.0] and arm["gen_tokens"]["mean"] == pytest.approx(1100.0)
+    head, _, row = summary_table({"snooze": arm}, markdown=True).splitlines()
+    cells = dict(zip(head.split(" | "), row.split(" | ")))
+    assert (cells["gen groups"], cells["rollouts"], cells["tokens"]) == (
+        "120 [100, 140]",
+        "965 [805, 1125]",
+        "1100 [900, 1300]",
+    )
 
 
 def test_the_oracle_floor_counts_trained_groups_and_zero_signal_first_looks(tmp_path: Path) -> None:

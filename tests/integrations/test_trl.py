@@ -177,6 +177,34 @@ def test_grpo_trainer_snoozes_trains_on_signal_and_resumes(tmp_path: Path) -> No
         trainer3.restore_scheduler(ckpt / "snooze")
 
 
+class LengthScorer(Scorer):
+    """:class:`Scorer` that also keeps the length of every completion TRL hands the reward function."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lengths: list[int] = []
+
+    def __call__(self, prompts: list[Any], completions: list[str], id: list[str], **kw: Any) -> list[float]:
+        self.lengths.extend(len(ids) for ids in kw["completion_ids"])
+        return super().__call__(prompts, completions, id, **kw)
+
+
+def test_the_tokens_reported_are_the_completion_lengths_trl_generated(tmp_path: Path) -> None:
+    """``gen/tokens`` of every step, and ``total/gen_tokens``, are the lengths of the completions TRL generated
+    (as its reward function sees them), summed; no group goes without its count."""
+    scorer, batches = LengthScorer(), []
+    _trainer(tmp_path, 3, scorer, batches).train()
+    m = batches[-1].metrics
+    assert len(scorer.lengths) == m["total/rollouts"] == 4 * m["total/gen_groups"]
+    assert m["total/gen_tokens"] == sum(scorer.lengths) and m["total/tokens_missing"] == 0
+    per_step, at = [], 0
+    for b in batches:
+        per_step.append(sum(scorer.lengths[at : at + b.metrics["gen/rollouts"]]))
+        at += b.metrics["gen/rollouts"]
+    assert [b.metrics["gen/tokens"] for b in batches] == per_step
+    assert 0 < m["total/gen_tokens"] <= 3 * m["total/rollouts"]  # max_completion_length=3
+
+
 def test_compact_metrics_log_the_five_to_watch(tmp_path: Path) -> None:
     trainer = _trainer(tmp_path, 2, Scorer(), [], snooze_metrics="compact")
     trainer.train()

@@ -126,6 +126,8 @@ def test_every_trained_row_is_of_a_signal_group_the_scheduler_put_in_a_batch(fre
     assert all("snooze/gen/rounds" in h and h["snooze/gen/rounds"] <= 3 for h in logged)  # max_gen_rounds=3
     lines = (fresh.folder / "r.jsonl").read_text().splitlines()
     assert len(lines) == len(reported)  # one reward-log line per reported group
+    m = trainer.scheduler.metrics()  # every group came with its completion tokens, at most 4 a completion
+    assert m["total/tokens_missing"] == 0 and 0 < m["total/gen_tokens"] <= 4 * m["total/rollouts"]
 
 
 def test_snoozed_prompts_are_never_sent_to_the_server(fresh: Any) -> None:

@@ -125,6 +125,15 @@ def test_what_the_worker_returns_is_checked_before_anything_changes() -> None:
     assert all(np.array_equal(before["arrays"][k], after["arrays"][k]) for k in before["arrays"])
 
 
+def test_the_tokens_of_a_scored_group_are_reported_with_it() -> None:
+    run, _ = _run()
+    run.issue()
+    run.report(SimpleNamespace(**vars(_scored(0, SIGNAL)), tokens=7))
+    run.report(_scored(1, SIGNAL))  # a worker that kept no token ids: counted as missing
+    m = run.scheduler.finish_step().metrics
+    assert (m["gen/tokens"], m["gen/tokens_missing"], m["gen/rollouts"]) == (7, 1, 2 * G)
+
+
 def test_unscorable_completions_count_as_the_low_end_of_the_range() -> None:
     run, sent = _run()
     run.issue()

@@ -197,6 +197,21 @@ def test_metrics_reach_verls_logger_under_snooze_each_key_once(tmp_path: Path, m
     assert {k for k in compact if not k.startswith("snooze/")} == {k for k in logged if not k.startswith("snooze/")}
 
 
+def test_the_tokens_reported_are_the_response_lengths_transfer_queue_holds(tmp_path: Path) -> None:
+    """Every trajectory the stand-in agent loop writes has a 3-token response (``response_len`` 3, as verl's
+    ``AgentLoopWorkerTQ`` tags it): each step's ``gen/tokens`` is 3 per rollout, none missing."""
+    trainer = build_trainer(compose(tmp_path), Rollout(delay=0.05))
+    for _ in range(3):
+        batch, metrics = step(trainer)
+        assert (
+            metrics["snooze/gen/tokens"] == 3 * metrics["snooze/gen/rollouts"] == 3 * G * metrics["snooze/gen/groups"]
+        )
+        assert metrics["snooze/gen/tokens_missing"] == 0
+        end_step(trainer, batch)
+    m = trainer.snooze.scheduler.metrics()
+    assert m["total/gen_tokens"] == 3 * m["total/rollouts"] > 0 and m["total/tokens_missing"] == 0
+
+
 def test_missing_extra_info_index_is_a_clear_error(tmp_path: Path) -> None:
     config = compose(tmp_path, data=make_parquet(tmp_path, index=False))
     with pytest.raises(snooze.IntegrationError, match=r"row 0 \('gsm'\): extra_info has no 'index'"):

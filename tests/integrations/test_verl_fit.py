@@ -171,6 +171,10 @@ def test_snooze_trainer_runs_in_verls_fit_and_its_totals_add_up(runs: dict[str, 
     total = last["snooze/total/gen_groups"]
     assert total == last["snooze/total/train_groups"] + last["snooze/total/dropped"] + last["snooze/total/discarded"]
     assert sum(d["snooze/gen/groups"] for d in steps) == total
+    # every group came with the tokens verl's agent loop tagged its trajectories with (response_length=4 at most)
+    assert all(d["snooze/gen/tokens_missing"] == 0 for d in steps)
+    assert all(0 < d["snooze/gen/tokens"] <= 4 * d["snooze/gen/rollouts"] for d in steps)
+    assert sum(d["snooze/gen/tokens"] for d in steps) == last["snooze/total/gen_tokens"]
     asleep = last["snooze/asleep"]
     assert asleep >= len(EASY) and asleep == last["snooze/dataset/gsm/asleep"] + last["snooze/dataset/math/asleep"]
     groups = _rewards(folder)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 import snooze
+from snooze.trainer import loop
+from snooze.trainer.loop import TrainConfig, train
 from snooze.trainer.model import ModelConfig, TinyGPT
 from snooze.trainer.rollout import Roller
 from snooze.trainer.tasks import TaskSpec, make_split
-from snooze.trainer.tokenizer import CharTokenizer
+from snooze.trainer.tokenizer import EOS, CharTokenizer
 
 
 def _roller() -> Roller:
@@ -28,9 +33,10 @@ def test_the_roller_takes_what_propose_returns_and_stamps_the_step_the_trainer_b
     roller.begin_step(3)
     cands = sched.propose(3)
     assert isinstance(cands, snooze.Candidates)
-    rewards = roller(cands)
-    assert rewards.shape == (3, 2) and logged == [(3, [c.id for c in cands])]
-    sched.report(cands, rewards)
+    out = roller(cands)
+    assert isinstance(out, snooze.Generated) and out.rewards.shape == (3, 2) and logged == [(3, [c.id for c in cands])]
+    assert out.tokens.tolist() == [sum(_lengths(roller.store[c.ticket].tokens)) for c in cands]
+    sched.report(cands, out.rewards, out.tokens)
 
     restored = _roller()
     restored.load_state_dict(roller.state_dict(), sampled_in=3)
@@ -40,6 +46,48 @@ def test_the_roller_takes_what_propose_returns_and_stamps_the_step_the_trainer_b
     restored.begin_step(4)
     restored.prune(keep_carried=True)  # surplus is carried one step at most
     assert restored.store == {}
+
+
+def _lengths(tokens: torch.Tensor) -> list[int]:
+    """Each completion's length, read from its tokens alone: up to and including its first EOS, else all of them
+    (``max_new_tokens`` sampled, none of them EOS)."""
+    out = []
+    for row in tokens.tolist():
+        out.append(row.index(EOS) + 1 if EOS in row else len(row))
+    return out
+
+
+def test_the_reference_trainers_tokens_are_the_sum_of_its_completion_lengths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short real run (an untrained model: completions of every length up to ``max_new_tokens``): every step's
+    ``gen/tokens`` is the sum of the lengths of the completions sampled for it, and ``total/gen_tokens`` their
+    sum over the run; no group is reported without them."""
+    sampled: list[int] = []
+
+    class Counting(Roller):
+        def __call__(self, candidates: snooze.Candidates) -> snooze.Generated:
+            out = super().__call__(candidates)
+            sampled.append(sum(sum(_lengths(self.store[c.ticket].tokens)) for c in candidates))
+            return out
+
+    monkeypatch.setattr(loop, "Roller", Counting)
+    torch.manual_seed(0)
+    model_cfg = ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=16, n_head=2)
+    pool = make_split(TaskSpec.parse("add"), "train", 12)
+    sc = snooze.SchedulerConfig(batch_size=2, group_size=2, max_gen_rounds=2)
+    cfg = TrainConfig(steps=3, eval_every=3, max_new_tokens=6, eval_samples=0)
+    train(tmp_path, {"add": pool}, {"add": pool[:2]}, sc, cfg, model_cfg, TinyGPT(model_cfg).state_dict())
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    per_step = [line["gen/tokens"] for line in lines]
+    rounds = [line["gen/rounds"] for line in lines]
+    by_step, at = [], 0
+    for r in rounds:  # the rollout function is called once per round
+        by_step.append(sum(sampled[at : at + r]))
+        at += r
+    assert at == len(sampled) and per_step == by_step and len(set(sampled)) > 1
+    assert lines[-1]["total/gen_tokens"] == sum(sampled) and lines[-1]["total/tokens_missing"] == 0
+    assert all(line["gen/tokens_missing"] == 0 for line in lines)
 
 
 def test_log_to_none_stops_the_reward_log_and_keeps_sampling() -> None:

@@ -35,7 +35,7 @@ from snooze.core.policies.predictive import PredictiveOptions
 from snooze.core.policies.snooze import SnoozeOptions
 from snooze.core.scheduler import Scheduler
 from snooze.core.source import Source, as_source
-from snooze.core.types import PLACES, Batch, Candidate, Candidates, RolloutFn, StepRecord
+from snooze.core.types import PLACES, Batch, Candidate, Candidates, Generated, RolloutFn, StepRecord
 
 __all__ = [
     "Scheduler",
@@ -52,6 +52,7 @@ __all__ = [
     "StepRecord",
     "PLACES",
     "RolloutFn",
+    "Generated",
     "Source",
     "as_source",
     "save_state",

@@ -65,7 +65,7 @@ class Components:
         self.pending = PendingSet(sizes, run_id)
         self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
         self.audit = Audit(config.audit, seed, Shape(config.batch_size, config.gen_size, config.max_gen_rounds))
-        self.step_metrics = StepMetrics(names, self.audit)
+        self.step_metrics = StepMetrics(names, config.group_size, self.audit)
         self.finite = config.epochs is not None
         self._open = False  # a round() is open (the undo of a nested one is the outer one's)
 

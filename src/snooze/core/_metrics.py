@@ -18,6 +18,7 @@ import numpy as np
 
 from snooze._kit.state import state_int, state_ints
 from snooze.core._audit import Audit
+from snooze.core._cost import cost_rollouts, cost_tokens
 from snooze.core.classify import OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD
 from snooze.core.types import PLACES, StepRecord
 
@@ -35,6 +36,11 @@ _RECORD_COUNTS = np.array([[p in places for places in _FROM_RECORD.values()] for
 """``[places, keys]``: 1 where a place counts towards a key of :data:`_FROM_RECORD`."""
 _SCALARS = (
     "gen/cancelled",
+    "gen/rollouts",  # rollouts reported (each report's rewards, counted: audit and screening rollouts too)
+    "gen/tokens",  # their completion tokens, as the trainer reported them
+    "gen/tokens_missing",  # groups reported without a token count
+    "gen/score_passes",  # scoring passes (Scheduler.report_scoring)
+    "gen/score_tokens",  # the tokens they scored
     "snooze/skipped",
     "snooze/new",
     "snooze/regressed",
@@ -47,7 +53,48 @@ _SCALARS = (
     "async/age_max",
     "async/too_stale",  # reported more than max_staleness steps late: not trained on
 )
-TOTAL_KEYS = ("gen_groups", "rollouts", "train_groups", "rounds", "skipped", "dropped", "discarded", "steps")
+TOTAL_KEYS = (
+    "gen_groups",
+    "rollouts",
+    "train_groups",
+    "rounds",
+    "skipped",
+    "dropped",
+    "discarded",
+    "steps",
+    "gen_tokens",
+    "tokens_missing",
+    "score_passes",
+    "score_tokens",
+)
+_TOTAL_OF = {  # a total -> the step's count it sums (the rest: _advance_totals)
+    "rollouts": "gen/rollouts",
+    "gen_tokens": "gen/tokens",
+    "tokens_missing": "gen/tokens_missing",
+    "score_passes": "gen/score_passes",
+    "score_tokens": "gen/score_tokens",
+}
+
+
+_COST_SINCE = ("gen_tokens", "tokens_missing", "score_passes", "score_tokens")
+"""The totals a state saved before the cost counts (rollouts as reported, tokens, scoring passes) lacks."""
+
+
+def with_cost_counts(state: Mapping[str, Any], group_size: int) -> dict[str, Any]:
+    """``state`` (the metrics' part of a saved state) with the cost counts a state saved before them lacks: no
+    tokens were reported then, so every group generated counts as ``tokens_missing``, no scoring pass was spent, and
+    a step's rollouts were its groups x ``group_size`` (as they were counted then). A state holding some of these
+    counts and not the others is left as it is, for the loader to refuse as corrupt."""
+    totals, scalars = state.get("totals"), state.get("scalars")
+    if not isinstance(totals, Mapping) or not isinstance(scalars, Mapping) or any(k in totals for k in _COST_SINCE):
+        return dict(state)
+    ds = state.get("ds")
+    groups = np.asarray(ds.get("gen_groups", []) if isinstance(ds, Mapping) else [])
+    step_groups = int(groups.sum()) if groups.dtype.kind in "iu" else 0  # (a corrupt one: the loader refuses it)
+    added = {"gen_tokens": 0, "tokens_missing": totals.get("gen_groups", 0), "score_passes": 0, "score_tokens": 0}
+    step = {"gen/rollouts": step_groups * group_size, "gen/tokens": 0, "gen/tokens_missing": step_groups}
+    step |= {"gen/score_passes": 0, "gen/score_tokens": 0}
+    return {**state, "totals": {**totals, **added}, "scalars": {**scalars, **step}}
 
 
 class StepEnd(NamedTuple):
@@ -70,10 +117,12 @@ class StepMetrics:
 
     It is the one place that counts finished steps: the scheduler's ``step_index`` is :attr:`steps`. The audit's
     metrics it asks of ``audit`` (:class:`~snooze.core._audit.Audit`, a component of its own: its own undo and
-    state; a fresh one when none is given)."""
+    state; a fresh one when none is given). ``group_size``: the rollouts of one of DAPO's groups
+    (``snooze/saved/*`` in rollouts)."""
 
-    def __init__(self, names: Sequence[str], audit: Audit | None = None) -> None:
+    def __init__(self, names: Sequence[str], group_size: int, audit: Audit | None = None) -> None:
         self.names = list(names)
+        self.group_size = int(group_size)
         self.totals: dict[str, int] = {k: 0 for k in TOTAL_KEYS}
         self.audit = audit if audit is not None else Audit()
         self.start_step()
@@ -138,7 +187,15 @@ class StepMetrics:
         s["async/too_stale"] += int(stale.sum())
         return stale
 
-    def record_generated(self, ds: np.ndarray, outcomes: np.ndarray) -> None:
+    def record_generated(self, ds: np.ndarray, outcomes: np.ndarray, rollouts: int, tokens: np.ndarray | None) -> None:
+        """A report's groups (``ds``, ``outcomes`` ``[N]``), their ``rollouts`` in all and each group's completion
+        tokens (``[N]``; ``None``: not reported, the groups are counted in ``gen/tokens_missing``)."""
+        s = self.scalars
+        s["gen/rollouts"] += int(rollouts)
+        if tokens is None:
+            s["gen/tokens_missing"] += len(ds)
+        else:
+            s["gen/tokens"] += int(tokens.sum())
         self.ds["gen_groups"] += self._bincount(ds)
         self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
         self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
@@ -153,6 +210,8 @@ class StepMetrics:
         self._advance_totals(gen, train, placed, end)
         easy_hard = (int(self.outcomes[TOO_EASY]), int(self.outcomes[TOO_HARD]))
         self.audit.finish(out, end.bound, (gen, train, *easy_hard))
+        dapo = out["snooze/saved/dapo_groups"] * end.group_size  # DAPO generates whole groups
+        out["snooze/saved/dapo_rollouts"], out["snooze/saved/rollouts"] = dapo, dapo - out["gen/cost_rollouts"]
         self._per_dataset(out, placed, end)
         self.start_step()
         return out | self.cumulative()
@@ -174,6 +233,11 @@ class StepMetrics:
         dapo = self.audit.dapo_groups  # (an estimate: docs/metrics.md, snooze/saved/*)
         out["total/saved_dapo_groups"] = dapo
         out["total/saved_ratio"] = dapo / t["gen_groups"] if t["gen_groups"] else 1.0
+        cost = cost_rollouts(t["rollouts"], t["score_passes"])
+        out["total/cost_rollouts"] = cost
+        out["total/cost_tokens"] = cost_tokens(t["gen_tokens"], t["score_tokens"])
+        out["total/saved_dapo_rollouts"] = dapo * self.group_size
+        out["total/saved_rollout_ratio"] = dapo * self.group_size / cost if cost else 1.0
         return out
 
     def _generation(
@@ -183,7 +247,7 @@ class StepMetrics:
         s = self.scalars
         out |= {
             "gen/groups": gen,
-            "gen/rollouts": gen * end.group_size,
+            "gen/rollouts": s["gen/rollouts"],
             "gen/rounds": end.rounds,
             "gen/cancelled": s["gen/cancelled"],
             "train/groups": train,
@@ -209,11 +273,16 @@ class StepMetrics:
         out["async/in_flight"] = int(end.in_flight)
         out["async/in_flight_at_draw"] = s["async/out_at_draw"] / s["async/drawn"] if s["async/drawn"] else 0.0
         out["async/redrawn"] = s["async/redrawn"]
+        for key in ("gen/tokens", "gen/tokens_missing", "gen/score_passes", "gen/score_tokens"):
+            out[key] = s[key]
+        out["gen/cost_rollouts"] = cost_rollouts(s["gen/rollouts"], s["gen/score_passes"])
+        out["gen/cost_tokens"] = cost_tokens(s["gen/tokens"], s["gen/score_tokens"])
 
     def _advance_totals(self, gen: int, train: int, placed: dict[str, np.ndarray], end: StepEnd) -> None:
         t, s = self.totals, self.scalars
         t["gen_groups"] += gen
-        t["rollouts"] += gen * end.group_size
+        for total, step in _TOTAL_OF.items():
+            t[total] += s[step]
         t["train_groups"] += train
         t["rounds"] += end.rounds
         t["skipped"] += s["snooze/skipped"] + s["filter/skipped"]
@@ -249,7 +318,9 @@ class StepMetrics:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Every count an integer >= 0, every array of its shape (``[4]`` outcomes, ``[D]`` per dataset). The
-        audit's part (``diagnosis``) is the audit's to load."""
+        audit's part (``diagnosis``) is the audit's to load. A state saved before the cost counts loads with them
+        filled in as :func:`with_cost_counts` says."""
+        state = with_cost_counts(state, self.group_size)
         totals = {k: state_int(state["totals"][k], f"metrics totals[{k!r}]") for k in TOTAL_KEYS}
         scalars = {k: state_int(state["scalars"][k], f"metrics scalars[{k!r}]") for k in _SCALARS}
         outcomes = state_ints(state["outcomes"], "metrics outcomes", (len(OUTCOME_NAMES),))

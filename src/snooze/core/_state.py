@@ -41,7 +41,7 @@ from snooze._kit.state import state_int
 from snooze.core._audit import carried_over
 from snooze.core._groups import Groups
 from snooze.core._memory import BASE_COLUMNS
-from snooze.core._metrics import StepMetrics
+from snooze.core._metrics import StepMetrics, with_cost_counts
 from snooze.core.config import SchedulerConfig
 from snooze.core.errors import ConfigError, StateError, StateMismatchError
 from snooze.core.source import Source, as_source
@@ -311,8 +311,9 @@ def _migrate(
         exact = info["fingerprint"] == sources[d].fingerprint and meta.get("seed") == seed
         streams[d] = {"epoch": info["epoch"], "cursor": info["cursor"] if exact else 0}
         drawn[d] = state_int(meta["drawn"][i], f"drawn[{i}]")  # (never int(): 2.7 would be read as 2)
-    metrics = StepMetrics(names)  # a fresh step; the totals carry on
-    metrics.totals = {k: state_int(meta["metrics"]["totals"][k], f"metrics totals[{k!r}]") for k in metrics.totals}
+    metrics = StepMetrics(names, config.group_size)  # a fresh step; the totals carry on
+    totals = with_cost_counts(meta["metrics"], config.group_size)["totals"]  # (a state saved before them too)
+    metrics.totals = {k: state_int(totals[k], f"metrics totals[{k!r}]") for k in metrics.totals}
     audit = carried_over(meta["metrics"]["diagnosis"])  # the audit's totals carry on too
     log.info("migrated the memory of %d prompts by (dataset, id); the unfinished step was dropped", moved)
     return Parts(

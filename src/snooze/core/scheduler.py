@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from snooze._kit.checks import INT64_MAX, as_bool, as_int, as_path, is_int, shown
 from snooze.core._components import Components
+from snooze.core._cost import check_scoring, check_tokens
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
 from snooze.core._memory import FLAG_BITS
@@ -38,7 +39,7 @@ from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, R
 from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
 from snooze.core.source import dataset_rows as rows_of
-from snooze.core.types import Batch, Candidate, Candidates, RolloutFn, StepRecord, issued_of
+from snooze.core.types import Batch, Candidate, Candidates, Generated, RolloutFn, StepRecord, issued_of
 
 __all__ = ["Scheduler"]
 
@@ -292,8 +293,12 @@ class Scheduler:
         return step.drop_carried()
 
     # -- reporting ------------------------------------------------------------------------------
-    def report(self, candidates: Sequence[Candidate], rewards: npt.ArrayLike) -> np.ndarray:
-        """Record each candidate's group of rewards (``[len(candidates), group_size]``).
+    def report(
+        self, candidates: Sequence[Candidate], rewards: npt.ArrayLike, tokens: npt.ArrayLike | None = None
+    ) -> np.ndarray:
+        """Record each candidate's group of rewards (``[len(candidates), group_size]``) and, where the trainer
+        knows them, the completion tokens it generated for each (``tokens`` ``[len(candidates)]``, integers >= 0,
+        summed over the group's rollouts: ``gen/tokens``; without them the groups count in ``gen/tokens_missing``).
 
         Checks everything before changing anything: a bad report raises and records nothing, and so does one whose
         policy hook raises or returns what its contract refuses (the memory it wrote is put back).
@@ -304,6 +309,7 @@ class Scheduler:
         tickets, ds, rows = issued
         index = parts.pending.locate(issued, candidates)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
+        counted = None if tokens is None else check_tokens(tokens, len(tickets))
         arr = arr.copy()  # ours from here: the caller may reuse its array (the step's groups and the policy keep it)
         outcomes = classify(
             arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
@@ -313,7 +319,7 @@ class Scheduler:
             self._feed_policy(ds, parts.memory.offsets[ds] + rows, outcomes, arr, audit)
         parts.pending.pop(index)  # after the policy: a policy that raises leaves the candidates pending
         metrics = parts.step_metrics
-        metrics.record_generated(ds, outcomes)
+        metrics.record_generated(ds, outcomes, arr.size, counted)
         parts.audit.record(audit, outcomes, arr, cfg.reward_range)
         stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
         parts.step.place(Groups.reported(ds, rows, tickets, outcomes, arr, audit), stale)
@@ -358,8 +364,21 @@ class Scheduler:
                 candidates = self.propose()
                 if not candidates:  # a skip mask gave up on every dataset for this round
                     break
-                self.report(candidates, rollout_fn(candidates))
+                out = rollout_fn(candidates)
+                if isinstance(out, Generated):
+                    self.report(candidates, out.rewards, out.tokens)
+                else:
+                    self.report(candidates, out)
         return self.finish_step()
+
+    def report_scoring(self, passes: int, tokens: int) -> None:
+        """Count compute a rule spent besides rollouts, in the step in progress: ``passes`` forward-only scoring
+        passes (each over one stored completion) over ``tokens`` tokens in all. Each pass counts as one rollout in
+        ``gen/cost_rollouts`` (docs/metrics.md, "Cost": the same forward FLOPs a token), so a rule that scores
+        never looks cheaper than it is. Integers >= 0, else a :class:`ConfigError` (nothing counted)."""
+        passes, tokens = check_scoring(passes, tokens)
+        self._parts.step_metrics.add("gen/score_passes", passes)
+        self._parts.step_metrics.add("gen/score_tokens", tokens)
 
     def finish_step(self) -> Batch:
         """Close the step: handle a short batch (``on_short``), the surplus, advantages and metrics; the

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from snooze.core.errors import ConfigError, ReportError
 from snooze.core.source import Source
 
-__all__ = ["Candidate", "Candidates", "Batch", "StepRecord", "PLACES", "RolloutFn", "Issued", "issued_of"]
+__all__ = ["Candidate", "Candidates", "Batch", "StepRecord", "PLACES", "RolloutFn", "Generated", "Issued", "issued_of"]
 
 
 class Candidate:
@@ -215,8 +215,20 @@ class Batch:
         return len(self.candidates)
 
 
-class RolloutFn(Protocol):
-    """Rolls out each candidate ``G`` times and returns the rewards, ``[len(candidates), G]``: what
-    :meth:`Scheduler.step` calls once per generation round with what :meth:`Scheduler.propose` returned."""
+@dataclass(frozen=True)
+class Generated:
+    """What a :class:`RolloutFn` may return in place of bare rewards, to say what the round cost: ``rewards``
+    ``[len(candidates), G]`` and ``tokens`` ``[len(candidates)]``, each candidate's completion tokens summed over
+    its rollouts (integers >= 0). :meth:`Scheduler.step` reports both, as ``report(candidates, rewards,
+    tokens=tokens)`` does (docs/metrics.md, ``gen/tokens``)."""
 
-    def __call__(self, candidates: Candidates, /) -> npt.ArrayLike: ...
+    rewards: npt.ArrayLike
+    tokens: npt.ArrayLike
+
+
+class RolloutFn(Protocol):
+    """Rolls out each candidate ``G`` times and returns the rewards, ``[len(candidates), G]``, or a
+    :class:`Generated` with the tokens it generated beside them: what :meth:`Scheduler.step` calls once per
+    generation round with what :meth:`Scheduler.propose` returned."""
+
+    def __call__(self, candidates: Candidates, /) -> npt.ArrayLike | Generated: ...

@@ -3,8 +3,14 @@
 For each regime and arm, paired by seed against DAPO (``dynamic_sampling``) on the same seed:
 
 - ``ratio``: DAPO's generated groups over the arm's (above 1: the arm generated less);
+- ``rollout_ratio``, ``token_ratio``: the same in rollouts (every rollout and scoring pass, ``total/cost_rollouts``)
+  and in generated tokens (``total/cost_tokens``), where the summary has them (a summary written before costs
+  were recorded has neither: its rollout ratio is its group ratio, every group being whole);
 - ``gap``: the arm's late accuracy minus DAPO's, in points (late: the mean of the last
-  :data:`~snooze.logs.LATE_EVALS` evaluations of avg@k at the rollout temperature, the headline accuracy).
+  :data:`~snooze.logs.LATE_EVALS` evaluations of avg@k at the rollout temperature, the headline accuracy);
+- ``reach``: Pilot-Commit's measure (arXiv 2605.26606), the peers' scale: the cumulative rollouts the arm had
+  spent when one of its evaluations first reached :data:`REACH` (95%, 99%) of its paired DAPO run's late accuracy
+  (the same held-out evaluations), ``None`` for a seed that never did, and DAPO's own over the arm's (:func:`reach`).
 
 Each as the mean over seeds with the range (min, max). ``worst`` per arm is its lowest mean gap over
 the family's regimes: the number the recommended setting is held to (within 1 point of DAPO everywhere).
@@ -30,16 +36,24 @@ __all__ = [
     "write_family",
     "pooled",
     "qualifies",
+    "reach",
+    "reach_markdown",
+    "cost_markdown",
     "DAPO",
     "BAR",
+    "REACH",
 ]
 
 BAR = {"mean_gap": -0.5, "interval_low": -1.0, "regime_gap": -1.5, "saving": 1.3}
 """What a candidate default is held to, over every regime and seed paired with DAPO: a mean late gap of at least
 -0.5 points with its 90% interval's lower end at -1.0 or above, no regime's mean gap below -1.5, and at least
-1.3x fewer generated groups than DAPO (the geometric mean over the regimes of each regime's mean ratio)."""
+1.3x fewer rollouts than DAPO, every rollout and scoring pass counted (the geometric mean over the regimes of each
+regime's mean ratio; a summary without rollouts gives its groups ratio, the same when every group is whole)."""
 _T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 8: 1.860, 10: 1.812, 15: 1.753, 20: 1.725}
 """Two-sided 90% Student t quantiles by degrees of freedom (beyond the table: :func:`_t90`)."""
+
+REACH = (0.95, 0.99)
+"""The shares of the paired DAPO run's late accuracy whose cost :func:`reach` reads (Pilot-Commit's targets)."""
 
 _REDO = "rerun the regime (benchmarks/family.py --regimes NAME) to rewrite it"
 
@@ -48,17 +62,72 @@ def _late(entry: Mapping[str, Any]) -> list[float]:
     return [float(x) for x in entry["accuracy"][headline(entry)]["late"]["by_seed"]]
 
 
+def _ratios(dapo: Sequence[float], arm: Sequence[float]) -> dict[str, Any]:
+    return stat([d / a if a else math.nan for d, a in zip(dapo, arm)])
+
+
 def paired(summary: Mapping[str, Mapping[str, Any]], arm: str) -> dict[str, Any]:
-    """``{"ratio", "gap", "gen", "late"}`` of ``arm`` against DAPO in one regime's ``summary.json``."""
+    """``{"ratio", "gap", "gen", "late"}`` of ``arm`` against DAPO in one regime's ``summary.json``, with
+    ``"rollout_ratio"``, ``"token_ratio"``, ``"rollouts"``, ``"tokens"`` and ``"reach"`` (:func:`reach`) where the
+    summary records costs (``None`` where it does not)."""
     dapo, this = summary[DAPO], summary[arm]
     gen_d, gen_a = dapo["gen_groups"]["by_seed"], this["gen_groups"]["by_seed"]
     late_d, late_a = _late(dapo), _late(this)
-    return {
-        "ratio": stat([d / a if a else math.nan for d, a in zip(gen_d, gen_a)]),
+    out: dict[str, Any] = {
+        "ratio": _ratios(gen_d, gen_a),
         "gap": stat([100.0 * (a - d) for d, a in zip(late_d, late_a)]),
         "gen": stat(gen_a),
         "late": stat(late_a),
     }
+    for key, ratio, cost in (("rollouts", "rollout_ratio", "rollouts"), ("gen_tokens", "token_ratio", "tokens")):
+        known = key in dapo and key in this
+        out[ratio] = _ratios(dapo[key]["by_seed"], this[key]["by_seed"]) if known else None
+        out[cost] = stat(this[key]["by_seed"]) if known else None
+    known = "curve" in dapo and "curve" in this
+    out["reach"] = reach(late_d, this["curve"]["by_seed"], dapo["curve"]["by_seed"]) if known else None
+    return out
+
+
+def _first(curve: Sequence[Mapping[str, float]], target: float) -> float | None:
+    """The rollouts spent at the first evaluation of ``curve`` at or above ``target`` (``None``: never; an
+    evaluation whose accuracy or cost was not measured does not count)."""
+    for point in curve:
+        acc, spent = point["accuracy"], point["rollouts"]
+        if not (math.isnan(acc) or math.isnan(spent)) and acc >= target:
+            return float(spent)
+    return None
+
+
+def reach(
+    dapo_late: Sequence[float],
+    curves: Sequence[Sequence[Mapping[str, float]]],
+    dapo_curves: Sequence[Sequence[Mapping[str, float]]],
+) -> dict[str, Any]:
+    """Pilot-Commit's measure for one arm in one regime, per share ``q`` of :data:`REACH` (keys ``"95"``,
+    ``"99"``): over the seeds, paired by seed with DAPO, the rollouts the arm had spent when its headline accuracy
+    first reached ``q x`` DAPO's late accuracy (``rollouts``: mean and range over the seeds that reached it;
+    ``by_seed`` with ``None`` for a seed that never did; ``never``: how many), and ``ratio``: DAPO's own rollouts to
+    the same target over the arm's (above 1: the arm got there on fewer), over the seeds where both did and the arm
+    spent some. A seed whose DAPO late accuracy was not measured counts as neither."""
+    out: dict[str, Any] = {}
+    for q in REACH:
+        arm, ratios, never = [], [], 0
+        for late, curve, own in zip(dapo_late, curves, dapo_curves):
+            if math.isnan(late):
+                arm.append(None)
+                continue
+            spent, theirs = _first(curve, q * late), _first(own, q * late)
+            arm.append(spent)
+            never += spent is None
+            if spent and theirs is not None:
+                ratios.append(theirs / spent)
+        reached = stat([x for x in arm if x is not None])
+        out[f"{round(100 * q)}"] = {
+            "rollouts": {**reached, "by_seed": arm},
+            "never": never,
+            "ratio": stat(ratios),
+        }
+    return out
 
 
 def _summaries(out: Path, regimes: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -135,19 +204,79 @@ def family_markdown(rows: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _times(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.2f}x"
+
+
 def pooled_markdown(rows: Mapping[str, Any]) -> str:
-    """Each arm pooled over the regimes (:func:`pooled`) against :data:`BAR`: the geometric-mean saving, the mean
-    late gap with its 90% interval, the worst regime's gap, and whether the arm meets the bar."""
+    """Each arm pooled over the regimes (:func:`pooled`) against :data:`BAR`: the geometric-mean saving in rollouts
+    (the bar's), in groups and in tokens, the same for the rollouts to 95% and 99% of DAPO's late accuracy
+    (:func:`reach`), the mean late gap with its 90% interval, the worst regime's gap, and whether the arm meets the
+    bar."""
     lines = [
-        "| arm | pairs | saving (geometric mean) | mean late gap (90% interval) | worst regime | meets the bar |",
-        "|---|---|---|---|---|---|",
+        "| arm | pairs | saving in rollouts (geometric mean) | in groups | in tokens | to 95% of DAPO | to 99% of DAPO "
+        "| mean late gap (90% interval) | worst regime | meets the bar |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for arm, p in pooled(rows).items():
         low, high = p["interval"]
-        lines.append(
-            f"| {arm} | {p['pairs']} | {p['saving']:.2f}x | {p['mean_gap']:+.2f} ({low:+.2f} to {high:+.2f}) | "
-            f"{p['worst_regime_gap']:+.1f} | {'yes' if p['qualifies'] else 'no'} |"
+        savings = " | ".join(
+            _times(x) for x in (p["saving_groups"], p["saving_tokens"], p["reach_ratio"]["95"], p["reach_ratio"]["99"])
         )
+        lines.append(
+            f"| {arm} | {p['pairs']} | {p['saving']:.2f}x | {savings} | {p['mean_gap']:+.2f} ({low:+.2f} to "
+            f"{high:+.2f}) | {p['worst_regime_gap']:+.1f} | {'yes' if p['qualifies'] else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def _range(s: Mapping[str, Any] | None, fmt: str, unit: str = "") -> str:
+    if s is None or math.isnan(s["mean"]):
+        return "-"
+    return f"{fmt.format(s['mean'])}{unit} ({fmt.format(s['min'])}-{fmt.format(s['max'])})"
+
+
+def cost_markdown(rows: Mapping[str, Any]) -> str:
+    """The family's cost table: one row per regime, DAPO's rollouts and tokens (means over seeds) in the first
+    column, then per arm DAPO's rollouts and tokens over the arm's (mean and range over the seeds; ``-`` where the
+    summary records no costs)."""
+    arms = [a for a in rows["arms"] if a != DAPO]
+    lines = ["| regime | DAPO: rollouts, tokens | " + " | ".join(arms) + " |", "|" + "---|" * (len(arms) + 2)]
+    for name, table in rows["regimes"].items():
+        d = table[DAPO]
+        cells = [
+            f"rollouts {_range(table[a]['rollout_ratio'], '{:.2f}', 'x')}, "
+            f"tokens {_range(table[a]['token_ratio'], '{:.2f}', 'x')}"
+            if a in table
+            else "-"
+            for a in arms
+        ]
+        first = f"{_range(d['rollouts'], '{:.0f}')}, {_range(d['tokens'], '{:.0f}')}"
+        lines.append(f"| {name} | {first} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _reach_cell(r: Mapping[str, Any] | None) -> str:
+    if r is None:
+        return "-"
+    parts = []
+    for key, p in r.items():
+        n = len(p["rollouts"]["by_seed"])
+        spent = _range(p["rollouts"], "{:.0f}") if p["never"] < n else "never"
+        never = f", never on {p['never']}/{n}" if 0 < p["never"] < n else ""
+        parts.append(f"{key}%: {spent}{never} [{_times(p['ratio']['mean'])}]")
+    return "; ".join(parts)
+
+
+def reach_markdown(rows: Mapping[str, Any]) -> str:
+    """Pilot-Commit's measure (:func:`reach`): per regime and arm (DAPO first), the rollouts spent when the arm first
+    reached 95% and 99% of its paired DAPO run's late accuracy (mean and range over the seeds that did; how many
+    never did), and in brackets DAPO's rollouts to the same target over the arm's (mean over the seeds)."""
+    arms = list(rows["arms"])
+    lines = ["| regime | " + " | ".join(arms) + " |", "|" + "---|" * (len(arms) + 1)]
+    for name, table in rows["regimes"].items():
+        cells = [_reach_cell(table[a]["reach"]) if a in table else "-" for a in arms]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -157,7 +286,7 @@ def write_family(out: Path, regimes: Sequence[str]) -> str:
     summaries = _summaries(out, regimes)
     rows = family_rows(out, regimes, summaries)
     (out / "family.json").write_text(json.dumps(rows, indent=1))
-    text = family_markdown(rows) + "\n\n" + pooled_markdown(rows)
+    text = "\n\n".join((family_markdown(rows), cost_markdown(rows), reach_markdown(rows), pooled_markdown(rows)))
     (out / "family.md").write_text(text + "\n")
     try:
         from snooze.plots.family import figure_family
@@ -180,14 +309,16 @@ def _t90(df: int) -> float:
 def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per arm, over every regime and seed paired with DAPO: the mean late gap (points) with its 90% interval (a
     t interval over the pairs), each regime's mean gap, the worst of them, the geometric mean over the regimes of
-    the mean ratio of generated groups, and whether :data:`BAR` is met (:func:`qualifies`)."""
+    the mean ratio of rollouts (``saving``, the bar's), of groups (``saving_groups``) and of tokens
+    (``saving_tokens``), the same of DAPO's rollouts to 95% and 99% of its late accuracy over the arm's
+    (``reach_ratio``), and whether :data:`BAR` is met (:func:`qualifies`)."""
     out: dict[str, dict[str, Any]] = {}
     for arm in rows["arms"]:
         if arm == DAPO:
             continue
         regimes = {name: table[arm] for name, table in rows["regimes"].items() if arm in table}
         gaps = [g for p in regimes.values() for g in p["gap"]["by_seed"] if g is not None and not math.isnan(g)]
-        ratios = [p["ratio"]["mean"] for p in regimes.values()]
+        ratios = [(p["rollout_ratio"] or p["ratio"])["mean"] for p in regimes.values()]
         if not gaps or not ratios:
             continue
         n, mean = len(gaps), sum(gaps) / len(gaps)
@@ -199,11 +330,27 @@ def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "interval": [mean - half, mean + half],
             "regime_gaps": {name: p["gap"]["mean"] for name, p in regimes.items()},
             "worst_regime_gap": min(p["gap"]["mean"] for p in regimes.values()),
-            "saving": math.exp(sum(math.log(r) for r in ratios) / len(ratios)),
+            "saving": _geomean(ratios),
+            "saving_groups": _geomean([p["ratio"]["mean"] for p in regimes.values()]),
+            "saving_tokens": _geomean([(p["token_ratio"] or {"mean": math.nan})["mean"] for p in regimes.values()]),
+            "reach_ratio": {
+                f"{round(100 * q)}": _geomean(
+                    [p["reach"][f"{round(100 * q)}"]["ratio"]["mean"] for p in regimes.values() if p["reach"]]
+                )
+                for q in REACH
+            },
         }
         entry["qualifies"] = qualifies(entry)
         out[arm] = entry
     return out
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    """The geometric mean of ``xs`` (NaN when empty or when one is not a finite number above 0: a pooled number
+    that leaves a regime out would not say so)."""
+    if not xs or any(math.isnan(x) or not 0 < x < math.inf for x in xs):
+        return math.nan
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def qualifies(entry: Mapping[str, Any]) -> bool:

@@ -58,6 +58,8 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         return [r.totals.get(key, math.nan) for r in results]
 
     gen, skipped = totals("total/gen_groups"), totals("total/skipped")
+    rollouts = [r.totals.get("total/cost_rollouts", r.totals.get("total/rollouts", math.nan)) for r in results]
+    tokens = [math.nan if r.totals.get("total/tokens_missing", 1) else r.totals["total/cost_tokens"] for r in results]
     greedy = _acc_block(
         [r.base_accuracy for r in results],
         [r.final_accuracy for r in results],
@@ -78,6 +80,9 @@ def summarise(results: Sequence[Any], pool_prompts: int) -> dict[str, Any]:
         "seeds": len(results),
         "steps_by_seed": [r.steps for r in results],
         "gen_groups": stat(gen),
+        "rollouts": stat(rollouts),  # every rollout and scoring pass (total/cost_rollouts)
+        "gen_tokens": stat(tokens),  # and their tokens (total/cost_tokens; NaN where some went unreported)
+        "curve": {"by_seed": [r.curve for r in results]},  # per seed, every evaluation and what it cost
         "gen_rounds": stat(totals("total/rounds")),
         "train_groups": stat(totals("total/train_groups")),
         "encounters_per_prompt": stat(
@@ -135,6 +140,10 @@ def _row(arm: str, s: Mapping[str, Any], ref: Mapping[str, Any] | None, optimal:
     return [
         arm,
         _range(s["gen_groups"], "{:.0f}"),
+        *(
+            _range(s[k], "{:.0f}") if k in s and not math.isnan(s[k]["mean"]) else "-"
+            for k in ("rollouts", "gen_tokens")
+        ),
         ratio,
         share,
         oracle,
@@ -159,7 +168,8 @@ def _paired_gap(arm: Mapping[str, Any], ref: Mapping[str, Any]) -> str:
 def summary_table(
     summary: Mapping[str, Mapping[str, Any]], markdown: bool = False, optimal_groups: float | None = None
 ) -> str:
-    """One row per arm: generated groups (DAPO / arm, share of the optimal saving, share of the oracle's
+    """One row per arm: generated groups, rollouts and tokens (every rollout and scoring pass and their tokens;
+    ``-`` where not recorded), DAPO's groups over the arm's (share of the optimal saving, share of the oracle's
     saving: DAPO's row shows the oracle floor itself, :mod:`snooze.experiments.oracle`), headline accuracy
     base -> final and its gap to DAPO (paired by seed), the same for the late accuracy, greedy final,
     groups generated and stream encounters (rolled out or skipped) per prompt, steps, wall time.
@@ -173,6 +183,8 @@ def summary_table(
     head = [
         "arm",
         "gen groups",
+        "rollouts",
+        "tokens",
         "DAPO/arm",
         "saving share",
         "oracle share",

@@ -58,6 +58,7 @@ def read_summary(path: Path, fix: str) -> dict[str, dict[str, Any]]:
             seeds = f"{len(late)} seeds, but gen_groups.by_seed has {len(gen)}"
             raise entry.fail(f"accuracy.{kind}.late.by_seed", seeds)
         out[arm] = {"gen_groups": {"by_seed": gen}, "accuracy": {kind: {"late": {"by_seed": late}}}}
+        out[arm].update(_cost(entry, len(gen), kind))
     if DAPO in out:  # every arm of a comparison starts at the same seed: an arm pairs with DAPO's first seeds
         want = len(out[DAPO]["gen_groups"]["by_seed"])
         for arm, entry in out.items():
@@ -68,6 +69,50 @@ def read_summary(path: Path, fix: str) -> dict[str, dict[str, Any]]:
                     "seed, so DAPO needs every seed an arm has",
                 )
     return out
+
+
+def _cost(entry: Record, seeds: int, kind: str) -> dict[str, Any]:
+    """What a summary written since costs were recorded adds (each optional, each checked when there):
+    ``rollouts.by_seed`` (finite, >= 0), ``gen_tokens.by_seed`` (>= 0, NaN where not known) and ``curve.by_seed``
+    (per seed, every evaluation's ``rollouts`` and ``tokens`` spent and its ``kind`` accuracy), one per seed; a
+    summary written before lacks them, and the family table leaves their columns empty."""
+    out: dict[str, Any] = {}
+    for key, nan in (("rollouts", False), ("gen_tokens", True)):
+        if entry.has(key):
+            values = _seeds(entry.obj(key), "by_seed", 0.0, math.inf, nan=nan)
+            if len(values) != seeds:
+                raise entry.fail(f"{key}.by_seed", f"{len(values)} seeds, but gen_groups.by_seed has {seeds}")
+            out[key] = {"by_seed": values}
+    if entry.has("curve"):
+        runs = entry.obj("curve").array("by_seed")
+        if len(runs) != seeds:
+            raise entry.fail("curve.by_seed", f"{len(runs)} seeds, but gen_groups.by_seed has {seeds}")
+        out["curve"] = {"by_seed": [_curve(entry, i, run, kind) for i, run in enumerate(runs)]}
+    return out
+
+
+def _curve(entry: Record, seed: int, run: Any, kind: str) -> list[dict[str, float]]:
+    """One seed's evaluations (``curve.by_seed[seed]``): ``rollouts`` and ``tokens`` spent (>= 0, or NaN) and the
+    ``kind`` accuracy as ``accuracy`` (in [0, 1], NaN where not measured)."""
+    key = f"curve.by_seed[{seed}]"
+    if not isinstance(run, list):
+        raise entry.fail(key, "expected an array of evaluations")
+    out = []
+    for i, point in enumerate(run):
+        item = Record(point, entry.where, entry.error, entry.fix, f"{entry.path}.{key}[{i}]".lstrip("."))
+        tokens, acc = item.raw("tokens"), item.raw(kind)
+        out.append(
+            {
+                "rollouts": rollouts if _nan(rollouts := item.raw("rollouts")) else item.number("rollouts", 0.0),
+                "tokens": tokens if _nan(tokens) else item.number("tokens", 0.0),
+                "accuracy": acc if _nan(acc) else item.number(kind, 0.0, 1.0),
+            }
+        )
+    return out
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def read_regime(path: Path, fix: str) -> dict[str, Any]:

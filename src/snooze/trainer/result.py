@@ -12,7 +12,7 @@ from typing import Any
 from snooze.core.errors import StateError
 from snooze.logs import METRICS_FILE, late_evaluations, read_metrics
 
-__all__ = ["RunResult", "read_result"]
+__all__ = ["RunResult", "read_result", "eval_curve"]
 
 
 @dataclass
@@ -38,6 +38,40 @@ class RunResult:
     """Greedy accuracy averaged over the last :data:`LATE_EVALS` evaluations after the base's."""
     sampled_late: float = math.nan
     """avg@k at the rollout temperature averaged over the same evaluations."""
+    curve: list[dict[str, float]] = field(default_factory=list)
+    """Every evaluation in order (:func:`eval_curve`): ``updates``, the ``rollouts`` and ``tokens`` spent on the
+    batches those updates trained on, ``greedy`` and ``sampled`` accuracy."""
+
+
+def eval_curve(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """Per evaluated line of a run's metrics, what its weights cost: ``updates`` (``eval/updates``), the
+    cumulative ``rollouts`` (``total/cost_rollouts``: every rollout and scoring pass; ``total/rollouts`` in a log
+    written before it) and ``tokens`` (``total/cost_tokens``; NaN where the log lacks them or some group was
+    reported without them) of the batches trained through update ``updates`` (the totals of the line of step
+    ``updates - 1``, whose batch the last update trained on; 0 for the base model), and its ``greedy`` and
+    ``sampled`` accuracy (NaN where not measured). The cost of reaching an accuracy (Pilot-Commit's measure,
+    docs/results.md) is read from it."""
+    spent: dict[int, tuple[float, float]] = {}
+    for x in lines:
+        rollouts = x.get("total/cost_rollouts", x.get("total/rollouts"))
+        tokens = x.get("total/cost_tokens") if not x.get("total/tokens_missing") else None
+        spent[int(x["step"])] = (_number(rollouts), _number(tokens))
+    out = []
+    for x in lines:
+        if x.get("eval/accuracy") is None:
+            continue
+        updates = int(_get(x, "eval/updates")) if x.get("eval/updates") is not None else int(x["step"])
+        rollouts, tokens = (0.0, 0.0) if updates == 0 else spent.get(updates - 1, (math.nan, math.nan))
+        out.append(
+            {
+                "updates": float(updates),
+                "rollouts": rollouts,
+                "tokens": tokens,
+                "greedy": _get(x, "eval/accuracy"),
+                "sampled": _get(x, "eval/sampled_accuracy"),
+            }
+        )
+    return out
 
 
 def read_result(run_dir: str | Path) -> RunResult:
@@ -66,7 +100,12 @@ def read_result(run_dir: str | Path) -> RunResult:
         sampled_final_by_task=_by_task(final, "eval/sampled_accuracy"),
         late_accuracy=_mean(late, "eval/accuracy"),
         sampled_late=_mean(late, "eval/sampled_accuracy"),
+        curve=eval_curve(lines),
     )
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _get(line: Mapping[str, Any], key: str) -> float:

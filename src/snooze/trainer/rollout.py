@@ -1,7 +1,8 @@
 """The rollout function the scheduler calls, and the store of what it sampled.
 
 :class:`Roller` is a :class:`snooze.RolloutFn`: it samples ``G`` completions per candidate, checks
-them with the task's verifier, logs each group to the reward log in generation order, and keeps the
+them with the task's verifier, returns the rewards with each group's completion tokens (``gen/tokens``),
+logs each group to the reward log in generation order, and keeps the
 sampled tokens and their log-probs under ``candidate.ticket``, so the update uses exactly the
 rollouts of ``batch.candidates`` (including groups carried over from an earlier step).
 """
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 
 from snooze.core.errors import StateError
-from snooze.core.types import Candidate, Candidates
+from snooze.core.types import Candidate, Candidates, Generated
 from snooze.logs import RewardLogWriter
 from snooze.trainer.model import TinyGPT, sample
 from snooze.trainer.tasks import verify
@@ -75,7 +76,8 @@ class Roller:
         self.reward_log = reward_log
 
     @torch.no_grad()
-    def __call__(self, candidates: Candidates) -> np.ndarray:
+    def __call__(self, candidates: Candidates) -> Generated:
+        """The rewards ``[N, G]`` and each group's sampled completion tokens ``[N]`` (EOS included, padding not)."""
         records = [c.record for c in candidates]
         device = next(self.model.parameters()).device
         ids, mask = (torch.from_numpy(x).to(device) for x in self.tok.encode_prompts([r["prompt"] for r in records]))
@@ -86,13 +88,14 @@ class Roller:
         g = self.group_size
         texts = [self.tok.decode(t) for t in out.tokens.cpu().numpy()]
         rewards = np.array([verify(texts[i], records[i // g]["answer"]) for i in range(len(texts))]).reshape(-1, g)
+        tokens = out.mask.reshape(len(candidates), -1).sum(dim=1).cpu().numpy().astype(np.int64)  # [N]
         for n, cand in enumerate(candidates):
             rows = slice(n * g, (n + 1) * g)
             self.store[cand.ticket] = Group(ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
             self._born[cand.ticket] = self._step
         if self.reward_log is not None:
             self.reward_log.write(self._step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
-        return rewards  # [N, G]
+        return Generated(rewards, tokens)  # [N, G], [N]
 
     def take(self, candidates: Sequence[Candidate]) -> list[Group]:
         """The stored groups of ``candidates`` (removed from the store)."""

@@ -58,6 +58,7 @@ class ScoredGroup:
     samples: list[Any]  # TRL's RolloutSample rows of the group, conversation by conversation
     model_version: int
     enqueued_at: float | None = field(default=None)  # set by TRL's score loop
+    tokens: int | None = None  # the group's completion tokens, summed (gen/tokens); None: TRL kept no ids
 
 
 class SnoozeRolloutLoop(_AsyncRolloutLoop):  # type: ignore[misc]
@@ -141,7 +142,9 @@ class SnoozeRolloutLoop(_AsyncRolloutLoop):  # type: ignore[misc]
                 step=self._total_groups_scored,
                 num_samples=self.num_completions_to_print,
             )
-        return [ScoredGroup(int(group.group_id), rewards, samples, int(group.model_version))]
+        ids = getattr(group, "completions_ids", None)  # each conversation's completion token ids
+        tokens = None if ids is None else sum(len(x) for x in ids)
+        return [ScoredGroup(int(group.group_id), rewards, samples, int(group.model_version), tokens=tokens)]
 
     def _push_metrics(self, values: dict[str, Any]) -> None:
         if self._drop_push:

@@ -127,6 +127,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._spread: dict[int, np.ndarray] = {}  # ticket -> [world] rows of its group on each rank
         self._template: dict[str, torch.Tensor] | None = None  # one row of this rank's last round (inert copies)
         self._round_rewards: torch.Tensor | None = None
+        self._round_lengths: torch.Tensor | None = None  # [rows of every rank]: each completion's tokens
         self._step_crc = 0  # checksum of this step's reports, compared across ranks
         self._pad_groups = 0  # inert groups generated this step to even out the rounds
         self._check_compatible()
@@ -168,6 +169,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     def _calculate_rewards(self, inputs: Any, prompts: Any, completions: Any, completion_ids_list: Any) -> Any:
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         self._round_rewards = rewards_per_func  # [rows of every rank, n_funcs]: TRL gathered them
+        lengths = torch.tensor([len(ids) for ids in completion_ids_list], dtype=torch.int64)  # this rank's rows
+        self._round_lengths = self.accelerator.gather(lengths.to(self.accelerator.device))  # in the rewards' order
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -239,10 +242,14 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         records = [_trl_record(c) for c in cands]  # every rank checks every record: errors are the same everywhere
         layout = dist.round_layout(len(cands), G, self._world)
         inputs = [dict(records[c]) for c in layout.candidates_of(rank).tolist()]  # pads (-1) copy the last one
-        self._round_rewards = None
+        self._round_rewards = self._round_lengths = None
         out = super()._generate_and_score_completions(inputs)
         rewards = layout.group_rewards(self._slot_rewards())  # [len(cands), G]
-        self.scheduler.report(cands, rewards)
+        tokens = None  # a custom rollout_func that skips scoring has no lengths either (_slot_rewards raised)
+        if self._round_lengths is not None:  # each group's completion tokens, summed: gen/tokens
+            lengths = self._round_lengths.cpu().numpy().astype(np.int64).reshape(-1, G)  # [slots, G]
+            tokens = layout.group_rewards(lengths).sum(axis=1)  # [len(cands)]
+        self.scheduler.report(cands, rewards, tokens)
         self._step_crc = dist.report_crc(cands, rewards, self._step_crc)
         self._pad_groups += layout.pad_groups
         write_groups(self._writer(), self.scheduler.step_index, cands, rewards)

@@ -125,7 +125,7 @@ class SnoozeAsyncReplayBuffer(SnoozeReplayBuffer, ReplayBufferAsync):  # type: i
         if finished:
             keys, rewards = self._read_groups(finished)
             reported = [run.open[u] for u in finished]
-            run.report(finished, keys, rewards)
+            run.report(finished, keys, rewards, self._group_tokens(finished))
             # what did not enter the batch never trains: no signal, too stale (max_staleness), or over a quota
             taken = run.scheduler.in_batch(reported)
             cleared = {u for u, inside in zip(finished, taken) if not inside}

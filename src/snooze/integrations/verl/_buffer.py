@@ -124,11 +124,27 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         failed = [u for u in run.open if u in self.failure_keys[TRAIN]]
         if finished:
             keys, rewards = self._read_groups(finished)
-            never = run.report(finished, keys, rewards)
+            never = run.report(finished, keys, rewards, self._group_tokens(finished))
             self._clear_groups(TRAIN, {u for u, n in zip(finished, never) if n})
         if failed:
             run.cancel(failed)
             self._clear_groups(TRAIN, set(failed))
+
+    def _group_tokens(self, uids: list[str]) -> np.ndarray | None:
+        """``[N]`` each group's generated tokens: the ``response_len`` TransferQueue's tags hold for every trajectory
+        of the group (every output of every session; a multi-turn agent's tool responses inside a response count
+        too), summed; ``None`` when a trajectory has no such tag (a custom agent loop): the scheduler then counts
+        the groups in ``gen/tokens_missing``."""
+        wanted, out = {u: i for i, u in enumerate(uids)}, np.zeros(len(uids), dtype=np.int64)
+        for key, tag in self.partitions[TRAIN].items():  # trajectory keys: {uid}_{session}_{output}
+            i = wanted.get(key.partition("_")[0])
+            if i is None:
+                continue
+            length = tag.get("response_len")
+            if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 0:
+                return None
+            out[i] += int(length)
+        return out
 
     def _read_groups(self, uids: list[str]) -> tuple[list[tuple[str, Any]], np.ndarray]:
         """Each group's prompt key and rewards ``[N, G]`` (sessions in order; the last output of a

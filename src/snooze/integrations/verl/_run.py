@@ -119,12 +119,18 @@ class SnoozeRun:
                 )
         return cands
 
-    def report(self, uids: Sequence[str], keys: Sequence[tuple[str, Any]], rewards: np.ndarray) -> np.ndarray:
-        """Report finished groups (``rewards`` ``[N, G]``, before any filtering). All or nothing: a bad
-        report raises and records nothing. Returns, per group, whether it can never enter this step's batch
-        (the scheduler left it out: no signal, or too stale)."""
+    def report(
+        self,
+        uids: Sequence[str],
+        keys: Sequence[tuple[str, Any]],
+        rewards: np.ndarray,
+        tokens: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Report finished groups (``rewards`` ``[N, G]``, before any filtering; ``tokens`` ``[N]``, each group's
+        generated tokens, where known). All or nothing: a bad report raises and records nothing. Returns, per
+        group, whether it can never enter this step's batch (the scheduler left it out: no signal, or too stale)."""
         cands = self._issued(uids, keys)
-        self.scheduler.report(cands, rewards)
+        self.scheduler.report(cands, rewards, tokens)
         write_groups(self._log(), self.scheduler.step_index, cands, rewards)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
