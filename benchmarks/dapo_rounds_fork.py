@@ -1,23 +1,26 @@
 """The replay's estimate of DAPO's rounds per step from a plain GRPO log, against DAPO run on the log's own model.
 
-    nice -n 19 python benchmarks/dapo_rounds_fork.py --out /work/runs/forkcheck --seeds 3 --threads 1
+    nice -n 19 env PYTHONPATH=src python benchmarks/dapo_rounds_fork.py --out runs/dapo-fork --seeds 3 \
+        --forks-per-window 5 --threads 1
 
 ``benchmarks/dapo_rounds_truth.py`` compares the estimate with a paired DAPO run that trained its own model;
 late, the two models have drifted apart. This one measures the estimator alone. For each seed it trains the
 ``grpo`` arm of ``snooze compare --profile default`` (the same base, configuration and seed, so the same run),
-stopping at the middle step of each of three windows of 10% of the steps (the verdict's early window, steps
-0-29; a middle one, 135-164; the verdict's late window, 270-299) to keep the model of that step (the run's
-committed checkpoint, resumed afterwards). From each of those models it runs the ``dynamic_sampling`` arm for
+stopping at ``--forks-per-window`` steps spread evenly over each of three windows of 10% of the steps (the
+verdict's early window, steps 0-29; a middle one, 135-164; the verdict's late window, 270-299; one fork: the
+window's middle step) to keep the model of that step (the run's committed checkpoint, resumed afterwards).
+From each of those models it runs the ``dynamic_sampling`` arm for
 ``--fork-steps`` steps at a learning rate of ``--fork-lr`` (1e-9: AdamW moves each weight by about that a step,
 so every step samples the fork's model; the largest weight change is printed), with the scheduler seeded
 ``seed + 1000`` (a prompt stream of its own, not the GRPO run's first draws).
 
-Per fork point and seed it prints the estimate (:func:`snooze.analysis.stepsim.expected_rounds` at the GRPO
+Per window and seed it prints the estimate (:func:`snooze.analysis.stepsim.expected_rounds` at the GRPO
 log's share of groups with signal over the window, at the verdict's batch, generation batch and round limit:
 for the early and late windows exactly the numbers ``snooze replay`` prints), DAPO's actual rounds per step
-(groups per step over the generation batch, from the fork's reward log) and the ratio; and, as a diagnostic,
-the formula at the fork's own signal share (what the estimate would be without the window's sampling noise
-and the model's drift over the window). Then the mean ratio per fork point and a JSON line.
+(groups per step over the generation batch, from the forks' reward logs, averaged over the window's forks) and
+the ratio; and, as a diagnostic, the formula at the forks' own signal share (what the estimate would be
+without the window's sampling noise and the model's drift over the window). Then the mean ratio per window
+and a JSON line.
 """
 
 from __future__ import annotations
