@@ -7,7 +7,8 @@ carried), when DAPO needs more than about 2 generation rounds a step. A replay c
 - a DAPO log holds its rounds (groups per step over the generation batch): they are read off it;
 - any other log (plain GRPO, a run that skipped prompts) holds each step's share of groups with signal, and
   DAPO's rounds at that share follow (:func:`snooze.analysis.stepsim.dapo_rounds`). On a plain GRPO log of
-  the reference trainer this is checked against a paired DAPO run (``docs/offline-analysis.md``).
+  the reference trainer this is checked against DAPO forked from that run's own model (within 10%) and
+  against a paired DAPO run, which trains its own model and wastes more late (``docs/offline-analysis.md``).
 
 Beside it, what this project *measured* each replayed policy to cost in held-out accuracy and to save, read
 from a table shipped with the package (``measured_costs.json``, from ``docs/results.md``, which a test keeps
