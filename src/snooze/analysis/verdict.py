@@ -19,7 +19,6 @@ generation, never accuracy.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import cache
 from importlib.resources import files
@@ -27,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from snooze._kit.json import parse_json
 from snooze.analysis.replay import _classify
 from snooze.analysis.stepsim import dapo_rounds, logged_rounds
 from snooze.core.classify import SIGNAL
 from snooze.core.config import RECOMMENDED, SchedulerConfig
+from snooze.core.errors import DataError
 
 __all__ = [
     "ROUNDS_RULE",
@@ -55,7 +56,10 @@ _DAPO = "dynamic_sampling"
 @cache
 def measured_costs() -> dict[str, dict[str, Any]]:
     """The shipped table (``measured_costs.json``), keyed by policy (``filter``, ``snooze:1``, ``recommended``...)."""
-    data = json.loads(files("snooze.analysis").joinpath("measured_costs.json").read_text(encoding="utf-8"))
+    text = files("snooze.analysis").joinpath("measured_costs.json").read_bytes()
+    data = parse_json(
+        text, "snooze/analysis/measured_costs.json", DataError, "reinstall snooze (the file ships with it)"
+    )
     return {entry["policy"]: entry for entry in data["policies"]}
 
 
