@@ -68,39 +68,65 @@ def test_whole_groups_by_default_every_candidate_asks_for_g() -> None:
 
 
 def test_one_step_by_hand() -> None:
-    """ids 0..: 0 disagrees (continues), 1 all correct and 2 all wrong (stop), 3 continues, 4, 5 stop."""
+    """ids 0..: 0 disagrees in its screen (continues), 1 all correct and 2 all wrong (stop), 3 continues, 4 stops."""
     s = Scheduler(_data(), _cfg(), seed=0)
     c1 = s.propose()
     assert [c.id for c in c1] == [0, 1, 2] and c1.n.tolist() == [K, K, K]
     out = s.report(c1, _rows(c1), tokens=[10, 20, 30])
     assert out.tolist() == [SIGNAL, TOO_EASY, TOO_HARD]
     assert s.wants_round() and not s.batch_full and s.round == 1
-    c2 = s.propose()  # the rest of id 0 (same ticket, n = G - k) first, then two fresh screens
+    c2 = s.propose()  # the rest of id 0 (same ticket, n = G - k) first, then two fresh screens (1 promised < room 2)
     assert [(c.id, c.n, c.ticket) for c in c2] == [(0, G - K, c1[0].ticket), (3, K, 3), (4, K, 4)]
-    with pytest.raises(RewardError, match="mixes screens"):  # one array cannot hold rows of 2 and 2 of another kind
+    with pytest.raises(RewardError, match="mixes screens"):  # one array cannot hold rows of 3 and rows of 2
         s.report(c2, np.zeros((3, K)))
-    out = s.report(c2, _rows(c2), tokens=[5, 6, 7])
+    out = s.report(c2, _rows(c2))  # without tokens: ids 0 (rest), 3 (screen) and 4 (stopped) count as missing
     assert out.tolist() == [SIGNAL, SIGNAL, TOO_EASY]  # id 0 classified on all G: [1, 0, 1, 1, 1]
     assert s.in_batch(c2).tolist() == [True, False, False]
-    c3 = s.propose()  # id 3's rest, then fresh screens 5, 6
-    assert [(c.id, c.n) for c in c3] == [(3, G - K), (5, K), (6, K)]
-    s.report(c3, _rows(c3))  # no tokens this time
-    assert s.batch_full and s.wants_round()  # id 6 passed its screen: its rest is asked in this step
-    c4 = s.propose()
-    assert [(c.id, c.n) for c in c4] == [(6, G - K)]  # a completing round: no fresh prompt with the batch full
-    s.report(c4, _rows(c4), tokens=[8])
-    assert not s.wants_round()
+    c3 = s.propose()  # id 3's rest only: the screens that passed (1) fill the room (1), no fresh screen is drawn
+    assert [(c.id, c.n) for c in c3] == [(3, G - K)]
+    s.report(c3, _rows(c3), tokens=[8])
+    assert s.batch_full and not s.wants_round()
     b = s.finish_step()
     assert [c.id for c in b.candidates] == [0, 3]
     np.testing.assert_array_equal(b.rewards, [_row(0), _row(3)])
     m = b.metrics
-    # screens: 0..6 (7), stopped: 1, 2, 4, 5 (4); rollouts: 7 screens x 2 + 3 rests x 3
-    assert (m["gen/screened"], m["gen/screen_stopped"], m["gen/screen_continued"]) == (7, 4, 3)
-    assert m["gen/rollouts"] == 7 * K + 3 * (G - K) == 23
-    assert m["gen/groups"] == 7 and m["train/groups"] == 2 and m["surplus/discarded"] == 1 and m["gen/rounds"] == 4
-    assert m["gen/tokens"] == 10 + 20 + 30 + 5 + 6 + 7 + 8
-    assert m["gen/tokens_missing"] == 2 + 1  # ids 5 (stopped) and 3 (rest) without tokens; 6's screen had none
-    assert m["groups/dropped"] == 4 and m["total/screened"] == 7
+    # screens: 0..4 (5), stopped: 1, 2, 4 (3); rollouts: 5 screens x 2 + 2 rests x 3
+    assert (m["gen/screened"], m["gen/screen_stopped"], m["gen/screen_continued"]) == (5, 3, 2)
+    assert m["gen/rollouts"] == 5 * K + 2 * (G - K) == 16
+    assert m["gen/groups"] == 5 and m["train/groups"] == 2 and m["surplus/discarded"] == 0 and m["gen/rounds"] == 3
+    assert m["gen/tokens"] == 10 + 20 + 30 + 8
+    assert m["gen/tokens_missing"] == 3  # id 4 (stopped), id 0 (its rest), id 3 (its screen)
+    assert m["groups/dropped"] == 3 and m["total/screened"] == 5
+    assert m["groups/signal"] == 2 and m["groups/too_easy"] == 2 and m["groups/too_hard"] == 1
+
+
+def test_a_step_finishes_what_it_screened_past_a_full_batch_and_the_round_limit() -> None:
+    """Every screen that passed gets its rest in the step, in a round that draws no fresh prompt."""
+    data = {"d": [{"id": 3 * i} for i in range(10)]}  # every screen disagrees: all pass
+    s = Scheduler(data, _cfg(batch_size=1), seed=0)
+    c1 = s.propose()
+    s.report(c1, _rows(c1))
+    c2 = s.propose(1)  # one rest handed out; two wait
+    assert [(c.id, c.n) for c in c2] == [(0, G - K)]
+    s.report(c2, _rows(c2))
+    assert s.batch_full and s.wants_round()
+    c3 = s.propose()
+    assert [(c.id, c.n) for c in c3] == [(3, G - K), (6, G - K)]  # no fresh screen with the batch full
+    s.report(c3, _rows(c3))
+    assert not s.wants_round()
+    m = s.finish_step().metrics
+    assert m["surplus/discarded"] == 2 and m["gen/rollouts"] == 3 * G
+
+    s = Scheduler(_data(), _cfg(max_gen_rounds=1), seed=0)
+    c1 = s.propose()
+    s.report(c1, _rows(c1))
+    assert s.round == 1 and s.wants_round()  # past max_gen_rounds: id 0's rest is still asked
+    c2 = s.propose()
+    assert [(c.id, c.n) for c in c2] == [(0, G - K)]
+    s.report(c2, _rows(c2))
+    assert not s.wants_round()
+    b = s.finish_step()
+    assert [c.id for c in b.candidates] == [0] and b.metrics["gen/rounds"] == 2
 
 
 def test_step_with_a_rollout_fn_and_the_policy_learns_from_screens() -> None:
@@ -224,6 +250,23 @@ def test_a_corrupt_screening_state_is_refused() -> None:
     c1 = s.propose()
     s.report(c1, _rows(c1))
     sd = s.state_dict()
-    sd["arrays"]["screens.ticket"] = np.array([99])
-    with pytest.raises(snooze.StateError):
-        Scheduler(_data(), _cfg(), seed=0).load_state_dict(sd)
+    assert np.isnan(sd["arrays"]["step.rewards"]).sum() == 2 * (G - K)  # the two stopped screens' missing rollouts
+    bad = {**sd, "arrays": {**sd["arrays"], "screens.ticket": np.array([99])}}
+    with pytest.raises(snooze.StateError, match="screens"):
+        Scheduler(_data(), _cfg(), seed=0).load_state_dict(bad)
+    rewards = sd["arrays"]["step.rewards"].copy()
+    rewards[1, 0] = np.nan  # a NaN inside a stopped screen's first k
+    with pytest.raises(snooze.StateError, match="NaN outside the tail"):
+        Scheduler(_data(), _cfg(), seed=0).load_state_dict({**sd, "arrays": {**sd["arrays"], "step.rewards": rewards}})
+    loaded = Scheduler(_data(), _cfg(), seed=0)
+    loaded.load_state_dict(sd)
+    assert _hash(loaded) == _hash(s)
+
+
+def test_propose_with_nothing_to_hand_out_is_no_round() -> None:
+    s = Scheduler({"d": [{"id": 3 * i} for i in range(4)]}, _cfg(batch_size=1, gen_batch_size=1), seed=0)
+    c1 = s.propose()
+    s.report(c1, _rows(c1))
+    s.report(s.propose(), [_row(0)[K:]])
+    assert s.batch_full and not s.wants_round()
+    assert len(s.propose()) == 0 and s.round == 2  # nothing waits and the batch is full: no round is counted

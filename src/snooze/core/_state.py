@@ -245,6 +245,8 @@ def _check_out_of_range(saved: Mapping[str, Any], config: SchedulerConfig, rewar
     that refuses them, that is the config's change (a :class:`StateMismatchError` naming it), not a corrupt state."""
     if saved.get("out_of_range") != "accept" or config.out_of_range == "accept":
         return
+    if isinstance(rewards, np.ndarray) and rewards.dtype.kind == "f":
+        rewards = rewards[~np.isnan(rewards)]  # (a screen stopped after k rollouts holds NaN after them)
     if not isinstance(rewards, np.ndarray) or rewards.dtype.kind != "f" or not np.isfinite(rewards).all():
         return  # not rewards a step can hold: the step's own check says what is wrong
     low, high = config.reward_range

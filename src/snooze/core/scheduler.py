@@ -232,11 +232,17 @@ class Scheduler:
 
     def _screen_round(self, n: int) -> Candidates:
         """Screening's round: the rests waiting (up to ``n``, in ticket order), then fresh screens up to ``n`` in
-        all while the step itself wants a round (batch not full, fewer than ``max_gen_rounds``)."""
+        all while the step itself wants a round (batch not full, fewer than ``max_gen_rounds``) and the screens that
+        passed and are not complete yet (each a group with signal, under the default rule) do not fill its room."""
         parts, screens = self._parts, self._parts.screens
         assert screens is not None
+        promised = len(screens.ticket)
         rest = screens.hand_out(n)
-        fresh = n - len(rest) if parts.step.wants_round() and not self.exhausted else 0
+        wanted = parts.step.wants_round() and not self.exhausted and promised < parts.step.room()
+        fresh = n - len(rest) if wanted else 0
+        if not len(rest) and not fresh:  # nothing to hand out: no round (as propose(0))
+            empty = np.empty(0, dtype=np.int64)
+            return Candidates(self.sources, empty, empty, empty, self.run_id, empty)
         parts.pending.check_room(fresh)
         parts.step.open_round()
         at = parts.pending.find(rest)
@@ -554,7 +560,7 @@ class Scheduler:
         parts, cfg = self._parts, self.config
         closed = parts.step.close(self.step_index, lambda: self.exhausted)
         b = closed.batch
-        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id)
+        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id, cfg.group_size)
         adv = scaled_advantages(b.rewards, cfg.advantage, 1e-6)
         batch = Batch(self.step_index, cands, b.rewards, adv, b.outcome == SIGNAL, closed.record)
         end = StepEnd(
