@@ -160,8 +160,8 @@ def refuse_partial_groups(cfg: SchedulerConfig) -> None:
         raise IntegrationError(
             f"SchedulerConfig.screen_size={cfg.screen_size}: partial groups (a screen of k rollouts, then the rest) "
             "are not supported by the TRL trainers yet: TRL generates num_generations completions of every prompt it "
-            "is given. Build the scheduler with screen_size=None, or use the reference trainer (snooze.trainer, "
-            "`snooze train`), which supports it (docs/integrations/trl.md)"
+            "is given. Build the scheduler with screen_size=None, or use the reference trainer "
+            "(snooze.trainer.train), which supports it (docs/integrations/trl.md)"
         )
 
 

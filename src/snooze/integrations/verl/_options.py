@@ -350,7 +350,7 @@ def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[S
             IntegrationError(
                 f"{OPTIONS_KEY}.screen_size={scheduler.screen_size}: partial groups (a screen of k rollouts, then the "
                 "rest) are not supported by verl's trainers yet: verl rolls out rollout.n completions of every prompt "
-                "it is given. Leave screen_size unset, or use the reference trainer (snooze.trainer, `snooze train`), "
+                "it is given. Leave screen_size unset, or use the reference trainer (snooze.trainer.train), "
                 "which supports it (docs/integrations/verl.md)"
             )
         )
