@@ -270,3 +270,29 @@ def test_propose_with_nothing_to_hand_out_is_no_round() -> None:
     s.report(s.propose(), [_row(0)[K:]])
     assert s.batch_full and not s.wants_round()
     assert len(s.propose()) == 0 and s.round == 2  # nothing waits and the batch is full: no round is counted
+
+
+def test_a_round_whose_rollout_fn_raises_is_withdrawn_rests_included() -> None:
+    """step(): a round that raises puts the scheduler back (the rests it handed out wait again); step() again
+    continues to the uninterrupted run's batch."""
+    ref = Scheduler(_data(), _cfg(), seed=0).step(_rows)
+    s = Scheduler(_data(), _cfg(), seed=0)
+    one = Scheduler(_data(), _cfg(), seed=0)  # one round done by hand: where the withdrawn round must leave s
+    c1 = one.propose()
+    one.report(c1, _rows(c1))
+    calls: list[int] = []
+
+    def flaky(cands: snooze.Candidates) -> list[list[float]]:
+        calls.append(len(cands))
+        if len(calls) == 2:  # the round with id 0's rest
+            raise KeyboardInterrupt
+        return _rows(cands)
+
+    with pytest.raises(KeyboardInterrupt):
+        s.step(flaky)
+    assert s._parts.screens.waiting() == 1 and s.round == 1  # id 0's rest waits again; the round is not counted
+    assert _hash(s) == _hash(one)
+    b = s.step(_rows)
+    assert [c.ticket for c in b.candidates] == [c.ticket for c in ref.candidates]
+    np.testing.assert_array_equal(b.rewards, ref.rewards)
+    assert b.metrics["gen/rollouts"] == ref.metrics["gen/rollouts"]
