@@ -18,12 +18,17 @@ the design note's rule beside it (``seed_*`` keys and ``predictive_over_seed_*``
 is the blog post this project implements: docs/concepts.md, "The design note"). The baseline is
 measured at ``--dict-prompts`` (default 1M: a dict per prompt at 10M needs several GB) and its
 per-prompt figures and save/load times are extrapolated linearly to ``--prompts`` (marked
-``dict_extrapolated_from``). The last line is one JSON object.
+``dict_extrapolated_from``). ``--screen K`` measures partial groups (``SchedulerConfig.screen_size=K``: a
+candidate is then a screen of K rollouts or the rest of one); run by ``benchmarks/versus.py --script
+benchmarks/scale.py`` against a tree without partial groups, that tree measures its whole groups, so the
+ratio is the partial-group path against the old whole-group path, per candidate. The last line is one JSON
+object.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import sys
@@ -71,8 +76,12 @@ def _rewards(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def _config(mix: str = "quota", skip: str = "counter", policy: str = "snooze") -> snooze.SchedulerConfig:
+def _config(
+    mix: str = "quota", skip: str = "counter", policy: str = "snooze", screen: int | None = None
+) -> snooze.SchedulerConfig:
+    extra = {} if screen is None else {"screen_size": screen}  # (a tree without partial groups takes no screen_size)
     return snooze.SchedulerConfig(
+        **extra,
         batch_size=256,
         gen_batch_size=1024,
         group_size=G,
@@ -116,6 +125,8 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     """ms per 1,000 candidates of propose + report + finish_step (rewards made outside the timer).
 
     The median over steps of each step's cost per candidate: robust to other processes on a shared machine."""
+    if getattr(sched.config, "screen_size", None) is not None:
+        return _time_screened_steps(sched, steps, rng)
     per_step = []
     for _ in range(steps):
         spent, n = 0.0, 0
@@ -137,11 +148,43 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     return float(np.median(per_step))
 
 
+def _time_screened_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
+    """:func:`_time_steps` with partial groups (``--screen K``): the loop runs while ``wants_round()``, and each
+    round is reported in two parts of one width each (its rests, ``G - K`` rewards, and its screens, ``K``), the
+    fast spelling of a mixed round. A candidate is one handed out by ``propose`` (a screen or a rest)."""
+    k = sched.config.screen_size
+    per_step = []
+    for _ in range(steps):
+        spent, n = 0.0, 0
+        while sched.wants_round():
+            t0 = time.perf_counter()
+            cands = sched.propose()
+            spent += time.perf_counter() - t0
+            if not cands:
+                break
+            rest = cands.n != k
+            parts = [
+                (cands[rest], _rewards(rng, int(rest.sum()))[:, k:]),
+                (cands[~rest], _rewards(rng, int((~rest).sum()))[:, :k]),
+            ]
+            t0 = time.perf_counter()
+            for part, r in parts:
+                if len(part):
+                    sched.report(part, r)
+            spent += time.perf_counter() - t0
+            n += len(cands)
+        t0 = time.perf_counter()
+        sched.finish_step()
+        spent += time.perf_counter() - t0
+        per_step.append(1e6 * spent / max(n, 1))
+    return float(np.median(per_step))
+
+
 def bench_snooze(
-    n: int, steps: int, mix: str = "quota", skip: str = "counter", policy: str = "snooze"
+    n: int, steps: int, mix: str = "quota", skip: str = "counter", policy: str = "snooze", screen: int | None = None
 ) -> dict[str, float]:
     rng = np.random.default_rng(0)
-    sched = snooze.Scheduler(_sources(n), _config(mix, skip, policy), seed=0)
+    sched = snooze.Scheduler(_sources(n), _config(mix, skip, policy, screen), seed=0)
     if policy == "predictive":
         _late_run_predictive(sched, rng)
     else:
@@ -297,12 +340,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the policy measured (default snooze); predictive is measured beside snooze, the rule of the design "
         "note (the blog post this project implements: docs/concepts.md, 'The design note')",
     )
+    p.add_argument(
+        "--screen",
+        type=int,
+        default=None,
+        help="partial groups: SchedulerConfig.screen_size (K of the 8 rollouts first); ms per 1,000 candidates then "
+        "counts screens and rests alike (docs/concepts.md, 'Partial groups')",
+    )
     args = p.parse_args(argv)
+    if args.screen is not None and "screen_size" not in {f.name for f in dataclasses.fields(snooze.SchedulerConfig)}:
+        # an older tree (benchmarks/versus.py --script runs this file with it): its whole groups are the baseline
+        print(f"--screen {args.screen}: this snooze has no partial groups; measuring whole groups", file=sys.stderr)
+        args.screen = None
     n, nd = args.prompts, min(args.dict_prompts, args.prompts)
     if args.policy == "predictive":  # side by side: warm both code paths (imports, first save) before timing either
         bench_snooze(3000, 2, args.mix)
         bench_snooze(3000, 2, args.mix, policy="predictive")
-    ours = bench_snooze(n, args.steps, args.mix, args.skip, args.policy)
+    ours = bench_snooze(n, args.steps, args.mix, args.skip, args.policy, args.screen)
     seed = bench_snooze(n, args.steps, args.mix) if args.policy == "predictive" else None
     base = bench_dict(nd, args.steps)
     scale = n / nd
@@ -311,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         "mix": args.mix,
         "skip": args.skip,
         "policy": args.policy,
+        "screen": args.screen,  # the screen_size measured (None: whole groups)
         **{k: round(v, 4) for k, v in ours.items()},
     }
     out.update({f"dict_{k}": round(v, 4) for k, v in base.items() if k not in ("save_s", "load_s")})

@@ -24,6 +24,7 @@ from snooze.core._memory import PromptMemory
 from snooze.core._metrics import StepMetrics
 from snooze.core._mixing import Mix
 from snooze.core._pending import PendingSet
+from snooze.core._screen import Screens
 from snooze.core._state import Parts
 from snooze.core._step_batch import StepBatch
 from snooze.core._stream import DatasetStream
@@ -47,6 +48,7 @@ class Components:
     step: StepBatch  # the batch being built: its groups and where each went, rounds, quotas, the close
     step_metrics: StepMetrics  # the step's counts and the totals (finished steps among them)
     audit: Audit  # the audit's share, each round's budget, its evidence and alarms (snooze.core._audit)
+    screens: Screens | None  # partial groups (screen_size set): screens waiting for their rest, and their counts
 
     def __init__(
         self, sources: Sequence[Source], config: SchedulerConfig, seed: int, run_id: str | None = None
@@ -66,6 +68,7 @@ class Components:
         self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
         self.audit = Audit(config.audit, seed, Shape(config.batch_size, config.gen_size, config.max_gen_rounds))
         self.step_metrics = StepMetrics(names, config.group_size, self.audit)
+        self.screens = Screens(config.screen_size, config.group_size) if config.screen_size is not None else None
         self.finite = config.epochs is not None
         self._open = False  # a round() is open (the undo of a nested one is the outer one's)
 
@@ -88,7 +91,18 @@ class Components:
     def _undoable(self) -> list[Any]:
         """Every component with ``snapshot()`` / ``restore(snap)``; the memory last, so it is restored first."""
         policy = _PolicyUndo(self.policy)
-        return [*self.streams, self.mix, self.pending, self.step, self.step_metrics, self.audit, policy, self.memory]
+        screens = [] if self.screens is None else [self.screens]
+        return [
+            *self.streams,
+            self.mix,
+            self.pending,
+            *screens,
+            self.step,
+            self.step_metrics,
+            self.audit,
+            policy,
+            self.memory,
+        ]
 
     @contextmanager
     def round(self) -> Iterator[None]:
@@ -133,6 +147,7 @@ class Components:
             metrics=self.step_metrics.state_dict(),
             audit=self.audit.state_dict(),
             policy=policy,
+            screens={} if self.screens is None else self.screens.state_dict(),
         )
 
     def load_parts(self, parts: Parts, config: SchedulerConfig) -> None:
@@ -149,6 +164,8 @@ class Components:
             component.load_state_dict(part)
         self.pending.load_state_dict(parts.pending, now=self.step_metrics.steps)  # no candidate drawn in the future
         self.step.load_state_dict(parts.step, self.memory.sizes, config.reward_bounds)
+        if self.screens is not None and parts.screens:
+            self.screens.load_state_dict(parts.screens, self.pending.ticket, config.reward_bounds)
 
 
 class _PolicyUndo:

@@ -1,7 +1,8 @@
 """`Groups`: the groups of the step being built, one row each, as flat numpy columns.
 
 Every group reported in a step, and every group carried into it from the step before, is one row:
-its prompt (``ds``, ``row``), ``ticket``, ``outcome`` and ``rewards`` (``[K, G]``), whether it
+its prompt (``ds``, ``row``), ``ticket``, ``outcome`` and ``rewards`` (``[K, G]``; a screen stopped after its
+first k rollouts, ``SchedulerConfig.screen_size``, holds NaN after them and is always dropped), whether it
 audits a skipped encounter (``audit``), whether it was carried in (``carried_in``), where it went
 (``place``: a code of :data:`~snooze.core.types.PLACES`) and, for a group in the batch, its
 position there (``slot``; -1 outside it). Columns are replaced, never written in place, so a
@@ -117,6 +118,26 @@ class Groups:
         k = cols["ticket"].shape[0]
         if any(c.shape[0] != k for c in cols.values()):
             raise StateError(f"the {what} columns have different lengths; the state is corrupt")
-        rewards = state_reals(state["rewards"], f"{what}.rewards", (k, self.group_size), *reward_range)
+        rewards = _rewards(state["rewards"], f"{what}.rewards", (k, self.group_size), reward_range, cols["place"])
         check_rows(cols["ds"], cols["row"], sizes, what)
         self.restore((*(cols[n].astype(dtype) for n, dtype in COLUMNS.items()), rewards))
+
+
+def _rewards(
+    value: Any, what: str, shape: tuple[int, int], reward_range: tuple[float, float], place: np.ndarray
+) -> np.ndarray:
+    """The step's rewards: finite and within ``reward_range``, but for the NaN tail of a screen stopped after its
+    first k >= 2 rollouts (a dropped group: never trained on, never padding)."""
+    arr = np.asarray(value)
+    gap = np.isnan(arr) if arr.dtype.kind == "f" and arr.shape == shape else None
+    if gap is None or not gap.any():
+        return state_reals(value, what, shape, *reward_range)
+    width = shape[1] - gap.sum(axis=1)
+    tail = np.arange(shape[1])[None, :] >= width[:, None]
+    partial = width < shape[1]
+    dropped = place == PLACES.index("dropped")
+    if (gap != tail).any() or (partial & ((width < 2) | ~dropped)).any():
+        raise StateError(f"array {what} holds NaN outside the tail of a dropped screen; the state is corrupt")
+    filled = np.where(gap, reward_range[0], arr) if np.isfinite(reward_range[0]) else np.where(gap, 0.0, arr)
+    state_reals(filled, what, shape, *reward_range)
+    return arr.astype(np.float64)

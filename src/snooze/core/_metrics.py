@@ -200,6 +200,18 @@ class StepMetrics:
         self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
         self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
 
+    def record_groups(self, ds: np.ndarray, outcomes: np.ndarray, rollouts: int, tokens: int, missing: int) -> None:
+        """Groups completed from parts (screening: the rests of screened groups): ``rollouts`` and ``tokens`` of
+        this report alone (the screens' were counted when reported), ``missing`` groups some part of which came
+        without a token count."""
+        s = self.scalars
+        s["gen/rollouts"] += int(rollouts)
+        s["gen/tokens"] += int(tokens)
+        s["gen/tokens_missing"] += int(missing)
+        self.ds["gen_groups"] += self._bincount(ds)
+        self.ds["signal"] += self._bincount(ds[outcomes == SIGNAL])
+        self.outcomes += np.bincount(outcomes, minlength=len(OUTCOME_NAMES))
+
     def finish(self, end: StepEnd) -> dict[str, Any]:
         """The finished step's flat metrics dict; advances the totals (``steps`` among them) and starts the
         next step's counts."""

@@ -15,6 +15,8 @@ out as format 1, ``{"meta": JSON-safe dict, "arrays": {name: ndarray}}``, and re
     meta.step_batch, arrays.step.*   the step being built: its rounds, and its groups (one row each: prompt,
                                      ticket, outcome, rewards, audit, carried_in, place, slot in the batch)
     meta.policy                      the policy's own state, only when it keeps any (predictive's)
+    meta.screens, arrays.screens.*   screening's (only with screen_size set): the screens that passed and wait
+                                     for their rest (ticket, first k rewards, tokens; which rests are out), counts
     arrays.ds<d>.<column>            the prompt memory (counter, flags, streak; history under skip="history")
 
 Loading checks the format, the version and that the state belongs to this data and configuration;
@@ -65,6 +67,7 @@ class Parts:
     metrics: dict[str, Any]
     policy: dict[str, Any] = field(default_factory=dict)
     audit: dict[str, Any] = field(default_factory=dict)
+    screens: dict[str, Any] = field(default_factory=dict)  # screening's (screen_size set): {"meta", "arrays"}
 
 
 def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: Parts) -> dict[str, Any]:
@@ -92,6 +95,9 @@ def pack(seed: int, config: SchedulerConfig, sources: Sequence[Source], parts: P
     for d, columns in enumerate(parts.memory["datasets"]):
         arrays.update({f"ds{d}.{name}": a for name, a in columns.items()})
     arrays.update({f"step.{col}": a for col, a in parts.step["groups"].items()})
+    if parts.screens:  # only with screening on: a state without it is laid out as before
+        meta["screens"] = parts.screens["meta"]
+        arrays.update({f"screens.{name}": a for name, a in parts.screens["arrays"].items()})
     return {"meta": meta, "arrays": arrays}
 
 
@@ -166,6 +172,7 @@ def unpack(
         metrics=dict(meta["metrics"]),
         policy=dict(meta.get("policy", {})),
         audit=meta["metrics"]["diagnosis"],
+        screens={"meta": meta["screens"], "arrays": _prefixed(arrays, "screens")} if "screens" in meta else {},
     )
 
 
@@ -217,7 +224,7 @@ def _mismatches(meta: Mapping[str, Any], seed: int, config: SchedulerConfig, sou
     if meta.get("seed") != seed:
         problems.append(f"seed {meta.get('seed')} (saved) != {seed} (now)")
     saved_cfg, now_cfg = meta["config"], config.to_dict()
-    for key in ("group_size", "reward_range"):
+    for key in ("group_size", "reward_range", "screen_size"):  # screen_size: a pending screen's width
         if saved_cfg.get(key) != now_cfg[key]:
             problems.append(f"{key} {saved_cfg.get(key)} (saved) != {now_cfg[key]} (now)")
     if saved_cfg.get("weights") != now_cfg["weights"]:
@@ -238,6 +245,8 @@ def _check_out_of_range(saved: Mapping[str, Any], config: SchedulerConfig, rewar
     that refuses them, that is the config's change (a :class:`StateMismatchError` naming it), not a corrupt state."""
     if saved.get("out_of_range") != "accept" or config.out_of_range == "accept":
         return
+    if isinstance(rewards, np.ndarray) and rewards.dtype.kind == "f":
+        rewards = rewards[~np.isnan(rewards)]  # (a screen stopped after k rollouts holds NaN after them)
     if not isinstance(rewards, np.ndarray) or rewards.dtype.kind != "f" or not np.isfinite(rewards).all():
         return  # not rewards a step can hold: the step's own check says what is wrong
     low, high = config.reward_range

@@ -102,6 +102,11 @@ class StepBatch:
             out[stale] = TOO_STALE
         self._enter(new, self._fits(new.ds, ok), out)
 
+    def place_stopped(self, new: Groups) -> None:
+        """Screens stopped after their first k rollouts (``screen_size``): dropped, never padding material (their
+        rewards are k wide, a batch's G)."""
+        self._enter(new, np.zeros(len(new), dtype=bool), np.full(len(new), DROPPED, dtype=np.int8))
+
     def _fits(self, ds: np.ndarray, acceptable: np.ndarray) -> np.ndarray:
         open_slots = self.open_slots(ds) if self.quota else None
         return batch_fits(ds, acceptable, self.room(), open_slots)

@@ -30,6 +30,7 @@ from snooze._kit.checks import (
     check_reward_range,
     check_thresholds,
     check_weights,
+    is_int,
 )
 from snooze.core.errors import ConfigError
 from snooze.core.options import (
@@ -196,6 +197,14 @@ class SchedulerConfig:
     left out of the batch (``async/too_stale``). ``None``: any age is trained on; 0: only groups drawn in the
     step they are reported in."""
 
+    screen_size: int | None = None
+    """Partial groups (SPEED-RL's screening, Pilot-Commit's pilot; docs/concepts.md "Partial groups"): each
+    freshly drawn prompt is first rolled out ``screen_size`` times (k); after their rewards are reported, the
+    policy's ``screen()`` decides whether it gets the other ``group_size - k`` rollouts in the step's next round
+    (default: when the first k rewards carry signal) or stops there (its k rewards are its group: never trained
+    on). ``None`` (off): every candidate is a whole group. An integer with ``2 <= screen_size < group_size``;
+    not with ``policy="grpo"``, which trains on every group."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Fields by name (or, in their order, by position). An unknown keyword is a :class:`ConfigError`
         naming the nearest field, and for a policy's option (``snooze_factor=5``) the options class that
@@ -239,6 +248,8 @@ class SchedulerConfig:
         _set(self, "audit", as_real(self.audit, "audit", 0.0, allowed=_AUDIT_ALLOWED))
         if self.audit >= 1.0:
             raise ConfigError(f"audit={self.audit!r}: must be {_AUDIT_ALLOWED}")
+        if self.screen_size is not None:
+            _set(self, "screen_size", _check_screen(self.screen_size, self.group_size, self.policy))
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -355,6 +366,20 @@ def _differs(saved: Any, now: Any) -> bool:
 
 
 _AUDIT_ALLOWED = "a finite number in [0, 1) (0.05: one in twenty skipped encounters is rolled out; 0: no audit)"
+
+
+def _check_screen(k: Any, group_size: int, policy: str) -> int:
+    """``screen_size`` as an int in ``[2, group_size)``, with a policy that can drop a stopped screen."""
+    allowed = f"None (whole groups) or an integer with 2 <= screen_size < group_size={group_size}"
+    if not is_int(k) or not 2 <= int(k) < group_size:
+        raise ConfigError(f"screen_size={k!r}: must be {allowed} (k screening rollouts, then the other G - k)")
+    if policy == "grpo":
+        raise ConfigError(
+            f"screen_size={int(k)} with policy='grpo': grpo trains on every group, so a screen it stops could not be "
+            "trained on; use policy='dynamic_sampling' (or a skipping policy) with screening, or screen_size=None"
+        )
+    return int(k)
+
 
 _INTS = {"batch_size": 1, "gen_batch_size": 1, "group_size": 2, "max_gen_rounds": 1, "epochs": 1, "max_staleness": 0}
 """Integer fields and their minimum."""

@@ -35,7 +35,7 @@ from snooze.core._state import envelope, pack, reading, unpack
 from snooze.core.advantages import scaled_advantages
 from snooze.core.classify import SIGNAL, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
-from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, ReportError
+from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, ReportError, RewardError
 from snooze.core.policies import Report, check_changes
 from snooze.core.source import Source, as_source
 from snooze.core.source import dataset_rows as rows_of
@@ -126,7 +126,13 @@ class Scheduler:
     def wants_round(self) -> bool:
         """Whether the step asks for another generation round: the batch is not full, fewer than
         ``max_gen_rounds`` rounds were drawn, and some dataset can still issue a prompt. The loop of every
-        trainer (``step()``, the TRL and verl adapters) is ``while sched.wants_round(): ...``."""
+        trainer (``step()``, the TRL and verl adapters) is ``while sched.wants_round(): ...``. With screening
+        (``screen_size``) it is also True while screens that passed wait for their rest: a step finishes the
+        groups it screened, in a round past ``max_gen_rounds`` or with the batch full if need be (such a round
+        draws no fresh prompt)."""
+        screens = self._parts.screens
+        if screens is not None and screens.waiting():  # the rest of screened groups: asked in this step
+            return True
         return self._parts.step.wants_round() and not self.exhausted
 
     def room(self) -> int:
@@ -218,8 +224,39 @@ class Scheduler:
 
     def _draw_round(self, n: int) -> Candidates:
         parts = self._parts
+        if parts.screens is not None:
+            return self._screen_round(n)
         parts.pending.check_room(int(n))
         parts.step.open_round()
+        return Candidates(self.sources, *self._draw(n), self.run_id, self.config.group_size)
+
+    def _screen_round(self, n: int) -> Candidates:
+        """Screening's round: the rests waiting (up to ``n``, in ticket order), then fresh screens up to ``n`` in
+        all while the step itself wants a round (batch not full, fewer than ``max_gen_rounds``) and the screens that
+        passed and are not complete yet (each a group with signal, under the default rule) do not fill its room."""
+        parts, screens = self._parts, self._parts.screens
+        assert screens is not None
+        promised = len(screens.ticket)
+        rest = screens.hand_out(n)
+        wanted = parts.step.wants_round() and not self.exhausted and promised < parts.step.room()
+        fresh = n - len(rest) if wanted else 0
+        if not len(rest) and not fresh:  # nothing to hand out: no round (as propose(0))
+            empty = np.empty(0, dtype=np.int64)
+            return Candidates(self.sources, empty, empty, empty, self.run_id, empty)
+        parts.pending.check_room(fresh)
+        parts.step.open_round()
+        at = parts.pending.find(rest)
+        ds, row, ticket = parts.pending.ds[at], parts.pending.row[at], rest
+        width = np.full(len(rest), screens.rest, dtype=np.int64)
+        if fresh:
+            new = self._draw(fresh)
+            ds, row, ticket = (np.concatenate([a, b]) for a, b in zip((ds, row, ticket), new))
+            width = np.concatenate([width, np.full(len(new[2]), screens.k, dtype=np.int64)])
+        return Candidates(self.sources, ds, row, ticket, self.run_id, width)
+
+    def _draw(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Draw ``n`` fresh prompts and issue their tickets: ``(ds, row, ticket)``."""
+        parts = self._parts
         parts.audit.open_round(int(n), self.step_index, self.round)
         if self.config.mix == "stream":
             w = self._walk(int(n))
@@ -232,7 +269,7 @@ class Scheduler:
             parts.mix.drawn += counts  # quota mix: issued candidates, not encounters
         parts.step_metrics.record_draw(len(rows), *parts.pending.out_at_draw(owners, rows))
         tickets = parts.pending.issue(owners, rows, audit, self.step_index)
-        return Candidates(self.sources, owners, rows, tickets, self.run_id)
+        return owners, rows, tickets
 
     def _walk(self, need: int, only: int | None = None) -> Walk:
         parts = self._parts
@@ -256,9 +293,17 @@ class Scheduler:
         return w.rows(), w.audit()
 
     def pending_candidates(self) -> Candidates:
-        """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume)."""
-        p = self._parts.pending
-        return Candidates(self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy(), self.run_id)
+        """Candidates issued but not yet reported, in issue order (e.g. to re-roll them after a resume), each with the
+        rollouts asked of it (``n``: with screening, a screen's k or its rest's G - k; a rest that is waiting to be
+        handed out is not among them: the next :meth:`propose` hands it out)."""
+        p, screens = self._parts.pending, self._parts.screens
+        if screens is None:
+            return Candidates(
+                self.sources, p.ds.copy(), p.row.copy(), p.ticket.copy(), self.run_id, self.config.group_size
+            )
+        out = ~np.isin(p.ticket, screens.waiting_tickets())  # a rest not handed out yet comes with the next propose()
+        width = np.where(np.isin(p.ticket, screens.ticket), screens.rest, screens.k).astype(np.int64)
+        return Candidates(self.sources, p.ds[out], p.row[out], p.ticket[out], self.run_id, width[out])
 
     def cancel(self, candidates: Sequence[Candidate]) -> int:
         """Withdraw issued candidates that will never be reported (e.g. a framework dropped them).
@@ -267,8 +312,14 @@ class Scheduler:
         ``gen/cancelled`` and no longer held in the state. Returns how many were pending.
         """
         issued = issued_of(candidates, self.run_id, self.names)
-        self._parts.pending.pop(self._parts.pending.locate(issued, candidates))
-        self._parts.step_metrics.add("gen/cancelled", len(issued.ticket))
+        index = self._parts.pending.locate(issued, candidates)
+        screens = self._parts.screens
+        at = None if screens is None else screens.find(issued.ticket)
+        with self._parts.round():
+            self._parts.pending.pop(index)
+            if at is not None and (at >= 0).any():  # a screened group's rest will never come: it is given up whole
+                screens.remove(at[at >= 0])  # type: ignore[union-attr]
+            self._parts.step_metrics.add("gen/cancelled", len(issued.ticket))
         return len(issued.ticket)
 
     def drop_carried(self) -> int:
@@ -303,11 +354,19 @@ class Scheduler:
         Checks everything before changing anything: a bad report raises and records nothing, and so does one whose
         policy hook raises or returns what its contract refuses (the memory it wrote is put back).
         Returns the outcome code of each group (``SIGNAL``, ``TOO_EASY``, ``TOO_HARD``, ``FLAT``).
+
+        With screening (``screen_size``) each candidate's row holds its ``n`` rewards: a 2-D array when they all ask
+        for the same number, else one row per candidate (a list of rows). A screen's outcome is that of its k
+        rewards; whether it gets its rest is the policy's :meth:`~snooze.core.policies.Policy.screen` (a rest it
+        gets comes with the next :meth:`propose`); a rest's outcome is that of the whole group, first k and rest.
         """
         cfg, parts = self.config, self._parts
         issued = issued_of(candidates, self.run_id, self.names)
         tickets, ds, rows = issued
         index = parts.pending.locate(issued, candidates)
+        if parts.screens is not None:
+            with parts.round():  # every part of a screening report is recorded, or none
+                return self._report_screening(candidates, issued, index, rewards, tokens)
         arr = check_rewards(rewards, len(tickets), cfg.group_size, cfg.reward_range, cfg.out_of_range)
         counted = None if tokens is None else check_tokens(tokens, len(tickets))
         arr = arr.copy()  # ours from here: the caller may reuse its array (the step's groups and the policy keep it)
@@ -323,6 +382,113 @@ class Scheduler:
         parts.audit.record(audit, outcomes, arr, cfg.reward_range)
         stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)  # fed to the policy only
         parts.step.place(Groups.reported(ds, rows, tickets, outcomes, arr, audit), stale)
+        return outcomes
+
+    def _report_screening(
+        self, candidates: Sequence[Candidate], issued: Any, index: np.ndarray, rewards: Any, tokens: Any
+    ) -> np.ndarray:
+        """:meth:`report` with screening on: the screens decided (stopped ones recorded as groups of k), the rests
+        joined to their first k rewards and recorded as whole groups. Inside the caller's undo."""
+        cfg, parts, screens = self.config, self._parts, self._parts.screens
+        assert screens is not None
+        tickets = issued.ticket
+        at = screens.find(tickets)
+        rest = at >= 0
+        early = rest & ~screens.out[np.maximum(at, 0)] if len(screens.ticket) else rest
+        if early.any():
+            c = candidates[int(np.argmax(early))]
+            raise ReportError(
+                f"candidate {c.dataset!r}/{c.id!r} (ticket {c.ticket}) passed its screen, but the rest of its group "
+                "was not proposed yet; roll out what propose() returns (its rest comes with the next round). "
+                "Nothing was recorded."
+            )
+        first, last = _rewards_by_width(rewards, rest, screens.k, screens.rest, cfg)
+        counted = None if tokens is None else check_tokens(tokens, len(tickets))
+        audit, age = parts.pending.audit[index], parts.pending.ages(index, self.step_index)
+        out = np.empty(len(tickets), dtype=np.int8)
+        done = rest.copy()  # pending entries to pop: the rests, and the screens that stop
+        if not rest.all():
+            sel = np.flatnonzero(~rest)
+            toks = None if counted is None else counted[sel]
+            out[sel], stop = self._screened(issued, sel, first, toks, audit[sel], None if age is None else age[sel])
+            done[sel[stop]] = True
+        if rest.any():
+            sel = np.flatnonzero(rest)
+            toks = None if counted is None else counted[sel]
+            out[sel] = self._completed(issued, sel, at[sel], last, toks, audit[sel], None if age is None else age[sel])
+        parts.pending.pop(index[done])
+        return out
+
+    def _screened(
+        self, issued: Any, sel: np.ndarray, arr: np.ndarray, tokens: np.ndarray | None, audit: np.ndarray, age: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Screens' first k rewards: the policy decides; the stopped ones are groups of k. ``(outcomes, stopped)``."""
+        cfg, parts, screens = self.config, self._parts, self._parts.screens
+        assert screens is not None
+        ds, rows, tickets = issued.ds[sel], issued.row[sel], issued.ticket[sel]
+        outcomes = classify(
+            arr, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
+        )
+        at = parts.memory.offsets[ds] + rows
+        go = parts.policy.screen(parts.memory, Report(ds, at, outcomes, arr, cfg.reward_range))
+        if not (isinstance(go, np.ndarray) and go.dtype == bool and go.shape == (len(sel),)):
+            raise PolicyConformanceError(
+                f"policy {parts.policy.name!r}: screen() returned {type(go).__name__} "
+                f"{getattr(go, 'dtype', '')}{getattr(go, 'shape', '')}; it must return a bool array [{len(sel)}] "
+                "(True: the rest of the group; False: stop after the screen). The report was not recorded"
+            )
+        stop = ~go
+        metrics = parts.step_metrics
+        if stop.any():
+            o, r = outcomes[stop], arr[stop]
+            self._feed_policy(ds[stop], at[stop], o, r, audit[stop])
+            metrics.record_generated(ds[stop], o, r.size, None if tokens is None else tokens[stop])
+            parts.audit.record(audit[stop], o, r, cfg.reward_range)
+            if age is not None:
+                metrics.record_ages(age[stop], cfg.max_staleness)
+            padded = np.full((len(o), cfg.group_size), np.nan)
+            padded[:, : screens.k] = r
+            parts.step.place_stopped(Groups.reported(ds[stop], rows[stop], tickets[stop], o, padded, audit[stop]))
+        if go.any():
+            screens.add(tickets[go], arr[go], None if tokens is None else tokens[go])
+            metrics.add("gen/rollouts", int(np.count_nonzero(go)) * screens.k)
+            if tokens is not None:
+                metrics.add("gen/tokens", int(tokens[go].sum()))
+        screens.count(len(sel), int(np.count_nonzero(stop)))
+        return outcomes, stop
+
+    def _completed(
+        self,
+        issued: Any,
+        sel: np.ndarray,
+        at: np.ndarray,
+        arr: np.ndarray,
+        tokens: np.ndarray | None,
+        audit: np.ndarray,
+        age: Any,
+    ) -> np.ndarray:
+        """Rests of screened groups: joined to their first k rewards, recorded as whole groups."""
+        cfg, parts, screens = self.config, self._parts, self._parts.screens
+        assert screens is not None
+        ds, rows, tickets = issued.ds[sel], issued.row[sel], issued.ticket[sel]
+        whole = np.concatenate([screens.first[at], arr], axis=1)
+        outcomes = classify(
+            whole, cfg.reward_range, cfg.easy_threshold, cfg.hard_threshold, cfg.signal_tol, cfg.reward_band
+        )
+        self._feed_policy(ds, parts.memory.offsets[ds] + rows, outcomes, whole, audit)
+        missing = screens.tokens[at] < 0
+        metrics = parts.step_metrics
+        metrics.record_groups(
+            ds,
+            outcomes,
+            arr.size,
+            0 if tokens is None else int(tokens.sum()),
+            len(sel) if tokens is None else int(np.count_nonzero(missing)),
+        )
+        parts.audit.record(audit, outcomes, whole, cfg.reward_range)
+        stale = None if age is None else metrics.record_ages(age, cfg.max_staleness)
+        parts.step.place(Groups.reported(ds, rows, tickets, outcomes, whole, audit), stale)
+        screens.remove(at)
         return outcomes
 
     def _feed_policy(
@@ -394,7 +560,7 @@ class Scheduler:
         parts, cfg = self._parts, self.config
         closed = parts.step.close(self.step_index, lambda: self.exhausted)
         b = closed.batch
-        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id)
+        cands = Candidates(self.sources, b.ds.astype(np.int64), b.row, b.ticket, self.run_id, cfg.group_size)
         adv = scaled_advantages(b.rewards, cfg.advantage, 1e-6)
         batch = Batch(self.step_index, cands, b.rewards, adv, b.outcome == SIGNAL, closed.record)
         end = StepEnd(
@@ -410,6 +576,8 @@ class Scheduler:
             len(parts.pending),
         )
         batch.metrics = parts.step_metrics.finish(end)
+        if parts.screens is not None:
+            batch.metrics |= parts.screens.finish()
         parts.step.next_step()
         return batch
 
@@ -443,6 +611,8 @@ class Scheduler:
             changes = config_changes(state["meta"]["config"], self.config)
         self._parts = fresh
         self.last_metrics = fresh.step_metrics.cumulative()
+        if fresh.screens is not None:
+            self.last_metrics |= fresh.screens.cumulative()
         if changes:  # allowed (the state does not depend on them), but never unannounced
             log.warning("loaded a state saved under another SchedulerConfig; from now on %s", "; ".join(changes))
 
@@ -515,3 +685,29 @@ def _check_load_args(migrate: Any, previous_datasets: Any, convert: bool = True)
         except DataError as exc:
             raise ConfigError(f"previous_datasets[{name!r}] is not usable data: {exc}") from None
     return out
+
+
+def _rewards_by_width(
+    rewards: Any, rest: np.ndarray, k: int, rest_width: int, cfg: SchedulerConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """A screening report's rewards, checked: ``(first [S, k] of the screens, last [R, G - k] of the rests)``, in
+    report order. One 2-D array when every candidate asks for the same number, else one row per candidate."""
+    n, r = rest.shape[0], int(np.count_nonzero(rest))
+    if r in (0, n):  # all screens, or all rests: one width
+        arr = check_rewards(rewards, n, rest_width if r else k, cfg.reward_range, cfg.out_of_range).copy()
+        empty = np.empty((0, k if r else rest_width), dtype=np.float64)
+        return (empty, arr) if r else (arr, empty)
+    if (isinstance(rewards, np.ndarray) and rewards.dtype != object) or not isinstance(rewards, (Sequence, np.ndarray)):
+        raise RewardError(
+            f"this report mixes screens (n={k}) and rests of screened groups (n={rest_width}): pass one row per "
+            "candidate holding candidates[i].n rewards (a list of rows), not one array. Nothing was recorded."
+        )
+    if len(rewards) != n:
+        raise RewardError(f"rewards have {len(rewards)} rows, expected one per reported candidate ({n})")
+    rows = list(rewards)
+    first = [rows[i] for i in np.flatnonzero(~rest)]
+    last = [rows[i] for i in np.flatnonzero(rest)]
+    return (
+        check_rewards(first, n - r, k, cfg.reward_range, cfg.out_of_range).copy(),
+        check_rewards(last, r, rest_width, cfg.reward_range, cfg.out_of_range).copy(),
+    )

@@ -20,15 +20,21 @@ class Candidate:
     """One prompt issued for rollout. ``dataset`` and ``id`` are its stable identity; ``ticket`` is
     unique per issue (the same prompt drawn twice gets two tickets) and ``run_id`` is the run of the
     scheduler that issued it (:attr:`Scheduler.run_id`): :meth:`Scheduler.report` checks both. ``record``
-    and ``id`` are read from the source on access, so issuing is cheap."""
+    and ``id`` are read from the source on access, so issuing is cheap.
 
-    __slots__ = ("dataset", "ticket", "row", "run_id", "_source")
+    ``n`` is how many rollouts are asked of it now, and how many rewards its report holds: ``group_size`` (a
+    whole group) unless screening is on (``SchedulerConfig.screen_size``): then ``screen_size`` for a screen, and
+    ``group_size - screen_size`` for the rest of a screened group (the same ticket: its rewards join the first).
+    ``n`` is ``None`` only for a candidate built outside a scheduler."""
 
-    def __init__(self, source: Source, row: int, ticket: int, run_id: str = "") -> None:
+    __slots__ = ("dataset", "ticket", "row", "run_id", "n", "_source")
+
+    def __init__(self, source: Source, row: int, ticket: int, run_id: str = "", n: int | None = None) -> None:
         self.dataset = source.name
         self.row = row
         self.ticket = ticket
         self.run_id = run_id
+        self.n = n
         self._source = source
 
     @property
@@ -45,7 +51,7 @@ class Candidate:
         return (self.dataset, self.id)
 
     def __repr__(self) -> str:
-        return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket})"
+        return f"Candidate(dataset={self.dataset!r}, id={self.id!r}, ticket={self.ticket}, n={self.n})"
 
     def __eq__(self, other: object) -> bool:
         mine = (self.ticket, self.dataset, self.row, self.run_id)
@@ -59,16 +65,34 @@ class Candidates(Sequence[Candidate]):
     """What :meth:`Scheduler.propose` returns: a read-only list of :class:`Candidate`, stored as three
     arrays (``ds``, ``row``, ``ticket``; ``[N]`` each) and the ``run_id`` they share, so issuing and
     reporting thousands of candidates costs numpy work, not Python objects. Indexing, slicing and
-    iterating behave like a list."""
+    iterating behave like a list. ``n`` (``[N]`` int64, or ``None`` outside a scheduler): the rollouts asked of
+    each (:attr:`Candidate.n`); :attr:`width` says whether they are all one number."""
 
-    __slots__ = ("_sources", "ds", "row", "ticket", "run_id")
+    __slots__ = ("_sources", "ds", "row", "ticket", "run_id", "n")
 
     def __init__(
-        self, sources: Sequence[Source], ds: np.ndarray, row: np.ndarray, ticket: np.ndarray, run_id: str = ""
+        self,
+        sources: Sequence[Source],
+        ds: np.ndarray,
+        row: np.ndarray,
+        ticket: np.ndarray,
+        run_id: str = "",
+        n: np.ndarray | int | None = None,
     ) -> None:
         self._sources = sources
         self.ds, self.row, self.ticket = ds, row, ticket
         self.run_id = run_id
+        self.n = np.full(ticket.shape[0], n, dtype=np.int64) if isinstance(n, int) else n
+
+    @property
+    def width(self) -> int | None:
+        """The rollouts asked of every candidate when they are all one number (``None``: they differ, then report
+        one row of ``n[i]`` rewards per candidate, or no candidate / no ``n``)."""
+        n = self.n
+        if n is None or not n.shape[0]:
+            return None
+        first = int(n[0])
+        return first if bool((n == first).all()) else None
 
     def __len__(self) -> int:
         return int(self.ticket.shape[0])
@@ -79,13 +103,16 @@ class Candidates(Sequence[Candidate]):
     def __getitem__(self, i: slice) -> Candidates: ...
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, (slice, list, np.ndarray)):
-            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i], self.run_id)
-        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]), self.run_id)
+            n = None if self.n is None else self.n[i]
+            return Candidates(self._sources, self.ds[i], self.row[i], self.ticket[i], self.run_id, n)
+        n = None if self.n is None else int(self.n[i])
+        return Candidate(self._sources[int(self.ds[i])], int(self.row[i]), int(self.ticket[i]), self.run_id, n)
 
     def __iter__(self) -> Iterator[Candidate]:
         sources, run_id = self._sources, self.run_id
-        for d, r, t in zip(self.ds.tolist(), self.row.tolist(), self.ticket.tolist()):
-            yield Candidate(sources[d], r, t, run_id)
+        ns = [None] * len(self) if self.n is None else self.n.tolist()
+        for d, r, t, n in zip(self.ds.tolist(), self.row.tolist(), self.ticket.tolist(), ns):
+            yield Candidate(sources[d], r, t, run_id, n)
 
     def __repr__(self) -> str:
         return f"Candidates({len(self)}: {list(self)[:3]}{'...' if len(self) > 3 else ''})"

@@ -60,6 +60,7 @@ class Roller:
         self.tok = CharTokenizer()
         self.store: dict[int, Group] = {}
         self._born: dict[int, int] = {}  # ticket -> step it was sampled in
+        self._first: dict[int, np.ndarray] = {}  # screening: a screen's k rewards, until its rest comes (the log's)
         self._step = 0
 
     @property
@@ -77,25 +78,74 @@ class Roller:
 
     @torch.no_grad()
     def __call__(self, candidates: Candidates) -> Generated:
-        """The rewards ``[N, G]`` and each group's sampled completion tokens ``[N]`` (EOS included, padding not)."""
+        """The rewards ``[N, G]`` and each group's sampled completion tokens ``[N]`` (EOS included, padding not).
+
+        With partial groups (``SchedulerConfig.screen_size``) each candidate asks for ``candidate.n`` rollouts: the
+        rewards are then one row of ``n`` per candidate (a list when they differ), the rollouts of a screen are kept
+        under its ticket and those of its rest joined to them, so the update sees the whole group; the reward log
+        gets a group when it is whole (a screen that stops after its k rollouts is not logged: docs/concepts.md)."""
+        widths = [self.group_size] * len(candidates) if candidates.n is None else candidates.n.tolist()
         records = [c.record for c in candidates]
         device = next(self.model.parameters()).device
         ids, mask = (torch.from_numpy(x).to(device) for x in self.tok.encode_prompts([r["prompt"] for r in records]))
         was_training = self.model.training
         self.model.eval()
-        out = sample(self.model, ids, mask, self.group_size, self.max_new, self.temperature, self.generator)
+        rewards: list[Any] = [None] * len(candidates)
+        tokens = np.zeros(len(candidates), dtype=np.int64)
+        for g in sorted(set(widths), reverse=True):  # whole groups: one call, as without screening
+            sub = [i for i, w in enumerate(widths) if w == g]
+            at = torch.tensor(sub, device=device)
+            out = sample(self.model, ids[at], mask[at], g, self.max_new, self.temperature, self.generator)
+            texts = [self.tok.decode(t) for t in out.tokens.cpu().numpy()]
+            got = np.array([verify(texts[j], records[sub[j // g]]["answer"]) for j in range(len(texts))])
+            tokens[sub] = out.mask.reshape(len(sub), -1).sum(dim=1).cpu().numpy()
+            for j, n in enumerate(sub):
+                rows = slice(j * g, (j + 1) * g)
+                rewards[n] = got[rows]
+                self._keep(candidates[n].ticket, ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
         self.model.train(was_training)
-        g = self.group_size
-        texts = [self.tok.decode(t) for t in out.tokens.cpu().numpy()]
-        rewards = np.array([verify(texts[i], records[i // g]["answer"]) for i in range(len(texts))]).reshape(-1, g)
-        tokens = out.mask.reshape(len(candidates), -1).sum(dim=1).cpu().numpy().astype(np.int64)  # [N]
-        for n, cand in enumerate(candidates):
-            rows = slice(n * g, (n + 1) * g)
-            self.store[cand.ticket] = Group(ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
-            self._born[cand.ticket] = self._step
-        if self.reward_log is not None:
-            self.reward_log.write(self._step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
-        return Generated(rewards, tokens)  # [N, G], [N]
+        whole, rows_of = self._whole(candidates, widths, rewards)
+        if self.reward_log is not None and whole:
+            done = [candidates[i] for i in whole]
+            self.reward_log.write(self._step, [c.dataset for c in done], [c.id for c in done], np.array(rows_of))
+        if len(set(widths)) > 1:
+            return Generated(rewards, tokens)  # rows of n (screens and rests), [N]
+        return Generated(np.array(rewards).reshape(len(candidates), -1), tokens)  # [N, G] (or [N, n]), [N]
+
+    def _whole(self, candidates: Candidates, widths: list[int], rewards: list[Any]) -> tuple[list[int], list[Any]]:
+        """The candidates whose group is whole now and its ``G`` rewards: every one without screening; with it, the
+        rests (joined to their screen's first k rewards). A screen's rewards are kept until its rest comes."""
+        if all(w == self.group_size for w in widths):
+            return list(range(len(candidates))), rewards
+        whole, rows = [], []
+        for i, c in enumerate(candidates):
+            first = self._first.pop(c.ticket, None)
+            if first is None:
+                self._first[c.ticket] = rewards[i]
+            else:
+                whole.append(i)
+                rows.append(np.concatenate([first, rewards[i]]))
+        return whole, rows
+
+    def _keep(
+        self, ticket: int, prompt: torch.Tensor, tokens: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor
+    ) -> None:
+        """Store a candidate's rollouts under its ticket; the rest of a screened group is joined to its screen."""
+        first = self.store.get(ticket)
+        if first is not None:  # a rest: its screen's k rollouts come first, padded to one length
+            t = max(first.tokens.shape[1], tokens.shape[1])
+
+            def cat(a: torch.Tensor, b: torch.Tensor, value: float | bool) -> torch.Tensor:
+                pad = torch.nn.functional.pad
+                return torch.cat([pad(a, (0, t - a.shape[1]), value=value), pad(b, (0, t - b.shape[1]), value=value)])
+
+            tokens, logp, mask = (
+                cat(first.tokens, tokens, PAD),
+                cat(first.logprobs, logp, 0.0),
+                cat(first.mask, mask, False),
+            )
+        self.store[ticket] = Group(prompt, tokens, logp, mask)
+        self._born[ticket] = self._step
 
     def take(self, candidates: Sequence[Candidate]) -> list[Group]:
         """The stored groups of ``candidates`` (removed from the store)."""
@@ -117,6 +167,7 @@ class Roller:
         keep = {t for t, s in self._born.items() if keep_carried and s == self._step}
         self.store = {t: g for t, g in self.store.items() if t in keep}
         self._born = {t: self._step for t in keep}
+        self._first = {}  # a step finishes every group it screened: what is left stopped after its screen
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Stored groups as a flat ``{"<ticket>/<field>": tensor}`` (loadable with ``weights_only=True``)."""

@@ -58,7 +58,7 @@ import numpy as np
 from snooze._kit.checks import as_int, as_real
 from snooze.core._memory import BLOCKED, EASY_SNOOZED, EXCLUDED, RETIRED, Column, PromptMemory, PromptTable
 from snooze.core._stream import DatasetStream
-from snooze.core.classify import TOO_EASY, TOO_HARD, group_means
+from snooze.core.classify import SIGNAL, TOO_EASY, TOO_HARD, group_means
 from snooze.core.errors import PolicyConformanceError, StateError
 from snooze.core.options import POLICIES, SKIP_RULES, NoOptions, Options, Registry
 
@@ -241,6 +241,16 @@ class Policy(_Plugin):
         skipped, so the audit stays an unbiased sample. A policy may learn from them (a prompt found to carry
         signal comes back early)."""
         return None
+
+    def screen(self, memory: PromptMemory, report: Report) -> np.ndarray:
+        """Partial groups (``SchedulerConfig.screen_size``; docs/concepts.md "Partial groups"): ``report`` holds
+        screens, each prompt's first k rewards (``report.rewards`` ``[N, k]``, ``report.outcomes`` classified on
+        them). Returns ``[N]`` bool: ``True`` asks for the rest of the group (its other G - k rollouts, in the step's
+        next round), ``False`` stops it (its k rewards are its group, reported to :meth:`report` and dropped). The
+        memory is read here, never written. The default continues the screens with signal: k rollouts that
+        disagree prove the group has signal whatever the rest; k that agree stop it (a prompt it is wrong to stop
+        has pass rate p with p**k + (1-p)**k of its screens agreeing)."""
+        return np.asarray(report.outcomes == SIGNAL)
 
     def relax(self, d: int) -> bool:
         """A draw met nothing but prompts of dataset ``d`` skipped by the mask (or blocked) for

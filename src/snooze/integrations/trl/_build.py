@@ -15,6 +15,7 @@ from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig
 from snooze._kit.checks import is_int
+from snooze.integrations.trl import _checks as checks
 from snooze.integrations.trl import _data as data
 
 __all__ = ["check_own", "bind", "fill_args", "reward_weights", "build_scheduler"]
@@ -90,9 +91,11 @@ def build_scheduler(
             f"train_dataset must be a datasets.Dataset (its rows are the prompts), got {type(train_dataset).__name__}"
         )
     if scheduler is not None:
+        checks.refuse_partial_groups(scheduler.config)
         data.check_same_prompts(scheduler, train_dataset)
         return scheduler
     if not is_int(seed) or seed < 0:  # (int() read True as 1 and 0.9 as 0)
         raise IntegrationError(f"GRPOConfig.seed={seed!r}: must be an integer >= 0 (it seeds the scheduler)")
     config = data.scheduler_config(snooze_config, trl_fields, data.reward_range_of(weights), sources, defaults)
+    checks.refuse_partial_groups(config)
     return Scheduler({data.DATASET: data.source_of(train_dataset)}, config, seed=seed)

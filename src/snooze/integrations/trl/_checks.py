@@ -33,6 +33,7 @@ __all__ = [
     "check_trl",
     "internals_of",
     "check_compatible",
+    "refuse_partial_groups",
     "off_boundary_saves",
 ]
 
@@ -153,11 +154,23 @@ def check_trl(version: str, classes: Mapping[str, Any], wanted: Wanted, oldest_t
         )
 
 
+def refuse_partial_groups(cfg: SchedulerConfig) -> None:
+    """Partial groups (``screen_size``) are the reference trainer's: both TRL trainers refuse them by name."""
+    if cfg.screen_size is not None:
+        raise IntegrationError(
+            f"SchedulerConfig.screen_size={cfg.screen_size}: partial groups (a screen of k rollouts, then the rest) "
+            "are not supported by the TRL trainers yet: TRL generates num_generations completions of every prompt it "
+            "is given. Build the scheduler with screen_size=None, or use the reference trainer "
+            "(snooze.trainer.train), which supports it (docs/integrations/trl.md)"
+        )
+
+
 def check_compatible(cfg: SchedulerConfig, args: Any, group_size: int, world: int, parallelism: Any) -> None:
     """Refuse a scheduler whose sizes or order are not TRL's (``args``: the ``GRPOConfig``; ``group_size``:
     its ``num_generations``; ``world``: the processes), or tensor parallelism (``parallelism``: accelerate's
     ``parallelism_config``, or ``None``)."""
     G = group_size
+    refuse_partial_groups(cfg)
     if parallelism is not None and getattr(parallelism, "tp_size", 1) > 1:
         raise IntegrationError(
             f"parallelism_config.tp_size={parallelism.tp_size}: SnoozeGRPOTrainer, like TRL's GRPOTrainer, gives "

@@ -345,6 +345,16 @@ def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[S
     except SnoozeError as exc:
         errors.append(exc)
         return None
+    if scheduler.screen_size is not None:
+        errors.append(
+            IntegrationError(
+                f"{OPTIONS_KEY}.screen_size={scheduler.screen_size}: partial groups (a screen of k rollouts, then the "
+                "rest) are not supported by verl's trainers yet: verl rolls out rollout.n completions of every prompt "
+                "it is given. Leave screen_size unset, or use the reference trainer (snooze.trainer.train), "
+                "which supports it (docs/integrations/verl.md)"
+            )
+        )
+        return None
     return None if len(errors) > before else scheduler
 
 

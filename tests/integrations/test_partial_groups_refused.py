@@ -1,0 +1,85 @@
+"""Partial groups (``SchedulerConfig.screen_size``) are the reference trainer's alone for now: TRL's trainers and
+verl's refuse the option by name, pointing to the reference trainer (docs/integrations/*.md say which support it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import snooze
+
+
+def test_the_trl_trainers_refuse_screening_by_name() -> None:
+    pytest.importorskip("trl", reason="needs the [trl] extra")
+    from snooze.integrations.trl import _checks
+
+    cfg = snooze.SchedulerConfig(batch_size=2, group_size=4, screen_size=2)
+    args = SimpleNamespace(shuffle_dataset=True, generation_batch_size=8)
+    with pytest.raises(snooze.IntegrationError, match=r"screen_size=2: .*not supported .*reference trainer") as err:
+        _checks.check_compatible(cfg, args, 4, 1, None)
+    assert "docs/integrations/trl.md" in str(err.value)
+    _checks.check_compatible(cfg.replace(screen_size=None), args, 4, 1, None)  # the same config without it passes
+
+
+@pytest.mark.parametrize("how", ["snooze_config", "scheduler"])
+def test_snooze_grpo_trainer_refuses_screening_before_any_model_loads(how: str, tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="needs the [trl] extra")
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from integrations import _trl_tiny as tiny
+    from snooze.integrations.trl import SnoozeGRPOTrainer
+
+    rows = Dataset.from_list([{"prompt": p} for p in tiny.LINES])
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4, use_cpu=True)
+    given: dict[str, Any] = {"snooze_config": {"screen_size": 2}}
+    if how == "scheduler":
+        cfg = snooze.SchedulerConfig(batch_size=1, group_size=4, screen_size=2)
+        given = {"scheduler": snooze.Scheduler({"train": [{"id": i} for i in range(len(tiny.LINES))]}, cfg)}
+    with pytest.raises(snooze.IntegrationError, match=r"screen_size=2: .*reference trainer"):
+        SnoozeGRPOTrainer(
+            model=str(tmp_path / "no_such_model"), reward_funcs=tiny.reward_len, args=args, train_dataset=rows, **given
+        )
+
+
+def test_snooze_async_grpo_trainer_refuses_screening_before_any_model_loads(tmp_path: Path) -> None:
+    pytest.importorskip("trl", reason="needs the [trl] extra")
+    from importlib.metadata import version
+
+    from datasets import Dataset
+    from packaging.version import Version
+
+    from integrations import _trl_tiny as tiny
+
+    if Version(version("trl")) < Version("1.16.0"):
+        pytest.skip("SnoozeAsyncGRPOTrainer needs trl >= 1.16.0")
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    from snooze.integrations.trl import SnoozeAsyncGRPOTrainer
+
+    rows = Dataset.from_list([{"prompt": p} for p in tiny.LINES])
+    args = AsyncGRPOConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4, use_cpu=True, bf16=False
+    )
+    with pytest.raises(snooze.IntegrationError, match=r"screen_size=2: .*reference trainer"):
+        SnoozeAsyncGRPOTrainer(
+            model=str(tmp_path / "no_such_model"),
+            reward_funcs=tiny.reward_len,
+            args=args,
+            train_dataset=rows,
+            snooze_config={"screen_size": 2},
+        )
+
+
+def test_verls_trainers_refuse_screening_by_name(tmp_path: Path) -> None:
+    pytest.importorskip("verl", reason="needs the [verl] extra")
+    from integrations._verl_env import compose
+    from snooze.integrations.verl._options import read_options
+
+    config: Any = compose(tmp_path, snooze={"policy": "dynamic_sampling", "screen_size": 2})
+    with pytest.raises(snooze.IntegrationError, match=r"trainer.v1.snooze.screen_size=2: .*reference trainer"):
+        read_options(config)
+    assert read_options(compose(tmp_path, snooze={"policy": "dynamic_sampling"})).scheduler.screen_size is None
