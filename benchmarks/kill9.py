@@ -109,7 +109,7 @@ def _commit_step(sched: snooze.Scheduler, ckpt: Path) -> None:
 def _arm(point: str) -> None:
     """Make this (worker) process SIGKILL itself at ``point`` once armed; hooks the checkpoint
     writer for the two points inside ``save``."""
-    import snooze.core.checkpoint as ck
+    import snooze._kit.checkpoint as ck  # the protocol's module: save_state writes through its names
 
     write, prune = ck._write_atomic, ck._prune
 

@@ -6,6 +6,8 @@
   numbers, probabilities, paths, lists of names...), each worded once;
 - :mod:`snooze._kit.files`: reading only regular files, replacing a file atomically;
 - :mod:`snooze._kit.json`: the one strict JSON reader;
+- :mod:`snooze._kit.checkpoint`: atomic, checksummed, pickle-free state files and their commit record (the
+  scheduler's state and the reference trainer's step folders);
 - :mod:`snooze._kit.record`: a parsed JSON object's fields, checked as the type they must be;
 - :mod:`snooze._kit.state`: the state protocol (``state_dict`` / ``load_state_dict``) and the checks of a
   loaded state's values (an integer or an array in range, or a ``StateError``);

@@ -10,7 +10,7 @@
 
 :func:`commit` writes every file into a new ``.tmp-<hex>`` folder, fsyncs each file and folder,
 renames the folder to ``step-<step>-<hex>`` and fsyncs ``checkpoint/``; then it replaces ``LATEST``
-(written aside, fsynced, renamed, fsynced: ``snooze.core.checkpoint``'s commit record protocol). Only
+(written aside, fsynced, renamed, fsynced: ``snooze._kit.checkpoint``'s commit record protocol). Only
 after that are the older step folders and leftovers of interrupted commits removed; a commit that
 fails (a full disk) removes what it wrote before the error goes on. A kill at any
 moment leaves ``LATEST`` naming a complete step folder (the old one or the new one), or, before the
@@ -33,8 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from snooze._kit.checkpoint import read_committed, read_record
+from snooze._kit.files import fsync_dir as _fsync_dir
 from snooze._kit.files import open_regular
-from snooze.core.checkpoint import _fsync_dir, _write_atomic, read_committed, read_record
+from snooze._kit.files import write_atomic as _write_atomic  # by this name: benchmarks/kill9_trainer.py hooks it
 from snooze.core.errors import StateError
 
 __all__ = ["commit", "committed", "write_atomic", "TRAINER_FORMAT", "TRAINER_VERSION"]
