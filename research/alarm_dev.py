@@ -166,7 +166,8 @@ def cells(runs: Sequence[Run]) -> dict[tuple[str, str], dict[str, Any]]:
         cell["runs"].append(r)
     for cell in out.values():
         cell["gap"] = float(np.mean(list(cell["gaps"].values())))
-        cell["label"] = "healthy" if cell["gap"] >= HEALTHY else "harmful" if cell["gap"] <= HARMFUL else "between"
+        gap = round(cell["gap"], 9)  # a mean of differences of floats: -0.5 must not read -0.5000000000000004
+        cell["label"] = "healthy" if gap >= HEALTHY else "harmful" if gap <= HARMFUL else "between"
     return out
 
 
