@@ -42,6 +42,12 @@ ALARM_REGIMES = {
                          steps=150, temperature=0.7),
     "al-sort-lr": replace(_SMALL, tasks="sort:3-7", fig3_task="sort:3-7", fig3_split=None, pool_size=500, steps=150,
                           lr=1e-4),
+    "al-rev-lr": replace(_SMALL, tasks="rev:3-7", fig3_task="rev:3-7", fig3_split=None, pool_size=400, steps=150,
+                         lr=1e-4),
+    "al-mix-lr": replace(_SMALL, tasks="rev:3-7,sort:3-6", fig3_task="rev:3-7", fig3_split=None, pool_size=300,
+                         steps=150, lr=1e-4),
+    "al-sort-pool": replace(_SMALL, tasks="sort:3-7", fig3_task="sort:3-7", fig3_split=None, pool_size=1000,
+                            steps=150),
     "al-rev-r4": replace(_SMALL, tasks="rev:3-7", fig3_task="rev:3-7", fig3_split=None, pool_size=400, steps=150,
                          max_gen_rounds=4),
     # one task of the sort family at the family's full shape, another pool size than one-task's
@@ -81,7 +87,7 @@ def main() -> None:
     if args.list:
         for name, p in ALARM_REGIMES.items():
             print(f"regime {name}: {p.tasks} pool {p.pool_size} batch {p.batch_size} steps {p.steps} lr {p.lr} "
-                  f"T {p.temperature} model {p.n_layer}x{p.d_model}")  # fmt: skip
+                  f"T {p.temperature} rounds {p.max_gen_rounds} model {p.n_layer}x{p.d_model}")  # fmt: skip
         for name, arm in ARMS.items():
             print(f"arm {name}: {arm.policy} {dict(arm.settings)}")
         return
