@@ -235,6 +235,23 @@ def return_rho(min_returns: int = 30, window: int | None = None) -> Callable[[Ma
     return score
 
 
+def return_excess(prior: float = 10.0, min_returns: int = 30) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
+    """The returns' ratio (:func:`return_rho`) minus the audit's, over the run so far: the audit looks at a skipped
+    prompt when it would have been drawn, the return after it was kept away, so the difference is what keeping it
+    away cost in mastery. The audit's ratio is shrunk by ``prior`` pseudo-groups toward the returns' (no excess
+    claimed before the audit has measured it)."""
+
+    def score(s: Mapping[str, np.ndarray]) -> np.ndarray:
+        q = _drawn_rate(s)
+        n, obs, exp = _cum(s["ret"]), _cum(s["ret_sig"]), _cum(s["ret"] * q)
+        rho_ret = obs / np.maximum(exp, 1e-12)
+        qbar = _cum(s["Ds"]) / np.maximum(_cum(s["D"]), 1)
+        rho_audit = (_cum(s["As"]) + prior * qbar * rho_ret) / (_cum(s["A"] * q) + prior * qbar + 1e-12)
+        return np.where((n >= min_returns) & (exp > 0), rho_ret - rho_audit, np.nan)
+
+    return score
+
+
 def relapse_rate(min_returns: int = 30, window: int | None = None) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
     """The share of returns that are not all-correct (mastery that did not hold)."""
 
@@ -325,6 +342,7 @@ CANDIDATES: dict[str, Callable[[Mapping[str, np.ndarray]], np.ndarray]] = {
     "return fail ratio (30), last 30 steps": fail_ratio("return", 30, 30),
     "return rho": return_rho(),
     "return rho, last 30 steps": return_rho(window=30),
+    "return rho - audit rho": return_excess(),
     "forgetting slope z": forgetting_z(),
     "forgetting share": forgetting_share(),
     "relapse rate": relapse_rate(),
@@ -367,6 +385,15 @@ def best_threshold(scores: Mapping[str, list[tuple[Run, np.ndarray]]], max_fa: f
 
 # -- the issue's synthetic case -----------------------------------------------------------------------------------
 
+SYNTHETIC_POOLS = (300, 1000)
+SYNTHETIC_SEEDS = 5
+"""The synthetic case is run on pools of these sizes, each with these many seeds; a candidate must fire in all."""
+
+
+def _worst(steps: Sequence[int | None]) -> int | None:
+    """The last of the steps at which an alarm fired in each case, ``None`` when it never fired in one of them."""
+    return None if any(t is None for t in steps) else max(steps)  # type: ignore[type-var]
+
 
 def synthetic_evidence(pass_rate: float = 0.8, pool: int = 1000, steps: int = 150, seed: int = 0) -> dict[str, Any]:
     """The issue's case: every prompt at ``pass_rate``, ``snooze.RECOMMENDED``, the default audit share, ``steps``
@@ -405,12 +432,13 @@ def main() -> None:
     parser.add_argument("--cells", action="store_true", help="print the labelled cells only")
     parser.add_argument("--synthetic", action="store_true", help="the pass-rate-0.8 case only")
     parser.add_argument("--max-fa", type=float, default=0.05)
+    parser.add_argument("--guard", default=GUARD_CANDIDATE, help="the candidate the guard's estimate uses")
     args = parser.parse_args()
-    synth = synthetic_evidence()
+    synth = [synthetic_evidence(pool=pool, seed=seed) for pool in SYNTHETIC_POOLS for seed in range(SYNTHETIC_SEEDS)]
     if args.synthetic:
         for name, fn in CANDIDATES.items():
-            x = fn(synth)
-            print(f"{name}: peak {np.nanmax(x) if np.isfinite(x).any() else math.nan:.2f}")
+            peaks = [np.nanmax(fn(x)) if np.isfinite(fn(x)).any() else math.nan for x in synth]
+            print(f"{name}: peak score {min(peaks):.2f} to {max(peaks):.2f}")
         return
     runs = read_runs(args.runs)
     table = cells(runs)
@@ -430,7 +458,7 @@ def main() -> None:
     print(
         "| candidate | threshold (fitted: at most 1 in 20 healthy runs) | false alarms | detected | median detection "
         "step (share of run) | recommended's harmful runs detected | leave one regime out: false alarms, detected | "
-        "synthetic 0.8: fires at step |"
+        f"synthetic 0.8: fires by step (worst of {len(synth)}) |"
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, fn in CANDIDATES.items():
@@ -443,9 +471,21 @@ def main() -> None:
                 f"{m['detected']}/{m['harmful']} | {m['median_share']:.2f} | {m['rec_detected']}/{m['rec_harmful']} | "
                 f"{cv['false_alarms']}/{cv['healthy']}, {cv['detected']}/{cv['harmful']} | {syn} |"
             )
+    guard = args.guard
+    if guard not in CANDIDATES:
+        parser.error(f"--guard {guard!r}: not a candidate; choose from {list(CANDIDATES)}")
+    fn = CANDIDATES[guard]
+    scores = {k: [(r, fn(r.s)) for r in v] for k, v in by_label.items()}
+    thr = best_threshold(scores, args.max_fa)
+    print(f"\nA guard falling back to DAPO when {guard!r} reaches {thr:.3g} (every run, labelled or not):\n")
+    print("| arm | runs | alarmed | saving unguarded | saving guarded (estimate) |\n|---|---|---|---|---|")
+    for arm in sorted({r.arm for r in runs} - {DAPO}):
+        g = guarded_saving(fn, thr, runs, arm)
+        print(f"| {arm} | {g['runs']} | {g['fired']} | {g['plain']:.2f}x | {g['guarded']:.2f}x |")
 
 
 RECOMMENDED_ARM = "snooze-f1-carry"
+GUARD_CANDIDATE = "return rho, last 30 steps"
 
 
 def guarded_saving(
@@ -475,7 +515,7 @@ def guarded_saving(
 def candidate_row(
     fn: Callable[[Mapping[str, np.ndarray]], np.ndarray],
     by_label: Mapping[str, list[Run]],
-    synth: Mapping[str, np.ndarray],
+    synth: Sequence[Mapping[str, np.ndarray]],
     max_fa: float,
     fixed: float | None = None,
 ) -> dict[str, dict[str, Any]]:
@@ -488,7 +528,10 @@ def candidate_row(
         rec = {k: [(r, x) for r, x in v if r.arm == RECOMMENDED_ARM] for k, v in scores.items()}
         mr = evaluate(rec, thr)
         m.update(
-            threshold=thr, synthetic=fire_step(fn(synth), thr), rec_detected=mr["detected"], rec_harmful=mr["harmful"]
+            threshold=thr,
+            synthetic=_worst([fire_step(fn(x), thr) for x in synth]),
+            rec_detected=mr["detected"],
+            rec_harmful=mr["harmful"],
         )
         out[how] = m
     cv = {"false_alarms": 0, "healthy": 0, "detected": 0, "harmful": 0}
