@@ -434,6 +434,8 @@ def main() -> None:
     parser.add_argument("--max-fa", type=float, default=0.05)
     parser.add_argument("--guard", default=GUARD_CANDIDATE, help="the candidate the guard's estimate uses")
     args = parser.parse_args()
+    if args.guard not in CANDIDATES and args.guard not in COMBINATIONS:
+        parser.error(f"--guard {args.guard!r}: not a candidate; choose from {[*CANDIDATES, *COMBINATIONS]}")
     synth = [synthetic_evidence(pool=pool, seed=seed) for pool in SYNTHETIC_POOLS for seed in range(SYNTHETIC_SEEDS)]
     if args.synthetic:
         for name, fn in CANDIDATES.items():
@@ -441,6 +443,8 @@ def main() -> None:
             print(f"{name}: peak score {min(peaks):.2f} to {max(peaks):.2f}")
         return
     runs = read_runs(args.runs)
+    if not runs:
+        parser.error(f"--runs {args.runs}: no finished run there (research/alarm_runs.py --out {args.runs} runs them)")
     table = cells(runs)
     print("| regime | arm | seeds | late gap by seed | mean | label |\n|---|---|---|---|---|---|")
     for (regime, arm), c in sorted(table.items()):
@@ -455,6 +459,14 @@ def main() -> None:
     print(f"\nhealthy runs {len(by_label['healthy'])}, harmful runs {len(by_label['harmful'])}")
     rec = {k: sum(r.arm == RECOMMENDED_ARM for r in v) for k, v in by_label.items()}
     print(f"of them the recommended setting's: healthy {rec['healthy']}, harmful {rec['harmful']}\n")
+    print_candidates(by_label, synth, args.max_fa)
+    print_guard(args.guard, by_label, runs, args.max_fa)
+
+
+def print_candidates(
+    by_label: Mapping[str, list[Run]], synth: Sequence[Mapping[str, np.ndarray]], max_fa: float
+) -> None:
+    """The table of candidates: each alone (:data:`CANDIDATES`), then in pairs (:data:`COMBINATIONS`)."""
     print(
         "| candidate | threshold (fitted: at most 1 in 20 healthy runs) | false alarms | detected | median detection "
         "step (share of run) | recommended's harmful runs detected | leave one regime out: false alarms, detected | "
@@ -462,7 +474,7 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for name, fn in CANDIDATES.items():
-        row = candidate_row(fn, by_label, synth, args.max_fa, {"current (audit/drawn, 50 groups)": 0.5}.get(name))
+        row = candidate_row(fn, by_label, synth, max_fa, {"current (audit/drawn, 50 groups)": 0.5}.get(name))
         for how, m in row.items():
             syn = "never" if m["synthetic"] is None else str(m["synthetic"])
             cv = row["fitted"]["cv"]
@@ -472,7 +484,7 @@ def main() -> None:
                 f"{cv['false_alarms']}/{cv['healthy']}, {cv['detected']}/{cv['harmful']} | {syn} |"
             )
     for name, pair in COMBINATIONS.items():
-        m = either_row(pair, by_label, synth, args.max_fa)
+        m = either_row(pair, by_label, synth, max_fa)
         syn = "never" if m["synthetic"] is None else str(m["synthetic"])
         cv = m["cv"]
         print(
@@ -481,13 +493,19 @@ def main() -> None:
             f"{m['rec_detected']}/{m['rec_harmful']} | "
             f"{cv['false_alarms']}/{cv['healthy']}, {cv['detected']}/{cv['harmful']} | {syn} |"
         )
-    guard = args.guard
-    if guard not in CANDIDATES:
-        parser.error(f"--guard {guard!r}: not a candidate; choose from {list(CANDIDATES)}")
-    fn = CANDIDATES[guard]
-    scores = {k: [(r, fn(r.s)) for r in v] for k, v in by_label.items()}
-    thr = best_threshold(scores, args.max_fa)
-    print(f"\nA guard falling back to DAPO when {guard!r} reaches {thr:.3g} (every run, labelled or not):\n")
+
+
+def print_guard(guard: str, by_label: Mapping[str, list[Run]], runs: Sequence[Run], max_fa: float) -> None:
+    """The saving a guard falling back to DAPO when ``guard`` fires would keep, per arm (:func:`guarded_saving`)."""
+    if guard in COMBINATIONS:
+        fn_a, fn_b = (CANDIDATES[n] for n in COMBINATIONS[guard])
+        t_a, thr = fit_either(fn_a, fn_b, by_label, max_fa)
+        fn, shown = either(fn_a, t_a, fn_b), f"{t_a:.3g}, {thr:.3g}"
+    else:
+        fn = CANDIDATES[guard]
+        thr = best_threshold({k: [(r, fn(r.s)) for r in v] for k, v in by_label.items()}, max_fa)
+        shown = f"{thr:.3g}"
+    print(f"\nA guard falling back to DAPO when {guard!r} fires ({shown}; every run, labelled or not):\n")
     print("| arm | runs | alarmed | saving unguarded | saving guarded (estimate) |\n|---|---|---|---|---|")
     for arm in sorted({r.arm for r in runs} - {DAPO}):
         g = guarded_saving(fn, thr, runs, arm)
@@ -495,7 +513,7 @@ def main() -> None:
 
 
 RECOMMENDED_ARM = "snooze-f1-carry"
-GUARD_CANDIDATE = "return rho, last 30 steps"
+GUARD_CANDIDATE = "given up / found, or audit fail ratio"
 
 
 def guarded_saving(
