@@ -477,7 +477,7 @@ def print_candidates(
         row = candidate_row(fn, by_label, synth, max_fa, {"current (audit/drawn, 50 groups)": 0.5}.get(name))
         for how, m in row.items():
             syn = "never" if m["synthetic"] is None else str(m["synthetic"])
-            cv = row["fitted"]["cv"]
+            cv = m["cv"]
             print(
                 f"| {name} | {m['threshold']:.3g} ({how}) | {m['false_alarms']}/{m['healthy']} | "
                 f"{m['detected']}/{m['harmful']} | {m['median_share']:.2f} | {m['rec_detected']}/{m['rec_harmful']} | "
@@ -547,31 +547,29 @@ def candidate_row(
     max_fa: float,
     fixed: float | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """One candidate's rates at its fitted threshold (and at ``fixed``), with leave-one-regime-out rates: each
-    regime's runs judged at the threshold fitted on the other regimes' healthy runs."""
+    """One candidate's rates at its fitted threshold (or at ``fixed``, a threshold chosen before), with
+    leave-one-regime-out rates: each regime's runs judged at the threshold fitted on the other regimes' healthy
+    runs (at ``fixed``: the same as in-sample)."""
     scores = {k: [(r, fn(r.s)) for r in v] for k, v in by_label.items()}
-    out = {}
-    for how, thr in [("fitted", best_threshold(scores, max_fa))] + ([("as today", fixed)] if fixed is not None else []):
-        m = evaluate(scores, thr)
-        rec = {k: [(r, x) for r, x in v if r.arm == RECOMMENDED_ARM] for k, v in scores.items()}
-        mr = evaluate(rec, thr)
-        m.update(
-            threshold=thr,
-            synthetic=_worst([fire_step(fn(x), thr) for x in synth]),
-            rec_detected=mr["detected"],
-            rec_harmful=mr["harmful"],
-        )
-        out[how] = m
+    how, thr = ("as today", fixed) if fixed is not None else ("fitted", best_threshold(scores, max_fa))
+    m = evaluate(scores, thr)
+    rec = {k: [(r, x) for r, x in v if r.arm == RECOMMENDED_ARM] for k, v in scores.items()}
+    mr = evaluate(rec, thr)
+    m.update(
+        threshold=thr,
+        synthetic=_worst([fire_step(fn(x), thr) for x in synth]),
+        rec_detected=mr["detected"],
+        rec_harmful=mr["harmful"],
+    )
     cv = {"false_alarms": 0, "healthy": 0, "detected": 0, "harmful": 0}
     for regime in sorted({r.regime for v in by_label.values() for r in v}):
         train = {k: [(r, x) for r, x in v if r.regime != regime] for k, v in scores.items()}
         test = {k: [(r, x) for r, x in v if r.regime == regime] for k, v in scores.items()}
-        m = evaluate(test, best_threshold(train, max_fa))
+        mt = evaluate(test, thr if fixed is not None else best_threshold(train, max_fa))
         for k in cv:
-            cv[k] += m[k]
-    out["fitted"]["cv"] = cv
-    if "as today" in out:
-        out["as today"]["cv"] = cv
+            cv[k] += mt[k]
+    m["cv"] = cv
+    out = {how: m}
     return out
 
 
