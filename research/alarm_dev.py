@@ -171,6 +171,22 @@ def cells(runs: Sequence[Run]) -> dict[tuple[str, str], dict[str, Any]]:
     return out
 
 
+def cells_markdown(table: Mapping[tuple[str, str], Mapping[str, Any]], runs: Sequence[Run]) -> str:
+    """The cells as a table: a row per regime (DAPO's mean late accuracy and its seeds), a column per arm: the mean
+    late gap in points over the paired seeds, their number, and the label (healthy, harmful; blank: between)."""
+    arms = sorted({arm for _, arm in table}, key=lambda a: (a != RECOMMENDED_ARM, a))
+    lines = ["| regime | DAPO late avg@k (seeds) | " + " | ".join(arms) + " |", "|---|---|" + "---|" * len(arms)]
+    for regime in sorted({reg for reg, _ in table}):
+        late = [r.late for r in runs if r.arm == DAPO and r.regime == regime]
+        row = [f"{np.mean(late):.3f} ({len(late)})"]
+        for arm in arms:
+            c = table.get((regime, arm))
+            tag = {"healthy": " healthy", "harmful": " **harmful**"}.get(c["label"], "") if c else ""
+            row.append(f"{c['gap']:+.1f} ({len(c['gaps'])}){tag}" if c else "-")
+        lines.append(f"| {regime} | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 # -- candidate statistics: each maps a run's per-step evidence to a score per step (NaN: not enough evidence yet) --
 
 
@@ -446,10 +462,7 @@ def main() -> None:
     if not runs:
         parser.error(f"--runs {args.runs}: no finished run there (research/alarm_runs.py --out {args.runs} runs them)")
     table = cells(runs)
-    print("| regime | arm | seeds | late gap by seed | mean | label |\n|---|---|---|---|---|---|")
-    for (regime, arm), c in sorted(table.items()):
-        gaps = ", ".join(f"{g:+.1f}" for g in c["gaps"].values())
-        print(f"| {regime} | {arm} | {len(c['gaps'])} | {gaps} | {c['gap']:+.2f} | {c['label']} |")
+    print(cells_markdown(table, runs))
     if args.cells:
         return
     by_label: dict[str, list[Run]] = {"healthy": [], "harmful": []}
