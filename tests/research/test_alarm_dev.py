@@ -15,8 +15,11 @@ from alarm_dev import (
     Run,
     best_threshold,
     cells,
+    cells_markdown,
+    either,
     evaluate,
     fire_step,
+    fit_either,
     read_run,
     read_runs,
     relapse_rate,
@@ -118,3 +121,40 @@ def test_the_relapse_rate_waits_for_its_returns() -> None:
     s = {"ret": np.array([10.0, 10.0, 10.0, 10.0]), "rel": np.array([5.0, 1.0, 0.0, 2.0])}
     x = relapse_rate(min_returns=30)(s)
     assert np.isnan(x[:2]).all() and x[2] == pytest.approx(6 / 30) and x[3] == pytest.approx(8 / 40)
+
+
+def test_either_of_two_fires_at_the_first_of_them() -> None:
+    a = lambda s: s["a"]  # noqa: E731
+    b = lambda s: s["b"]  # noqa: E731
+    s = {"a": np.array([0.0, 0.1, 0.9, 0.0]), "b": np.array([np.nan, 0.2, 0.3, 0.4])}
+    score = either(a, 0.5, b)(s)
+    assert np.isnan(score[0]) and score[1] == 0.2 and np.isinf(score[2:]).all()
+    assert fire_step(score, 0.35) == 2 and fire_step(either(a, 1.0, b)(s), 0.35) == 3
+
+
+def test_the_pair_is_fitted_to_spare_the_healthy_runs_and_catch_the_most() -> None:
+    """Healthy runs peak at 0.2 on a and 0.3 on b; one harmful run only a catches (0.5), one only b (0.6), one
+    neither: both are caught with no false alarm, at thresholds just above the healthy peaks."""
+    a = lambda s: s["a"]  # noqa: E731
+    b = lambda s: s["b"]  # noqa: E731
+
+    def run(seed: int, pa: float, pb: float) -> Run:
+        return Run("r", "x", seed, 0.5, 2, {"a": np.array([0.0, pa]), "b": np.array([0.0, pb])})
+
+    runs = {
+        "healthy": [run(0, 0.2, 0.1), run(1, 0.1, 0.3)],
+        "harmful": [run(2, 0.5, 0.0), run(3, 0.0, 0.6), run(4, 0.1, 0.1)],
+    }
+    t_a, t_b = fit_either(a, b, runs, 0.05)
+    assert 0.2 < t_a < 0.21 and 0.3 < t_b < 0.31
+    fn = either(a, t_a, b)
+    m = evaluate({k: [(r, fn(r.s)) for r in v] for k, v in runs.items()}, t_b)
+    assert (m["false_alarms"], m["detected"], m["harmful"]) == (0, 2, 3)
+
+
+def test_the_cells_table_shows_each_arms_gap_seeds_and_label() -> None:
+    runs = [_run("r", "dynamic_sampling", s, 0.50) for s in (100, 101)]
+    runs += [_run("r", "snooze-f1-carry", s, 0.50) for s in (100, 101)] + [_run("r", "filter", 100, 0.40)]
+    text = cells_markdown(cells(runs), runs)
+    assert "| r | 0.500 (2) | +0.0 (2) healthy | -10.0 (1) **harmful** |" in text
+    assert text.splitlines()[0] == "| regime | DAPO late avg@k (seeds) | snooze-f1-carry | filter |"
