@@ -281,13 +281,13 @@ def relapse_rate(min_returns: int = 30, window: int | None = None) -> Callable[[
 
 def given_up_share(prior: float = 3.0) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
     """Signal groups skipping gave up over those the run found, so far: skipped encounters (not rolled out) x
-    ``rho`` x the step's drawn rate, ``rho`` the audit's ratio with ``prior`` pseudo-groups at 1 (as
-    ``snooze/saved/*``)."""
+    ``rho`` x the step's drawn rate, ``rho`` the audit's ratio so far with ``prior`` pseudo-groups at 1 (each at
+    the step's drawn rate, as ``snooze/saved/*``)."""
 
     def score(s: Mapping[str, np.ndarray]) -> np.ndarray:
         q = _drawn_rate(s)
         exp_a = _cum(s["A"] * q)
-        rho = (_cum(s["As"]) + prior * q.mean()) / (exp_a + prior * q.mean() + 1e-12)
+        rho = (_cum(s["As"]) + prior * q) / (exp_a + prior * q + 1e-12)  # the prior at the step's rate, as saved/*
         lost = _cum(np.maximum(s["S"] - s["A"], 0) * q) * rho
         found = _cum(s["Ds"] + s["As"])
         return np.where(found > 0, lost / np.maximum(found, 1e-12), np.nan)
