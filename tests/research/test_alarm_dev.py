@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from alarm_dev import (
+    _RETURN_KEYS,
+    CANDIDATES,
     HARMFUL,
     HEALTHY,
     Run,
@@ -158,3 +160,16 @@ def test_the_cells_table_shows_each_arms_gap_seeds_and_label() -> None:
     text = cells_markdown(cells(runs), runs)
     assert "| r | 0.500 (2) | +0.0 (2) healthy | -10.0 (1) **harmful** |" in text
     assert text.splitlines()[0] == "| regime | DAPO late avg@k (seeds) | snooze-f1-carry | filter |"
+
+
+def test_every_candidate_reads_only_the_evidence_up_to_its_step() -> None:
+    """An alarm runs during the run: each candidate's score at step t is the same whatever the steps after t hold."""
+    rng = np.random.default_rng(0)
+    steps, keys = 120, ("A", "As", "Ap", "D", "Ds", "Dp", "S", *_RETURN_KEYS)
+    s = {k: rng.integers(0, 30, steps).astype(float) for k in keys}
+    s["As"], s["Ds"] = np.minimum(s["As"], s["A"]), np.minimum(s["Ds"], s["D"])
+    s["Ap"], s["Dp"] = np.minimum(s["Ap"], s["A"]), np.minimum(s["Dp"], s["D"])
+    later = {k: np.concatenate([v[:60], rng.permutation(v[60:])]) for k, v in s.items()}
+    for name, fn in CANDIDATES.items():
+        a, b = fn(s)[:60], fn(later)[:60]
+        assert np.array_equal(np.isnan(a), np.isnan(b)) and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)]), name
