@@ -140,13 +140,15 @@ def read_run(run_dir: Path, regime: str, arm: str, seed: int) -> Run | None:
     return Run(regime, arm, seed, _late(lines), steps, s)
 
 
-def read_runs(root: Path) -> list[Run]:
-    """Every finished run under ``root/<regime>/<arm>/seed<k>``."""
+def read_runs(root: Path, seeds: tuple[int, int] | None = None) -> list[Run]:
+    """Every finished run under ``root/<regime>/<arm>/seed<k>`` (``seeds``: only ``k`` in that inclusive range)."""
     runs = []
     for run_dir in sorted(root.glob("*/*/seed*")):
         if not (run_dir / "metrics.jsonl").exists() or not (run_dir / "config.json").exists():
             continue
         regime, arm, seed = run_dir.parent.parent.name, run_dir.parent.name, int(run_dir.name[4:])
+        if seeds is not None and not seeds[0] <= seed <= seeds[1]:
+            continue
         run = read_run(run_dir, regime, arm, seed)
         if run is not None:
             runs.append(run)
@@ -447,6 +449,7 @@ def main() -> None:
     parser.add_argument("--runs", type=Path, default=Path("/work/runs/alarm"))
     parser.add_argument("--cells", action="store_true", help="print the labelled cells only")
     parser.add_argument("--synthetic", action="store_true", help="the pass-rate-0.8 case only")
+    parser.add_argument("--seeds", default=None, help="FIRST-LAST: only these seeds (inclusive); default: every one")
     parser.add_argument("--max-fa", type=float, default=0.05)
     parser.add_argument("--guard", default=GUARD_CANDIDATE, help="the candidate the guard's estimate uses")
     args = parser.parse_args()
@@ -458,7 +461,13 @@ def main() -> None:
             peaks = [np.nanmax(fn(x)) if np.isfinite(fn(x)).any() else math.nan for x in synth]
             print(f"{name}: peak score {min(peaks):.2f} to {max(peaks):.2f}")
         return
-    runs = read_runs(args.runs)
+    try:
+        seeds = tuple(int(x) for x in args.seeds.split("-")) if args.seeds else None
+    except ValueError:
+        parser.error(f"--seeds {args.seeds!r}: give FIRST-LAST, e.g. 100-102")
+    if seeds is not None and (len(seeds) != 2 or seeds[0] > seeds[1]):
+        parser.error(f"--seeds {args.seeds!r}: give FIRST-LAST with FIRST <= LAST, e.g. 100-102")
+    runs = read_runs(args.runs, seeds)  # type: ignore[arg-type]
     if not runs:
         parser.error(f"--runs {args.runs}: no finished run there (research/alarm_runs.py --out {args.runs} runs them)")
     table = cells(runs)
@@ -526,7 +535,7 @@ def print_guard(guard: str, by_label: Mapping[str, list[Run]], runs: Sequence[Ru
 
 
 RECOMMENDED_ARM = "snooze-f1-carry"
-GUARD_CANDIDATE = "given up / found, or audit fail ratio"
+GUARD_CANDIDATE = "given up / found, or relapse rate"
 
 
 def guarded_saving(
