@@ -482,6 +482,12 @@ def main() -> None:
     rec = {k: sum(r.arm == RECOMMENDED_ARM for r in v) for k, v in by_label.items()}
     print(f"of them the recommended setting's: healthy {rec['healthy']}, harmful {rec['harmful']}\n")
     print_candidates(by_label, synth, args.max_fa)
+    factor1 = ("snooze-f1-carry", "snooze-f1")
+    n = {k: sum(r.arm in factor1 for r in v) for k, v in by_label.items()}
+    print(f"\nWithin the factor-1 arms ({n['healthy']} healthy runs, {n['harmful']} harmful), end-of-run AUC:\n")
+    print("| candidate | AUC |\n|---|---|")
+    for name, a in end_of_run_auc(by_label, factor1).items():
+        print(f"| {name} | {a:.2f} |")
     print_guard(args.guard, by_label, runs, args.max_fa)
 
 
@@ -515,6 +521,25 @@ def print_candidates(
             f"{m['rec_detected']}/{m['rec_harmful']} | "
             f"{cv['false_alarms']}/{cv['healthy']}, {cv['detected']}/{cv['harmful']} | {syn} |"
         )
+
+
+def auc(harmful: Sequence[float], healthy: Sequence[float]) -> float:
+    """The chance a harmful run's score is above a healthy run's (ties count half): the area under the ROC curve."""
+    pairs = [(h > g) + 0.5 * (h == g) for h in harmful for g in healthy]
+    return float(np.mean(pairs)) if pairs else math.nan
+
+
+def end_of_run_auc(by_label: Mapping[str, list[Run]], arms: Sequence[str]) -> dict[str, float]:
+    """Per candidate, how well its last score (its last finite one) separates the harmful runs of ``arms`` from
+    their healthy ones, as an AUC; runs where it never had a score are left out."""
+    out = {}
+    for name, fn in CANDIDATES.items():
+        last = {}
+        for label, runs in by_label.items():
+            xs = [fn(r.s) for r in runs if r.arm in arms]
+            last[label] = [float(x[np.isfinite(x)][-1]) for x in xs if np.isfinite(x).any()]
+        out[name] = auc(last["harmful"], last["healthy"])
+    return out
 
 
 def print_guard(guard: str, by_label: Mapping[str, list[Run]], runs: Sequence[Run], max_fa: float) -> None:
