@@ -15,6 +15,7 @@ from alarm_dev import (
     HARMFUL,
     HEALTHY,
     Run,
+    auc,
     best_threshold,
     cells,
     cells_markdown,
@@ -173,3 +174,8 @@ def test_every_candidate_reads_only_the_evidence_up_to_its_step() -> None:
     for name, fn in CANDIDATES.items():
         a, b = fn(s)[:60], fn(later)[:60]
         assert np.array_equal(np.isnan(a), np.isnan(b)) and np.allclose(a[~np.isnan(a)], b[~np.isnan(b)]), name
+
+
+def test_the_auc_is_the_chance_a_harmful_score_beats_a_healthy_one() -> None:
+    assert auc([2.0, 3.0], [1.0]) == 1.0 and auc([1.0], [2.0, 3.0]) == 0.0
+    assert auc([1.0, 3.0], [1.0, 2.0]) == pytest.approx((0.5 + 0 + 1 + 1) / 4) and math.isnan(auc([], [1.0]))
