@@ -48,11 +48,11 @@ ADDED_SINCE_THE_PIN = frozenset(
         ),
         *(f"total/{k}" for k in ("gen_tokens", "tokens_missing", "score_passes", "score_tokens", "cost_rollouts")),
         *("total/cost_tokens", "total/saved_dapo_rollouts", "total/saved_rollout_ratio"),
-        *("snooze/saved/dapo_rollouts", "snooze/saved/rollouts"),
+        *("snooze/saved/dapo_rollouts", "snooze/saved/rollouts", "snooze/audit/alarm"),
     }
 )
-"""Metrics logged since the digests were pinned (the cost counts of issue 52): new keys move no decision and no old
-metric, so the digest leaves them out; every key logged at the pin is in it."""
+"""Metrics logged since the digests were pinned (the cost counts of issue 52, the audit's alarm as a metric): new
+keys move no decision and no old metric, so the digest leaves them out; every key logged at the pin is in it."""
 
 
 def _plain(x: Any) -> Any:
