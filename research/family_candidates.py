@@ -7,8 +7,10 @@
 The family (``snooze.experiments.family``) holds regimes chosen by the criteria of docs/results.md
 ("How the regimes were chosen") on DAPO (``dynamic_sampling``) and plain ``grpo`` alone. These candidates
 move what makes a skipped prompt forgotten: a lower learning rate (smaller updates, as an LLM's) and a
-model 8x larger (more to lose on prompts it stops seeing). Each is a family regime with the fields it
-changes; seeds 0-2 as the family's. The script prints each candidate's criteria from its ``regime.json``.
+model 8x larger (more to lose on prompts it stops seeing); and the group size (G=16, DAPO's own, issue 52), with
+half the groups a step (a step's rollouts as in the family) or the same groups (twice the rollouts). Each is a
+family regime with the fields it changes; seeds 0-2 as the family's. The script prints each candidate's criteria
+from its ``regime.json``.
 Never run a skipping arm here: a candidate enters the family, or not, before any skipping arm runs in it.
 """
 
@@ -32,6 +34,12 @@ CANDIDATES: dict[str, tuple[str, dict[str, Any]]] = {
     "temp-0.7-lr-1e-4": ("temp-0.7", {"lr": 1e-4}),
     "4x128": ("default", _BIG),
     "4x128-lr-1e-4": ("default", {**_BIG, "lr": 1e-4}),
+    # G=16 (issue 52; DAPO's own recipe): half the groups a step, so the rollouts a step stay the family's.
+    "small-pool-g16": ("small-pool", {"group_size": 16, "batch_size": 4}),
+    "default-g16": ("default", {"group_size": 16, "batch_size": 8}),
+    # G=16 at the family's groups a step: twice the rollouts a step.
+    "small-pool-g16-b8": ("small-pool", {"group_size": 16}),
+    "default-g16-b16": ("default", {"group_size": 16}),
 }
 """Candidate name -> (the family regime it starts from, the fields it changes)."""
 

@@ -64,6 +64,9 @@ def test_family_spans_what_it_claims() -> None:
     assert {len(p.tasks.split(",")) for p in FAMILY.values()} == {1, 2}
     assert len({p.temperature for p in FAMILY.values()}) >= 2
     assert all(math.isfinite(p.lr) for p in FAMILY.values())
+    assert {p.group_size for p in FAMILY.values()} == {8, 16}  # G=16 at the default's rollouts a step
+    g16 = FAMILY["g16"]
+    assert g16.batch_size * g16.group_size == FAMILY["default"].batch_size * FAMILY["default"].group_size
 
 
 def test_unknown_regime_is_refused_before_anything_runs(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ Each regime is a :class:`~snooze.experiments.profiles.Profile`, chosen by the cr
 skipping arm was run in it. Together they span the task mix (two tasks, one task), the level ranges,
 the pool size (300 to 3,000 prompts), the rollout temperature (0.4, 0.7), one saturated regime (a
 pool DAPO uses up: most of its late generation is thrown away, every step at ``max_gen_rounds``), and
-three that move forgetting: a third of the learning rate (two regimes) and a model 8x larger.
+three that move forgetting: a third of the learning rate (two regimes) and a model 8x larger, and the group
+size (16 rollouts a prompt, DAPO's own, against 8 elsewhere).
 
 :func:`run_family` runs every regime with :func:`~snooze.experiments.compare.run_compare` into
 ``out/<regime>/``; :mod:`snooze.experiments.family_table` turns the folders into the family's table
@@ -50,6 +51,9 @@ FAMILY: dict[str, Profile] = {
     ),
     # The default regime with a model 8x larger (4 layers x 128): more to lose on prompts it stops seeing.
     "4x128": replace(_BASE, n_layer=4, d_model=128),
+    # G=16, DAPO's own group size (issue 52; research/family_candidates.py, DAPO and GRPO only, seeds 0-2): the
+    # default regime with 8 groups of 16 a step, so a step's rollouts stay the family's 128.
+    "g16": replace(_BASE, group_size=16, batch_size=8),
 }
 """The family's regimes, by name. Each fixed before any skipping arm was run in it."""
 
