@@ -19,6 +19,7 @@ from snooze.experiments.compare import (
     MAIN_ARMS,
     PROFILES,
     RECOMMENDED_ARM,
+    SCREEN_ARMS,
     Arm,
     _data,
     _strata,
@@ -64,7 +65,8 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     )
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
-    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS) | {RECOMMENDED_ARM}  # all but the factor sweep
+    # all but the factor sweep and the screening arms
+    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS) - set(SCREEN_ARMS) | {RECOMMENDED_ARM}
     assert ARMS[RECOMMENDED_ARM].config(PROFILES["quick"], []) == SchedulerConfig(
         batch_size=PROFILES["quick"].batch_size,
         group_size=PROFILES["quick"].group_size,
