@@ -9,6 +9,8 @@ import pytest
 
 from snooze.cli.main import main
 from snooze.experiments.compare import ARMS, DEFAULT_ARMS, PROFILES, RECOMMENDED_ARM, SCREEN_ARMS
+from snooze.experiments.family_table import paired
+from snooze.experiments.summary_file import read_summary
 
 
 def test_screen_arms_are_dapo_and_the_recommended_setting_with_two_screening_rollouts() -> None:
@@ -30,6 +32,7 @@ def test_quick_compare_counts_every_screening_rollout(tmp_path: Path) -> None:
     assert main([*argv, "--arms", ",".join(arms)]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary) == arms
+    table = read_summary(out / "summary.json", "rerun it")  # as the family table reads it
     g, k = PROFILES["quick"].group_size, 2
     for arm in SCREEN_ARMS:
         lines = [json.loads(x) for x in (out / arm / "seed0" / "metrics.jsonl").read_text().splitlines()]
@@ -42,6 +45,8 @@ def test_quick_compare_counts_every_screening_rollout(tmp_path: Path) -> None:
         groups = sum(x["gen/groups"] for x in lines)
         assert rollouts == g * (groups - stopped) + k * stopped, arm
         assert lines[-1]["total/screen_stopped"] == stopped
+        dapo = summary["dynamic_sampling"]["rollouts"]["by_seed"][0]
+        assert paired(table, arm)["rollout_ratio"]["by_seed"] == [dapo / rollouts]  # the family table's ratio
     assert summary["dynamic_sampling"]["rollouts"]["by_seed"] == [g * summary["dynamic_sampling"]["total_gen_groups"]]
-    table = (out / "summary.md").read_text()
-    assert all(f"| {arm} |" in table for arm in arms)
+    printed = (out / "summary.md").read_text()
+    assert all(f"| {arm} |" in printed for arm in arms)
