@@ -13,7 +13,9 @@ work runs seed by seed over the regimes, so a killed invocation leaves whole see
 arm and regime, DAPO's rollouts over the arm's and DAPO's generated tokens over the arm's (the runs' own counts,
 ``total/cost_rollouts`` and ``total/cost_tokens``: a stopped screen's two rollouts are in them), the late avg@8 gap
 to DAPO in points (paired by seed: mean and range), and the share of screens stopped; then each arm pooled over
-the regimes (geometric mean of the ratios, the gap over every regime and seed).
+the regimes (geometric mean of the ratios, the gap over every regime and seed). Beside them, the arm's groups
+trained on and generation rounds over DAPO's: a screening arm finds its signal groups in smaller rounds (k rollouts a
+fresh prompt) under the same ``max_gen_rounds``, so it may train on fewer groups and take more rounds.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ def _read(run_dir: Path) -> dict[str, float] | None:
         "late": r.sampled_late if not math.isnan(r.sampled_late) else r.late_accuracy,
         "screened": t.get("total/screened", 0.0),
         "stopped": t.get("total/screen_stopped", 0.0),
-        "steps": r.steps,
+        "trained": t.get("total/train_groups", math.nan),
+        "rounds": t.get("total/rounds", math.nan),
     }
 
 
@@ -59,7 +62,8 @@ def cells(
     runs: Mapping[tuple[str, str, int], Mapping[str, float]], regimes: Sequence[str], arms: Sequence[str]
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (regime, arm): DAPO's rollouts and tokens over the arm's (totals over the seeds both finished), the late
-    gaps in points paired by seed, the share of screens stopped. ``runs``: ``(regime, arm, seed) -> _read``."""
+    gaps in points paired by seed, the share of screens stopped, and the arm's groups trained on and generation
+    rounds over DAPO's. ``runs``: ``(regime, arm, seed) -> _read``."""
     out = {}
     for regime in regimes:
         for arm in arms:
@@ -78,13 +82,15 @@ def cells(
                 "token_ratio": total(ref, "tokens") / total(mine, "tokens"),
                 "gaps": [100 * (m["late"] - r["late"]) for m, r in zip(mine, ref)],
                 "stopped_share": total(mine, "stopped") / screened if screened else math.nan,
+                "trained_ratio": total(mine, "trained") / total(ref, "trained"),
+                "rounds_ratio": total(mine, "rounds") / total(ref, "rounds"),
             }
     return out
 
 
 def pooled(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], arm: str) -> dict[str, Any]:
-    """One arm over the regimes: geometric means of the ratios, the gap's mean and range over every regime and
-    seed, the regimes' number."""
+    """One arm over the regimes: geometric means of the ratios (trained groups and rounds too), the gap's mean and
+    range over every regime and seed, the regimes' number."""
     mine = [c for (_, a), c in cell_map.items() if a == arm]
     gaps = [g for c in mine for g in c["gaps"]]
 
@@ -97,6 +103,8 @@ def pooled(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], arm: str) -> d
         "runs": len(gaps),
         "rollout_ratio": geo("rollout_ratio"),
         "token_ratio": geo("token_ratio"),
+        "trained_ratio": geo("trained_ratio"),
+        "rounds_ratio": geo("rounds_ratio"),
         "gap_mean": sum(gaps) / len(gaps) if gaps else math.nan,
         "gap_min": min(gaps, default=math.nan),
         "gap_max": max(gaps, default=math.nan),
@@ -106,7 +114,7 @@ def pooled(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], arm: str) -> d
 def table(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], regimes: Sequence[str], arms: Sequence[str]) -> str:
     """The markdown table: one row per regime and arm, then one per arm pooled."""
     head = ["regime", "arm", "seeds", "DAPO/arm rollouts", "DAPO/arm tokens", "late gap, points: mean [min, max]"]
-    lines = ["| " + " | ".join([*head, "stopped"]) + " |", "|" + "---|" * 7]
+    lines = ["| " + " | ".join([*head, "stopped", "trained/DAPO", "rounds/DAPO"]) + " |", "|" + "---|" * 9]
     for regime in regimes:
         for arm in arms:
             c = cell_map.get((regime, arm))
@@ -116,14 +124,16 @@ def table(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], regimes: Sequen
             stopped = "-" if math.isnan(c["stopped_share"]) else f"{c['stopped_share']:.0%}"
             lines.append(
                 f"| {regime} | {arm} | {len(c['seeds'])} | {c['rollout_ratio']:.2f}x | {c['token_ratio']:.2f}x | "
-                f"{sum(g) / len(g):+.2f} [{min(g):+.2f}, {max(g):+.2f}] | {stopped} |"
+                f"{sum(g) / len(g):+.2f} [{min(g):+.2f}, {max(g):+.2f}] | {stopped} | {c['trained_ratio']:.2f} | "
+                f"{c['rounds_ratio']:.2f} |"
             )
     for arm in arms:
         p = pooled(cell_map, arm)
         if p["regimes"]:
             lines.append(
                 f"| pooled ({p['regimes']} regimes) | {arm} | {p['runs']} runs | {p['rollout_ratio']:.2f}x | "
-                f"{p['token_ratio']:.2f}x | {p['gap_mean']:+.2f} [{p['gap_min']:+.2f}, {p['gap_max']:+.2f}] | |"
+                f"{p['token_ratio']:.2f}x | {p['gap_mean']:+.2f} [{p['gap_min']:+.2f}, {p['gap_max']:+.2f}] | | "
+                f"{p['trained_ratio']:.2f} | {p['rounds_ratio']:.2f} |"
             )
     return "\n".join(lines)
 
