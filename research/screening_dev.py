@@ -29,14 +29,20 @@ from pathlib import Path
 from typing import Any
 
 from snooze.experiments.compare import ARMS as COMPARE_ARMS
-from snooze.experiments.compare import RECOMMENDED_ARM, SCREEN_ARMS, run_compare
+from snooze.experiments.compare import RECOMMENDED_ARM, SCREEN_ARMS, Arm, run_compare
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alarm_runs import ALARM_REGIMES  # noqa: E402  (research/ is not a package)
 
 DAPO = "dynamic_sampling"
-ARMS = {n: COMPARE_ARMS[n] for n in (DAPO, RECOMMENDED_ARM, *SCREEN_ARMS)}
-"""DAPO, the recommended setting, and the screening arms of ``snooze compare``."""
+ARMS = {
+    **{n: COMPARE_ARMS[n] for n in (DAPO, RECOMMENDED_ARM, *SCREEN_ARMS)},
+    # DAPO's screening arm with rounds of 32 prompts, for the al-* regimes (batch 8): a round of fresh screens then
+    # holds 64 rollouts, as DAPO's round of 8 whole groups does, so max_gen_rounds bounds the same rollouts
+    "dynamic_sampling-screen2-gb32": Arm("dynamic_sampling-screen2-gb32", "dynamic_sampling", {"screen_size": 2,
+                                         "gen_batch_size": 32}),
+}  # fmt: skip
+"""DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
 
 
 def _read(run_dir: Path) -> dict[str, float] | None:
@@ -154,7 +160,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("/work/runs/screen_dev"))
     parser.add_argument("--regimes", default="al-rev,al-sort,al-mix")
-    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--arms", default=",".join([DAPO, RECOMMENDED_ARM, *SCREEN_ARMS]))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=100)
     parser.add_argument("--jobs", type=int, default=1)

@@ -18,7 +18,8 @@ def _run(rollouts: float, tokens: float, late: float, screened: float = 0.0, sto
 
 
 def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> None:
-    assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS]
+    assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, "dynamic_sampling-screen2-gb32"]
+    assert ARMS["dynamic_sampling-screen2-gb32"].settings == {"screen_size": 2, "gen_batch_size": 32}
 
 
 def test_cells_pair_by_seed_and_pool_geometrically() -> None:
