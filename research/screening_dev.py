@@ -14,8 +14,10 @@ arm and regime, DAPO's rollouts over the arm's and DAPO's generated tokens over 
 ``total/cost_rollouts`` and ``total/cost_tokens``: a stopped screen's two rollouts are in them), the late avg@8 gap
 to DAPO in points (paired by seed: mean and range), and the share of screens stopped; then each arm pooled over
 the regimes (geometric mean of the ratios, the gap over every regime and seed). Beside them, the arm's groups
-trained on and generation rounds over DAPO's: a screening arm finds its signal groups in smaller rounds (k rollouts a
-fresh prompt) under the same ``max_gen_rounds``, so it may train on fewer groups and take more rounds.
+trained on over DAPO's, DAPO's rollouts per group trained on over the arm's ("per trained": the cost of a signal
+group, which ``research/screening_bound.py`` bounds on DAPO's own draws), and the generation rounds over DAPO's: a
+screening arm finds its signal groups in smaller rounds (k rollouts a fresh prompt) under the same
+``max_gen_rounds``, so it may train on fewer groups and take more rounds.
 """
 
 from __future__ import annotations
@@ -68,8 +70,9 @@ def cells(
     runs: Mapping[tuple[str, str, int], Mapping[str, float]], regimes: Sequence[str], arms: Sequence[str]
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Per (regime, arm): DAPO's rollouts and tokens over the arm's (totals over the seeds both finished), the late
-    gaps in points paired by seed, the share of screens stopped, and the arm's groups trained on and generation
-    rounds over DAPO's. ``runs``: ``(regime, arm, seed) -> _read``."""
+    gaps in points paired by seed, the share of screens stopped, the arm's groups trained on over DAPO's, DAPO's
+    rollouts per group trained on over the arm's, and the arm's generation rounds over DAPO's. ``runs``:
+    ``(regime, arm, seed) -> _read``."""
     out = {}
     for regime in regimes:
         for arm in arms:
@@ -89,6 +92,8 @@ def cells(
                 "gaps": [100 * (m["late"] - r["late"]) for m, r in zip(mine, ref)],
                 "stopped_share": total(mine, "stopped") / screened if screened else math.nan,
                 "trained_ratio": total(mine, "trained") / total(ref, "trained"),
+                "per_trained_ratio": (total(ref, "rollouts") / total(ref, "trained"))
+                / (total(mine, "rollouts") / total(mine, "trained")),
                 "rounds_ratio": total(mine, "rounds") / total(ref, "rounds"),
             }
     return out
@@ -110,6 +115,7 @@ def pooled(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], arm: str) -> d
         "rollout_ratio": geo("rollout_ratio"),
         "token_ratio": geo("token_ratio"),
         "trained_ratio": geo("trained_ratio"),
+        "per_trained_ratio": geo("per_trained_ratio"),
         "rounds_ratio": geo("rounds_ratio"),
         "gap_mean": sum(gaps) / len(gaps) if gaps else math.nan,
         "gap_min": min(gaps, default=math.nan),
@@ -120,7 +126,8 @@ def pooled(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], arm: str) -> d
 def table(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], regimes: Sequence[str], arms: Sequence[str]) -> str:
     """The markdown table: one row per regime and arm, then one per arm pooled."""
     head = ["regime", "arm", "seeds", "DAPO/arm rollouts", "DAPO/arm tokens", "late gap, points: mean [min, max]"]
-    lines = ["| " + " | ".join([*head, "stopped", "trained/DAPO", "rounds/DAPO"]) + " |", "|" + "---|" * 9]
+    head += ["stopped", "trained/DAPO", "per trained", "rounds/DAPO"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for regime in regimes:
         for arm in arms:
             c = cell_map.get((regime, arm))
@@ -131,7 +138,7 @@ def table(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], regimes: Sequen
             lines.append(
                 f"| {regime} | {arm} | {len(c['seeds'])} | {c['rollout_ratio']:.2f}x | {c['token_ratio']:.2f}x | "
                 f"{sum(g) / len(g):+.2f} [{min(g):+.2f}, {max(g):+.2f}] | {stopped} | {c['trained_ratio']:.2f} | "
-                f"{c['rounds_ratio']:.2f} |"
+                f"{c['per_trained_ratio']:.2f}x | {c['rounds_ratio']:.2f} |"
             )
     for arm in arms:
         p = pooled(cell_map, arm)
@@ -139,7 +146,7 @@ def table(cell_map: Mapping[tuple[str, str], Mapping[str, Any]], regimes: Sequen
             lines.append(
                 f"| pooled ({p['regimes']} regimes) | {arm} | {p['runs']} runs | {p['rollout_ratio']:.2f}x | "
                 f"{p['token_ratio']:.2f}x | {p['gap_mean']:+.2f} [{p['gap_min']:+.2f}, {p['gap_max']:+.2f}] | | "
-                f"{p['trained_ratio']:.2f} | {p['rounds_ratio']:.2f} |"
+                f"{p['trained_ratio']:.2f} | {p['per_trained_ratio']:.2f}x | {p['rounds_ratio']:.2f} |"
             )
     return "\n".join(lines)
 

@@ -39,6 +39,7 @@ def test_cells_pair_by_seed_and_pool_geometrically() -> None:
     assert a["rollout_ratio"] == pytest.approx(2000 / 1000) and a["token_ratio"] == pytest.approx(20000 / 10000)
     assert a["gaps"] == pytest.approx([1.0, -2.0]) and a["stopped_share"] == pytest.approx(60 / 200)
     assert a["trained_ratio"] == pytest.approx((60 + 80) / 200) and a["rounds_ratio"] == pytest.approx(40 / 20)
+    assert a["per_trained_ratio"] == pytest.approx((2000 / 200) / (1000 / 140))
     assert math.isnan(got["a", DAPO]["stopped_share"]) and got["a", DAPO]["rollout_ratio"] == 1.0
     p = pooled(got, arm)
     assert p["regimes"] == 2 and p["runs"] == 3
@@ -47,5 +48,5 @@ def test_cells_pair_by_seed_and_pool_geometrically() -> None:
     assert p["rounds_ratio"] == pytest.approx(math.sqrt(2.0 * 1.1))
     assert (p["gap_mean"], p["gap_min"], p["gap_max"]) == pytest.approx((-1 / 3, -2.0, 1.0))
     text = table(got, ["a", "b"], [DAPO, arm])
-    assert f"| a | {arm} | 2 | 2.00x | 2.00x | -0.50 [-2.00, +1.00] | 30% | 0.70 | 2.00 |" in text
+    assert f"| a | {arm} | 2 | 2.00x | 2.00x | -0.50 [-2.00, +1.00] | 30% | 0.70 | 1.40x | 2.00 |" in text
     assert f"| pooled (2 regimes) | {arm} | 3 runs | 1.34x |" in text
