@@ -19,6 +19,7 @@ from snooze.experiments.compare import (
     MAIN_ARMS,
     PROFILES,
     RECOMMENDED_ARM,
+    SCREEN_ARMS,
     Arm,
     _data,
     _strata,
@@ -64,7 +65,8 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
     )
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == set(MAIN_ARMS + FIG3_ARMS)
-    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS) | {RECOMMENDED_ARM}  # all but the factor sweep
+    # all but the factor sweep and the screening arms
+    assert set(DEFAULT_ARMS) == set(summary) - set(FACTOR_ARMS) - set(SCREEN_ARMS) | {RECOMMENDED_ARM}
     assert ARMS[RECOMMENDED_ARM].config(PROFILES["quick"], []) == SchedulerConfig(
         batch_size=PROFILES["quick"].batch_size,
         group_size=PROFILES["quick"].group_size,
@@ -79,7 +81,8 @@ def test_quick_profile_writes_every_output(tmp_path: Path, capsys: pytest.Captur
         assert lines[0]["eval/accuracy"] is not None and lines[-1]["eval/accuracy"] is not None
         assert lines[-1]["total/gen_groups"] == s["total_gen_groups"]
         header, *groups = (out / arm / "seed0" / "rewards.jsonl").read_text().splitlines()
-        assert len(groups) == s["total_gen_groups"] and json.loads(header)["policy"] == ARMS[arm].policy
+        whole = s["total_gen_groups"] - lines[-1].get("total/screen_stopped", 0)  # a stopped screen is not logged
+        assert len(groups) == whole and json.loads(header)["policy"] == ARMS[arm].policy
     # every arm starts from the same cached base model
     assert len({summary[a]["base_test_accuracy"] for a in MAIN_ARMS}) == 1
     # grpo generates exactly one round per step; the filtering arms at least that

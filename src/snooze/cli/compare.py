@@ -98,8 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--arms",
         type=_arms,
         default=None,
-        help="comma-separated arms, or all (default: every arm but snooze-f1, snooze-f2 and one-round; the recommended "
-        "setting, snooze-f1-carry, runs)",
+        help="comma-separated arms, or all (default: every arm but snooze-f1, snooze-f2, one-round and the screening "
+        "arms dynamic_sampling-screen2 and snooze-f1-carry-screen2; the recommended setting, snooze-f1-carry, runs)",
     )
     parser.add_argument(
         "--cache",

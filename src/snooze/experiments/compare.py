@@ -5,6 +5,9 @@ warm-up, trained for the same number of steps by :func:`snooze.trainer.loop.trai
 
 - ``grpo``, ``dynamic_sampling``, ``filter``, ``snooze`` (factor ``--factor``, 5), ``snooze-f1`` and
   ``snooze-f2`` (factors 1 and 2) on the task mix;
+- partial groups (docs/concepts.md "Partial groups"): ``dynamic_sampling-screen2`` (DAPO) and
+  ``snooze-f1-carry-screen2`` (the recommended setting), each with ``screen_size=2``: two screening rollouts of a
+  prompt first, its other ``group_size - 2`` only when the two disagree (:data:`SCREEN_ARMS`; not run by default);
 - figure 3: an easy and a hard stratum (levels split in two) of one task at equal weight, under
   ``filter`` (``fig3-filter``), ``snooze`` (``fig3-snooze``) and ``snooze`` with ``mix="quota"``
   (``fig3-snooze-quota``).
@@ -47,6 +50,7 @@ __all__ = [
     "MAIN_ARMS",
     "FIG3_ARMS",
     "FACTOR_ARMS",
+    "SCREEN_ARMS",
     "RECOMMENDED_ARM",
     "run_compare",
     "summary_table",
@@ -120,6 +124,10 @@ ARMS: dict[str, Arm] = {
         # plain GRPO's cost (one round a step, every group trained on, zero-signal ones as padding) with too-easy
         # prompts skipped before rollout: TRL's one-round mode
         Arm("one-round", "snooze", {"options": {"factor": 1}, "max_gen_rounds": 1, "on_short": "pad", "audit": 0.05}),
+        # partial groups (issue 52): DAPO and the recommended setting with 2 screening rollouts of a prompt first, its
+        # rest only when they disagree; every rollout, a stopped screen's 2 too, is in the summary's rollouts
+        Arm("dynamic_sampling-screen2", "dynamic_sampling", {"screen_size": 2}, cost=6),
+        Arm(f"{RECOMMENDED_ARM}-screen2", "snooze", {**_RECOMMENDED_SETTINGS, "audit": 0.05, "screen_size": 2}, cost=5),
         Arm("fig3-filter", "filter", fig3=True, cost=1),
         Arm("fig3-snooze", "snooze", fig3=True, cost=8, defaults=DESIGN_NOTE_SNOOZE),
         Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9, defaults=DESIGN_NOTE_SNOOZE),
@@ -133,10 +141,14 @@ FACTOR_ARMS: dict[str, int] = {
 }
 """Snooze arms at a fixed factor (the ``snooze`` arm takes ``--snooze-factor``, by default
 :data:`DESIGN_NOTE_SNOOZE`)."""
-DEFAULT_ARMS: tuple[str, ...] = tuple(a for a in ARMS if a not in FACTOR_ARMS or a == RECOMMENDED_ARM)
-"""The arms run when ``--arms`` is not given: all but the factor sweep and the one-round arm (the recommended
-setting's arm runs), so the default profile keeps its budget of about 18 minutes on 2 cores (``--arms all``
-adds snooze at factors 1 and 2 and the one-round arm)."""
+SCREEN_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.settings.get("screen_size") is not None)
+"""Arms with partial groups (``screen_size`` set): an arm of the registry plus ``-screen<k>``."""
+DEFAULT_ARMS: tuple[str, ...] = tuple(
+    a for a in ARMS if (a not in FACTOR_ARMS or a == RECOMMENDED_ARM) and a not in SCREEN_ARMS
+)
+"""The arms run when ``--arms`` is not given: all but the factor sweep, the one-round arm and the screening arms (the
+recommended setting's arm runs), so the default profile keeps its budget of about 18 minutes on 2 cores (``--arms all``
+adds snooze at factors 1 and 2, the one-round arm and the screening arms)."""
 
 
 def arm_of(arm: str | Arm) -> Arm:

@@ -108,7 +108,7 @@ class Roller:
         if self.reward_log is not None and whole:
             done = [candidates[i] for i in whole]
             self.reward_log.write(self._step, [c.dataset for c in done], [c.id for c in done], np.array(rows_of))
-        if len(set(widths)) > 1:
+        if len(set(widths)) > 1 or 0 < len(whole) < len(candidates):  # G = 2k: screens and rests of one width
             return Generated(rewards, tokens)  # rows of n (screens and rests), [N]
         return Generated(np.array(rewards).reshape(len(candidates), -1), tokens)  # [N, G] (or [N, n]), [N]
 
