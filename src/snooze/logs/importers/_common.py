@@ -17,6 +17,7 @@ finds the group size and refuses what a replay cannot use, each with one :class:
 
 from __future__ import annotations
 
+import collections
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -360,3 +361,35 @@ def _by_step(groups: Sequence[Group]) -> Iterator[Sequence[Group]]:
             end += 1
         yield groups[start:end]
         start = end
+
+
+def plain_grpo_header(
+    groups: Sequence[Group],
+    report: ImportReport,
+    reward_range: tuple[float, float],
+    source: str,
+    reward_field: str | None,
+    caveats: Sequence[str],
+) -> RewardLogHeader:
+    """The header of a dump of plain GRPO steps (one round, every group trained on), with the report's counts
+    filled in: ``batch_size`` is the groups of a step when every step holds as many, else ``null`` (noted)."""
+    per_step = collections.Counter(g.step for g in groups)
+    batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
+    report.datasets = dict(collections.Counter(g.dataset for g in groups))
+    report.prompts = len({(g.dataset, g.id) for g in groups})
+    if batch is None:
+        report.notes.append("steps hold different numbers of groups: batch_size left null in the header")
+    report.header = RewardLogHeader(
+        group_size=report.group_size,
+        batch_size=batch,
+        gen_batch_size=batch,
+        max_gen_rounds=1,
+        policy="grpo",
+        dynamic_sampling=False,
+        reward_range=reward_range,
+        carry_surplus=False,
+        source=source,
+        reward_field=reward_field,
+        caveats=tuple(caveats),
+    )
+    return report.header

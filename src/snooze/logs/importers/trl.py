@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from snooze.logs.importers._common import (
     Rollout,
     build_groups,
     check_filtered,
+    plain_grpo_header,
     reward_range,
 )
 from snooze.logs.importers._fields import checked, name_number, pattern, reward_problem
@@ -237,23 +237,7 @@ def read_trl(
     if reward_weights is not None:
         caveats.append(f"each reward is the sum of the columns {names} weighted {reward_weights} (--reward-weights)")
     caveats.append("a file of a step that also evaluated may hold evaluation completions (TRL logs both alike)")
-    per_step = Counter(g.step for g in groups)
-    batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
-    report.datasets = dict(Counter(g.dataset for g in groups))
-    report.prompts = len({g.id for g in groups})
     report.notes += [f"note: {c}" for c in caveats]
-    header = RewardLogHeader(
-        group_size=report.group_size,
-        batch_size=batch,
-        gen_batch_size=batch,
-        max_gen_rounds=1,
-        policy="grpo",
-        dynamic_sampling=False,
-        reward_range=rr,
-        carry_surplus=False,
-        source="snooze import trl",
-        reward_field=opts.reward_field if opts.reward_field is not None else "+".join(names),
-        caveats=tuple(caveats),
-    )
-    report.header = header
+    field = opts.reward_field if opts.reward_field is not None else "+".join(names)
+    header = plain_grpo_header(groups, report, rr, "snooze import trl", field, caveats)
     return groups, header, report

@@ -43,6 +43,7 @@ from snooze.logs.importers._common import (
     Rollout,
     build_groups,
     check_filtered,
+    plain_grpo_header,
     reward_range,
 )
 from snooze.logs.importers._fields import checked, name_number, pattern, reward_value
@@ -220,24 +221,5 @@ def read_verl(
     groups = build_groups(rollouts, opts, report)
     rr = reward_range(groups, opts.reward_range, report.source)
     caveats = check_filtered(groups, rr, opts, report)
-    per_step = Counter(g.step for g in groups)
-    batch = next(iter(per_step.values())) if len(set(per_step.values())) == 1 else None
-    report.datasets = dict(Counter(g.dataset for g in groups))
-    report.prompts = len({(g.dataset, g.id) for g in groups})
-    if batch is None:
-        report.notes.append("steps hold different numbers of groups: batch_size left null in the header")
-    header = RewardLogHeader(
-        group_size=report.group_size,
-        batch_size=batch,
-        gen_batch_size=batch,
-        max_gen_rounds=1,
-        policy="grpo",
-        dynamic_sampling=False,
-        reward_range=rr,
-        carry_surplus=False,
-        source="snooze import verl",
-        reward_field=reward_field,
-        caveats=caveats,
-    )
-    report.header = header
+    header = plain_grpo_header(groups, report, rr, "snooze import verl", reward_field, caveats)
     return groups, header, report
