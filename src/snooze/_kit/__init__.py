@@ -11,6 +11,8 @@
 - :mod:`snooze._kit.record`: a parsed JSON object's fields, checked as the type they must be;
 - :mod:`snooze._kit.state`: the state protocol (``state_dict`` / ``load_state_dict``) and the checks of a
   loaded state's values (an integer or an array in range, or a ``StateError``);
+- :mod:`snooze._kit.keys`: the stable key of a JSON value (a prompt without an id), one rule for the TRL adapter and
+  ``snooze import trl``;
 - :mod:`snooze._kit.lazy`: a sub-package's exports imported on first use (heavy dependencies stay unloaded).
 
 Internal: none of it is public API and it may change without notice, but any package may import it

@@ -26,8 +26,6 @@ from ``GRPOConfig``), or a whole ``SchedulerConfig`` (its sizes must then be TRL
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 from collections import Counter
@@ -36,6 +34,7 @@ from typing import Any
 
 from snooze import IntegrationError, Scheduler, SchedulerConfig, Source
 from snooze._kit.checks import finite_float, is_int
+from snooze._kit.keys import json_key
 
 __all__ = [
     "DATASET",
@@ -97,13 +96,12 @@ def prompt_key(prompt: Any, where: str = "a prompt") -> str:
     True
     """
     try:
-        text = json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return json_key(prompt)
     except (TypeError, ValueError) as exc:
         raise IntegrationError(
             f"{where} cannot be keyed ({exc}): without an 'id' column the trainer keys each row by its prompt as "
             "JSON (text or chat messages); add an 'id' column (a unique string or integer per row)"
         ) from None
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _prompts(dataset: Any) -> Sequence[Any]:

@@ -29,13 +29,12 @@ What such a log is, and what the import cannot know (all said in the header's ``
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from snooze._kit.keys import json_key
 from snooze.core.errors import ConfigError, DataError
 from snooze.core.source import read_parquet
 from snooze.logs._header import RewardLogHeader
@@ -70,9 +69,8 @@ _FIXED = ("step", "prompt", "completion", "advantage", "image")
 
 def prompt_key(prompt: Any) -> str:
     """The key ``SnoozeGRPOTrainer`` gives a row without an id: 16 hex digits of the sha256 of the prompt's
-    canonical JSON (``snooze.integrations.trl._data.prompt_key``; the same on the same prompt)."""
-    text = json.dumps(prompt, sort_keys=True, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    canonical JSON (:func:`snooze._kit.keys.json_key`, which the adapter uses too)."""
+    return json_key(prompt)
 
 
 def _folder(path: Path) -> Path:
