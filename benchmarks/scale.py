@@ -125,48 +125,19 @@ def _time_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
     """ms per 1,000 candidates of propose + report + finish_step (rewards made outside the timer).
 
     The median over steps of each step's cost per candidate: robust to other processes on a shared machine."""
-    if getattr(sched.config, "screen_size", None) is not None:
-        return _time_screened_steps(sched, steps, rng)
+    k = getattr(sched.config, "screen_size", None)
     per_step = []
     for _ in range(steps):
         spent, n = 0.0, 0
-        while not sched.batch_full and sched.round < sched.config.max_gen_rounds:
+        while (
+            sched.wants_round() if k is not None else not sched.batch_full and sched.round < sched.config.max_gen_rounds
+        ):
             t0 = time.perf_counter()
             cands = sched.propose()
             spent += time.perf_counter() - t0
             if not cands:
                 break
-            r = _rewards(rng, len(cands))
-            t0 = time.perf_counter()
-            sched.report(cands, r)
-            spent += time.perf_counter() - t0
-            n += len(cands)
-        t0 = time.perf_counter()
-        sched.finish_step()
-        spent += time.perf_counter() - t0
-        per_step.append(1e6 * spent / max(n, 1))
-    return float(np.median(per_step))
-
-
-def _time_screened_steps(sched: Any, steps: int, rng: np.random.Generator) -> float:
-    """:func:`_time_steps` with partial groups (``--screen K``): the loop runs while ``wants_round()``, and each
-    round is reported in two parts of one width each (its rests, ``G - K`` rewards, and its screens, ``K``), the
-    fast spelling of a mixed round. A candidate is one handed out by ``propose`` (a screen or a rest)."""
-    k = sched.config.screen_size
-    per_step = []
-    for _ in range(steps):
-        spent, n = 0.0, 0
-        while sched.wants_round():
-            t0 = time.perf_counter()
-            cands = sched.propose()
-            spent += time.perf_counter() - t0
-            if not cands:
-                break
-            rest = cands.n != k
-            parts = [
-                (cands[rest], _rewards(rng, int(rest.sum()))[:, k:]),
-                (cands[~rest], _rewards(rng, int((~rest).sum()))[:, :k]),
-            ]
+            parts = _reports(cands, k, rng)
             t0 = time.perf_counter()
             for part, r in parts:
                 if len(part):
@@ -178,6 +149,19 @@ def _time_screened_steps(sched: Any, steps: int, rng: np.random.Generator) -> fl
         spent += time.perf_counter() - t0
         per_step.append(1e6 * spent / max(n, 1))
     return float(np.median(per_step))
+
+
+def _reports(cands: Any, k: int | None, rng: np.random.Generator) -> list[tuple[Any, np.ndarray]]:
+    """A round's reports, rewards made outside the timer: one of whole groups; with partial groups (``--screen K``)
+    two of one width each (its rests, ``G - K`` rewards, and its screens, ``K``), the fast spelling of a mixed round.
+    A candidate is one handed out by ``propose`` (a screen or a rest); the loop then runs while ``wants_round()``."""
+    if k is None:
+        return [(cands, _rewards(rng, len(cands)))]
+    rest = cands.n != k
+    return [
+        (cands[rest], _rewards(rng, int(rest.sum()))[:, k:]),
+        (cands[~rest], _rewards(rng, int((~rest).sum()))[:, :k]),
+    ]
 
 
 def bench_snooze(
