@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import snooze
-from snooze.core import _diagnosis
 from snooze.core._audit import audit_budget
 from snooze.core._diagnosis import EXHAUSTED_WINDOW
 from snooze.core._hash import audit_uniform
@@ -85,7 +84,9 @@ def test_the_audit_is_a_random_sample_of_the_skipped_encounters_within_its_budge
     p = np.where(rng.random(n) < easy, rng.uniform(0.85, 1.0, n), rng.uniform(0.2, 0.8, n))
     p[rng.random(n) < 0.3] = 1.0  # some always pass: they are snoozed again and again
     p[:5] = 0.0  # never solved: never snoozed (the hard side is not), always awake
-    cfg = snooze.SchedulerConfig(batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=5), audit=share)
+    cfg = snooze.SchedulerConfig(  # (the guard off: it would roll out every skip once near-mastered prompts relapse)
+        batch_size=8, group_size=G, options=snooze.SnoozeOptions(factor=5), audit=share, guard=False
+    )
     sched = snooze.Scheduler(id_pool(n), cfg, seed=seed)
     rec = _Recorder(sched)
     roll = bernoulli_roller(p, seed + 1)
@@ -173,32 +174,6 @@ def test_a_bad_audit_share_is_refused_and_changes_nothing(bad: object) -> None:
     with pytest.raises(snooze.ConfigError, match=r"audit=.*must be a finite number in \[0, 1\)"):
         cfg.replace(audit=bad)
     assert cfg.to_dict() == before
-
-
-def test_the_audit_alarm_is_a_metric_and_an_info_line_once_when_skipped_prompts_carry_signal(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Pass rate 0.9 everywhere: groups are often all-correct (0.9^4 = 0.66: snoozed) yet a skipped one
-    gives signal as often as a drawn one. The alarm misses the error rates a default warning is held to (issue 49),
-    so it is no WARNING: ``snooze/audit/alarm`` turns 1 at the step it fires and stays 1 (saved with the state),
-    and one INFO line names the rates and what to do."""
-    p = np.full(300, 0.9)
-    sched = snooze.Scheduler(
-        id_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0
-    )
-    with caplog.at_level(logging.INFO, logger="snooze"):
-        alarms = [sched.step(bernoulli_roller(p, 1)).metrics["snooze/audit/alarm"] for _ in range(150)]
-    lines = [r for r in caplog.records if "skipped prompts still carry signal" in r.getMessage()]
-    assert len(lines) == 1 and lines[0].levelno == logging.INFO and "dynamic_sampling" in lines[0].getMessage()
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "carry signal" in r.getMessage()]
-    fired = alarms.index(1)
-    assert 0 < fired and set(alarms[:fired]) == {0} and set(alarms[fired:]) == {1}
-    assert sched.metrics()["total/audit_groups"] >= _diagnosis.AUDIT_MIN_GROUPS
-    again = snooze.Scheduler(
-        id_pool(300), snooze.SchedulerConfig(batch_size=8, group_size=G, policy="snooze", audit=0.3), seed=0
-    )
-    again.load_state_dict(sched.state_dict())
-    assert again.step(bernoulli_roller(p, 2)).metrics["snooze/audit/alarm"] == 1  # the alarm's state is saved
 
 
 def _run(p: np.ndarray, steps: int, caplog: pytest.LogCaptureFixture, **cfg) -> list[dict]:  # noqa: ANN003

@@ -49,6 +49,7 @@ ADDED_SINCE_THE_PIN = frozenset(
         *(f"total/{k}" for k in ("gen_tokens", "tokens_missing", "score_passes", "score_tokens", "cost_rollouts")),
         *("total/cost_tokens", "total/saved_dapo_rollouts", "total/saved_rollout_ratio"),
         *("snooze/saved/dapo_rollouts", "snooze/saved/rollouts", "snooze/audit/alarm"),
+        *(f"snooze/guard/{k}" for k in ("on", "given_up_share", "relapse_rate", "returns")),
     }
 )
 """Metrics logged since the digests were pinned (the cost counts of issue 52, the audit's alarm as a metric): new

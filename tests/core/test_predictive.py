@@ -28,8 +28,10 @@ def _rewards(p: float, seed: int, row: int, k: int) -> list[float]:
 
 
 def _sched(n: int, seed: int, **options) -> snooze.Scheduler:
-    """``options``: the fields of :class:`snooze.PredictiveOptions` (its defaults for the rest)."""
+    """``options``: the fields of :class:`snooze.PredictiveOptions` (its defaults for the rest). The guard is off:
+    these tests watch the policy's own decisions, and their relapsing prompts would turn it on."""
     cfg = snooze.SchedulerConfig(
+        guard=False,
         audit=0.0,
         batch_size=1000,
         group_size=G,

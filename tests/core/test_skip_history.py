@@ -92,9 +92,10 @@ def test_a_half_solved_prompt_is_skipped_at_its_all_correct_chance():
 
 
 def test_regressions_are_counted_once_per_relapse():
-    """A prompt whose groups alternate all-correct / half-correct regresses at every half-correct group."""
+    """A prompt whose groups alternate all-correct / half-correct regresses at every half-correct group (the guard
+    off: half the returns relapse, which would turn it on and roll out every skip)."""
     cfg = snooze.SchedulerConfig(
-        audit=0.0, batch_size=1, group_size=G, options=snooze.SnoozeOptions(factor=K, skip="history")
+        guard=False, audit=0.0, batch_size=1, group_size=G, options=snooze.SnoozeOptions(factor=K, skip="history")
     )
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(5)]}, cfg, seed=1)
     seen: dict[int, int] = {}

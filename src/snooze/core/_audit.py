@@ -22,9 +22,15 @@ at ``meta.metrics.diagnosis`` of the state file). So:
 - a new alarm statistic reads the evidence a step leaves (:attr:`Diagnosis.step`, then the run's
   :attr:`Diagnosis.totals`, in :class:`~snooze.core._diagnosis.Diagnosis`) and keeps its state beside the
   others' (:attr:`Diagnosis.warned`);
-- a guard that makes a run skip less once an alarm fires acts through what this component hands the walk
-  (:attr:`Audit.share` and :attr:`Audit.left`: how many skipped encounters the round still rolls out) and
-  keeps its own state here; neither needs the scheduler changed.
+- the guard acts through what this component hands the walk (:attr:`Audit.walk_share` and :attr:`Audit.left`).
+
+**The guard.** From the step after the skipping alarm fired (:func:`~snooze.core._diagnosis.skipping_costs`) to
+the run's end, a guarded audit (``SchedulerConfig.guard``, on by default) rolls out *every* encounter the policy
+skips: the walk's share is 1 and a round's budget is the round. The policy still decides (its memory, counters and
+masks go on as before, and its metrics still say what it would skip), but nothing it skips is left out of
+generation: the run generates as DAPO does, keeping what the policy does not skip, such as the surplus carried
+(``carry_surplus``). One-way and saved with the alarm's state (``metrics.diagnosis.warned.skipping``), so a
+resumed run stays guarded; ``snooze/guard/on`` is 1 at every step it acts.
 """
 
 from __future__ import annotations
@@ -56,17 +62,29 @@ def audit_budget(share: float, n: int, seed: int, step: int, round_: int) -> int
 
 class Audit:
     """The audit of one scheduler: ``share`` (``SchedulerConfig.audit``), ``seed`` (the scheduler's), ``shape``
-    (the step's sizes, for ``snooze/saved/*``); the round's budget (:attr:`left`) and the diagnosis."""
+    (the step's sizes, for ``snooze/saved/*``), ``guard`` (``SchedulerConfig.guard``); the round's budget
+    (:attr:`left`) and the diagnosis."""
 
-    def __init__(self, share: float = 0.0, seed: int = 0, shape: Shape = _NO_SHAPE) -> None:
-        self.share, self.seed, self.shape = float(share), int(seed), shape
+    def __init__(self, share: float = 0.0, seed: int = 0, shape: Shape = _NO_SHAPE, guard: bool = False) -> None:
+        self.share, self.seed, self.shape, self.guard = float(share), int(seed), shape, bool(guard)
         self.left = 0  # audits the round being drawn may still take (set when a round opens)
         self.diagnosis = Diagnosis()  # the evidence, per step and over the run, and the alarms' state
 
     # -- the rounds ---------------------------------------------------------------------------------
+    @property
+    def guarded(self) -> bool:
+        """Whether the guard acts now: on, and the skipping alarm fired at an earlier step."""
+        return self.guard and self.diagnosis.warned["skipping"]
+
+    @property
+    def walk_share(self) -> float:
+        """The share of skipped encounters a walk rolls out: the audit's, or all of them while guarded."""
+        return 1.0 if self.guarded else self.share
+
     def open_round(self, n: int, step: int, round_: int) -> None:
-        """A generation round of ``n`` candidates opens (``round_``-th of step ``step``): its budget."""
-        self.left = audit_budget(self.share, n, self.seed, step, round_)
+        """A generation round of ``n`` candidates opens (``round_``-th of step ``step``): its budget (the whole
+        round while guarded)."""
+        self.left = int(n) if self.guarded else audit_budget(self.share, n, self.seed, step, round_)
 
     def walked(self, audits: int, auditable: int) -> None:
         """A walk of the round issued ``audits`` audits, among ``auditable`` encounters the policy skipped (the
@@ -82,8 +100,10 @@ class Audit:
         self.diagnosis.record(audit, outcomes, rewards, reward_range)
 
     def finish(self, out: dict[str, Any], bound: bool, counts: tuple[int, int, int, int]) -> None:
-        """The step ended: its metrics into ``out``, the alarms checked (:meth:`Diagnosis.finish`)."""
-        self.diagnosis.finish(out, bound, counts, self.share, self.shape)
+        """The step ended: its metrics into ``out``, the alarms checked (:meth:`Diagnosis.finish`);
+        ``snooze/guard/on``: whether the guard acted at this step (it acts from the step after the alarm)."""
+        out["snooze/guard/on"] = int(self.guarded)
+        self.diagnosis.finish(out, bound, counts, self.share, self.shape, self.guard)
 
     def cumulative(self) -> dict[str, Any]:
         """The run's totals as metrics (``total/audit_*``, ``total/drawn_*``)."""

@@ -8,10 +8,22 @@ turns them into the ``snooze/audit/*``, ``snooze/drawn/*``, ``snooze/saved/*`` a
 alarm reads a finished step's evidence and the totals; its state (which alarms fired) is
 :attr:`Diagnosis.warned`, saved with the rest.
 
-**The audit alarm** (:func:`skipped_carry_signal`). Skipped encounters carry signal at least
-:data:`AUDIT_WARN_RATIO` as often as drawn ones, once both were seen :data:`AUDIT_MIN_GROUPS` times. It is a
-metric (``snooze/audit/alarm``: 1 from the step it fired) and an INFO line once a run, not a warning: it misses the
-error rates a default warning is held to (docs/results.md, "How often the warning is right").
+**The skipping alarm** (:func:`skipping_costs`), which turns the guard on (:class:`~snooze.core._audit.Audit`).
+It fires at the end of the first step at which either
+
+- the signal given up reaches :data:`GIVEN_UP_SHARE` of the signal found: skipped encounters not rolled out, each at
+  its step's drawn signal rate, times the audit's ratio at its lower bound (its signal groups, less :data:`LOWER_Z`
+  standard deviations, over what drawn groups would have given at the same steps), over the run's signal groups
+  (drawn and audited), once :data:`MIN_AUDITS` audit groups are in. It needs the audit (``SchedulerConfig.audit``
+  above 0): without it nothing is measured; or
+- the relapse rate reaches :data:`RELAPSE_RATE`: of the groups of prompts whose previous group was too easy
+  (``EASY_SNOOZED``: the moment a skipping policy skips), at least :data:`MIN_RETURNS` of them, the share not too easy
+  again (the mastery it skipped on did not hold).
+
+Both thresholds were fitted on labelled development runs (``research/alarm_dev.py``; docs/results.md, "How often the
+warning is right"): 1 false alarm in 30 healthy runs, 40 of 57 harmful ones caught. That misses the error rates a
+default warning is held to, so the alarm is a metric (``snooze/audit/alarm``: 1 from the step it fired) and an INFO
+line, not a WARNING; the guard acts on it all the same, since acting costs a healthy run only part of its saving.
 
 **Exhaustion.** When ``max_gen_rounds`` binds at every one of the last :data:`EXHAUSTED_WINDOW` steps
 and those steps trained on less than :data:`EXHAUSTED_USED` of what they generated, the batch cannot be
@@ -37,22 +49,35 @@ from snooze.core.saved import Shape, audit_drawn, dapo_step_groups
 
 __all__ = [
     "Diagnosis",
-    "skipped_carry_signal",
+    "skipping_costs",
+    "guard_scores",
     "EVIDENCE",
-    "AUDIT_MIN_GROUPS",
-    "AUDIT_WARN_RATIO",
+    "GIVEN_UP_SHARE",
+    "RELAPSE_RATE",
+    "MIN_RETURNS",
     "EXHAUSTED_WINDOW",
     "EXHAUSTED_USED",
 ]
 
 log = logging.getLogger("snooze.core.scheduler")  # the scheduler's logger: users filter one name
 
-AUDIT_MIN_GROUPS = 50
-"""Audit groups (and drawn groups) needed before the audit may warn: at 50 groups the standard error of
-a signal rate near 0.3 is about 0.065, small beside the gap the warning looks for."""
-AUDIT_WARN_RATIO = 0.5
-"""Warn when skipped encounters carry signal at least this share as often as drawn ones: skipping then
-gives up half a drawn encounter's worth of signal or more for every encounter it saves."""
+GIVEN_UP_SHARE = 0.45
+"""The alarm fires when the signal groups skipping gave up (at the audit's lower bound, :data:`LOWER_Z`) reach this
+share of those the run found (fitted on development runs: every threshold from 0.35 to 0.5 gave the same error
+rates there)."""
+LOWER_Z = 1.28
+"""The audit's signal count is taken at its one-sided 90% lower bound, ``k - 1.28 sqrt(k)`` (Poisson, normal
+approximation): a run whose skips far outnumber its signal groups multiplies the audit's sampling error, and a
+point estimate (or its prior) fired the alarm in a pool 90% solved, where skipping gives up almost nothing."""
+MIN_AUDITS = 20
+"""Audit groups needed before the given-up share may fire the alarm: before them the audit's ratio is mostly its
+prior (skipped encounters as rich in signal as drawn ones), which claims every skip gave up a drawn group's signal.
+On the development runs no alarm came earlier for it; in small runs with few audits it keeps the prior from firing."""
+RELAPSE_RATE = 0.40
+"""... or when this share of the returns (groups of prompts whose previous group was too easy) is not too easy again
+(fitted on development runs; in the synthetic case where every prompt passes at 0.8 it reaches 0.8-0.95)."""
+MIN_RETURNS = 30
+"""Returns needed before the relapse rate may fire the alarm."""
 EXHAUSTED_WINDOW = 10
 """Steps in a row at which ``max_gen_rounds`` must bind (the batch not full after the last round)."""
 EXHAUSTED_USED = 0.05
@@ -60,11 +85,13 @@ EXHAUSTED_USED = 0.05
 counts as used up. A step that stops at the round limit uses at most ``batch_size / (max_gen_rounds x
 gen_batch_size)`` of it (1/8 at the defaults); 0.05 means less than 40% of each batch was filled."""
 
-_COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips")
-_SUMS = ("audit_pass", "drawn_pass", "dapo_groups", "audit_drawn")
+_COUNTS = ("audit_groups", "audit_signal", "drawn_groups", "drawn_signal", "skips", "returns", "relapses")
+_SUMS = ("audit_pass", "drawn_pass", "dapo_groups", "audit_drawn", "skipped_drawn")
 EVIDENCE = (*_COUNTS, *_SUMS)
-"""A step's evidence (and the run's totals of it): counts (integers) then sums (floats)."""
-ALARMS = ("audit", "exhausted", "unsolved")
+"""A step's evidence (and the run's totals of it): counts (integers) then sums (floats). ``returns`` and
+``relapses`` are groups of prompts whose previous group was too easy, and those of them not too easy again;
+``skipped_drawn`` sums each step's skipped encounters not rolled out times its drawn signal rate."""
+ALARMS = ("skipping", "exhausted", "unsolved")
 """The alarms, each of which warns once a run: their state is :attr:`Diagnosis.warned`."""
 
 _BOUND_WARNINGS = {
@@ -77,14 +104,28 @@ _BOUND_WARNINGS = {
 }
 
 
-def skipped_carry_signal(totals: Mapping[str, float]) -> bool:
-    """The audit alarm's test on the run's evidence: at least :data:`AUDIT_MIN_GROUPS` audit and drawn groups,
-    and the audited signal rate at least :data:`AUDIT_WARN_RATIO` x the drawn one."""
-    if totals["audit_groups"] < AUDIT_MIN_GROUPS or totals["drawn_groups"] < AUDIT_MIN_GROUPS:
-        return False
-    audited = _rate(totals["audit_signal"], totals["audit_groups"])
-    drawn = _rate(totals["drawn_signal"], totals["drawn_groups"])
-    return drawn > 0 and audited >= AUDIT_WARN_RATIO * drawn
+def guard_scores(totals: Mapping[str, float], audit_on: bool) -> tuple[float, float]:
+    """The alarm's two statistics on the run's evidence: ``(given-up share, relapse rate)``. The share: skipped
+    encounters not rolled out, each at its step's drawn signal rate (``skipped_drawn``), times the audit's ratio at its
+    lower bound (its signal groups, less :data:`LOWER_Z` standard deviations, over what drawn groups would have given
+    at the same steps), over the signal groups found; 0 while nothing was found or audited, or with the audit off.
+    The rate: relapses over returns, 0 before any return."""
+    found, k = totals["drawn_signal"] + totals["audit_signal"], totals["audit_signal"]
+    share = 0.0
+    if audit_on and found > 0 and totals["audit_drawn"] > 0:
+        rho = max(k - LOWER_Z * k**0.5, 0.0) / totals["audit_drawn"]
+        share = float(totals["skipped_drawn"] * rho / found)
+    return share, _rate(totals["relapses"], totals["returns"])
+
+
+def skipping_costs(totals: Mapping[str, float], scores: tuple[float, float]) -> bool:
+    """The alarm's test on :func:`guard_scores`: the given-up share at least :data:`GIVEN_UP_SHARE` once
+    :data:`MIN_AUDITS` audit groups are in, or the relapse rate at least :data:`RELAPSE_RATE` once :data:`MIN_RETURNS`
+    returns are in."""
+    share, rate = scores
+    return (totals["audit_groups"] >= MIN_AUDITS and share >= GIVEN_UP_SHARE) or (
+        totals["returns"] >= MIN_RETURNS and rate >= RELAPSE_RATE
+    )
 
 
 class Diagnosis:
@@ -112,6 +153,11 @@ class Diagnosis:
         """Encounters the policy skipped (audited ones among them): the population the audit samples."""
         self.step["skips"] += int(n)
 
+    def add_returns(self, returns: int, relapses: int) -> None:
+        """A report's groups of prompts whose previous group was too easy, and those not too easy again."""
+        self.step["returns"] += int(returns)
+        self.step["relapses"] += int(relapses)
+
     def record(
         self, audit: np.ndarray, outcomes: np.ndarray, rewards: np.ndarray, reward_range: tuple[float, float]
     ) -> None:
@@ -125,14 +171,22 @@ class Diagnosis:
             self.step[f"{name}_pass"] += float(means[sel].sum())
 
     def finish(
-        self, out: dict[str, Any], bound: bool, counts: tuple[int, int, int, int], audit_share: float, shape: Shape
+        self,
+        out: dict[str, Any],
+        bound: bool,
+        counts: tuple[int, int, int, int],
+        audit_share: float,
+        shape: Shape,
+        guard: bool = True,
     ) -> None:
-        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``snooze/saved/*``, ``gen/exhausted``,
-        ``gen/unsolved`` and their totals to ``out``; advance the totals and the window (``counts``: the step's
-        generated, trained, too-easy and too-hard groups; ``shape``: the step's sizes); warn (once per run) when
-        an alarm fires."""
+        """Add the finished step's ``snooze/audit/*``, ``snooze/drawn/*``, ``snooze/saved/*``, ``snooze/guard/*``
+        statistics, ``gen/exhausted``, ``gen/unsolved`` and their totals to ``out``; advance the totals and the window
+        (``counts``: the step's generated, trained, too-easy and too-hard groups; ``shape``: the step's sizes); log
+        (once per run) when an alarm fires (``guard``: whether the guard will act on the skipping alarm)."""
         s, t = self.step, self.totals
         s["audit_drawn"] = audit_drawn(s)
+        drawn_rate = _rate(s["drawn_signal"], s["drawn_groups"])
+        s["skipped_drawn"] = max(int(s["skips"] - s["audit_groups"]), 0) * drawn_rate
         for k in EVIDENCE:
             if k != "dapo_groups":
                 t[k] += s[k]
@@ -148,10 +202,13 @@ class Diagnosis:
             self.warned[side] = True
             gen, used = sum(w[1] for w in self.window), sum(w[2] for w in self.window)
             log.warning(_BOUND_WARNINGS[side], EXHAUSTED_WINDOW, used, gen, 100 * used / gen if gen else 0.0)
-        if not self.warned["audit"] and skipped_carry_signal(t):
-            self.warned["audit"] = True
-            _note_audit(t, audit_share)
-        out["snooze/audit/alarm"] = int(self.warned["audit"])
+        scores = guard_scores(t, audit_share > 0)
+        out["snooze/guard/given_up_share"], out["snooze/guard/relapse_rate"] = scores
+        out["snooze/guard/returns"] = int(t["returns"])
+        if not self.warned["skipping"] and skipping_costs(t, scores):
+            self.warned["skipping"] = True
+            _note_alarm(t, scores, guard)
+        out["snooze/audit/alarm"] = int(self.warned["skipping"])
         self.start_step()
 
     def cumulative(self) -> dict[str, Any]:
@@ -217,25 +274,27 @@ class Diagnosis:
         self.warned = {k: bool(warned.get(k, False)) for k in self.warned}
 
 
-def _note_audit(t: Mapping[str, float], audit_share: float) -> None:
-    """The audit's alarm, logged at INFO, not WARNING: measured as a test on labelled development runs it alarmed 3
-    healthy runs in 30 and caught 31 harmful ones in 57 (docs/results.md, "How often the warning is right"), short
-    of the 1 in 20 and 80% a warning given by default is held to; ``snooze/audit/alarm`` records it."""
-    audited, drawn = _rate(t["audit_signal"], t["audit_groups"]), _rate(t["drawn_signal"], t["drawn_groups"])
-    given_up = max(int(t["skips"] - t["audit_groups"]), 0) * audited
+def _note_alarm(t: Mapping[str, float], scores: tuple[float, float], guard: bool) -> None:
+    """The skipping alarm, logged at INFO, not WARNING: measured as a test on labelled development runs it alarmed 1
+    healthy run in 30 and caught 40 harmful ones in 57 (docs/results.md, "How often the warning is right"), short of
+    the 1 in 20 and 80% a warning given by default is held to; ``snooze/audit/alarm`` records it, and the guard (on
+    unless ``SchedulerConfig.guard=False``) acts on it from the next step."""
+    share, rate = scores
     log.info(
-        "skipped prompts still carry signal: %d audited skipped encounters (audit=%g) gave a signal group "
-        "%.0f%% of the time, drawn ones %.0f%% (%d groups); skipping has given up about %.0f signal groups "
-        "so far, against %.0f the run found. The recommended setting shows this too (docs/sizing.md): judge "
-        "it by late accuracy, and if it lags a DAPO run's, lower SnoozeOptions.factor (or "
-        "PredictiveOptions.margin) or use policy='dynamic_sampling' to skip nothing",
-        t["audit_groups"],
-        audit_share,
-        100 * audited,
-        100 * drawn,
-        t["drawn_groups"],
-        given_up,
+        "skipping is giving up signal: it skipped encounters worth about %.0f%% of the %d signal groups the run found "
+        "(alarm at %.0f%%), and %d of %d prompts that came back after a too-easy group were not too easy again (alarm "
+        "at %.0f%% of at least %d). %s. Judge the run by late accuracy beside a DAPO run's",
+        100 * share,
         t["drawn_signal"] + t["audit_signal"],
+        100 * GIVEN_UP_SHARE,
+        t["relapses"],
+        t["returns"],
+        100 * RELAPSE_RATE,
+        MIN_RETURNS,
+        "From the next step every encounter the policy skips is rolled out (the guard; SchedulerConfig.guard=False "
+        "keeps skipping)"
+        if guard
+        else "The guard is off (SchedulerConfig.guard=False): skipping goes on",
     )
 
 

@@ -217,8 +217,9 @@ class _Walker:
 
     def leap(self, active: list[int]) -> bool:
         """Nothing awake: count down by arithmetic, not pass by pass (the audit samples the encounters a walk
-        looks at, never the ones it leaps over). Whether it spent anything."""
-        if not all(asleep_all(self.tables[d]) for d in active):
+        looks at, never the ones it leaps over; a walk that rolls out every skipped encounter, the guard's, never
+        leaps). Whether it spent anything."""
+        if self.audit >= 1.0 or not all(asleep_all(self.tables[d]) for d in active):
             return False
         leapt = leap(self.tables, self.streams, self.weights, self.drawn + np.array(self.out.encounters), active)
         for d, used, skipped, blocked, down, _by in leapt:

@@ -206,10 +206,17 @@ def envelope(state: Mapping[str, Any]) -> tuple[Mapping[str, Any], Mapping[str, 
     return meta, arrays
 
 
+_ADDED_FIELDS = frozenset({"screen_size", "guard"})
+"""``SchedulerConfig`` fields added since states were first written: a saved config without one was written before
+it existed, and it counts as the field's default (as :func:`~snooze.core.config.config_changes` reads it)."""
+
+
 def _check_config(saved: Mapping[str, Any]) -> None:
     """``meta.config`` is a whole config, one :meth:`SchedulerConfig.from_dict` takes (the check
-    ``Scheduler.load`` makes when it builds the scheduler from it), or a :class:`StateError` naming the field."""
-    missing = [f.name for f in dataclasses.fields(SchedulerConfig) if f.name not in saved]
+    ``Scheduler.load`` makes when it builds the scheduler from it), or a :class:`StateError` naming the field. A
+    field added since states were first written (:data:`_ADDED_FIELDS`) may be missing."""
+    fields = dataclasses.fields(SchedulerConfig)
+    missing = [f.name for f in fields if f.name not in saved and f.name not in _ADDED_FIELDS]
     if missing:
         raise StateError(f"config lacks field(s) {missing}; the state is corrupt")
     try:

@@ -205,6 +205,14 @@ class SchedulerConfig:
     on). ``None`` (off): every candidate is a whole group. An integer with ``2 <= screen_size < group_size``;
     not with ``policy="grpo"``, which trains on every group."""
 
+    guard: bool = True
+    """The guard (docs/concepts.md "The guard"): once the skipping alarm fires (``snooze/audit/alarm``: skipping has
+    given up much of the signal the run finds, or prompts skipped as mastered often come back not mastered), every
+    encounter the policy skips is rolled out from the next step on, so the run generates as DAPO does, keeping the
+    carried surplus; ``snooze/guard/on`` says when it acts. Nothing changes for a policy that skips nothing
+    (``dynamic_sampling``, ``grpo``). Its given-up half needs the audit (``audit`` above 0). ``False``: the alarm is
+    a metric only and skipping goes on."""
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         """Fields by name (or, in their order, by position). An unknown keyword is a :class:`ConfigError`
         naming the nearest field, and for a policy's option (``snooze_factor=5``) the options class that
@@ -234,7 +242,7 @@ class SchedulerConfig:
             _set(self, "policy", POLICIES.aliases[self.policy])
         for name in ("policy", "on_short", "mix", "advantage", "out_of_range"):
             _check_choice(self, name)
-        for name in ("carry_surplus", "shuffle"):
+        for name in ("carry_surplus", "shuffle", "guard"):
             _set(self, name, as_bool(getattr(self, name), name))
         easy, hard, tol = check_thresholds(self.easy_threshold, self.hard_threshold, self.signal_tol)
         _set(self, "easy_threshold", easy)

@@ -28,12 +28,12 @@ from snooze.core._components import Components
 from snooze.core._cost import check_scoring, check_tokens
 from snooze.core._draw import Walk, walk, walk_quota
 from snooze.core._groups import Groups
-from snooze.core._memory import FLAG_BITS
+from snooze.core._memory import EASY_SNOOZED, FLAG_BITS
 from snooze.core._metrics import StepEnd
 from snooze.core._stage import last_wins, named_ids
 from snooze.core._state import envelope, pack, reading, unpack
 from snooze.core.advantages import scaled_advantages
-from snooze.core.classify import SIGNAL, check_rewards, classify
+from snooze.core.classify import SIGNAL, TOO_EASY, check_rewards, classify
 from snooze.core.config import SchedulerConfig, config_changes
 from snooze.core.errors import ConfigError, DataError, PolicyConformanceError, ReportError, RewardError
 from snooze.core.policies import Report, check_changes
@@ -281,7 +281,7 @@ class Scheduler:
             parts.mix.drawn,
             need,
             only,
-            parts.audit.share,
+            parts.audit.walk_share,
             parts.audit.left,
         )
         parts.step_metrics.add_skips(w.skipped, w.blocked)
@@ -497,6 +497,8 @@ class Scheduler:
         """The policy learns from the report's groups (:meth:`Policy.report`) and from its audit groups apart
         (:meth:`Policy.audited`: nothing by default). The memory's cached counts are derived from what it wrote."""
         parts = self._parts
+        returned = (parts.memory.columns["flags"][at] & EASY_SNOOZED) != 0  # the previous group was too easy
+        parts.audit.diagnosis.add_returns(int(returned.sum()), int(np.count_nonzero(returned & (outcomes != TOO_EASY))))
         hooks = [(parts.policy.report, ~audit)] + ([(parts.policy.audited, audit)] if audit.any() else [])
         accepted = []
         for hook, sel in hooks:
