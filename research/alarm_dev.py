@@ -297,6 +297,38 @@ def given_up_share(prior: float = 3.0) -> Callable[[Mapping[str, np.ndarray]], n
     return score
 
 
+def given_up_lower(z: float, min_audits: int) -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
+    """:func:`given_up_share` with the audit's ratio at its one-sided lower bound (its signal groups ``k`` less ``z``
+    standard deviations, ``k - z sqrt(k)``, Poisson) and no prior, from ``min_audits`` audit groups on: the shipped
+    alarm's half (``snooze.core._diagnosis.guard_scores``)."""
+
+    def score(s: Mapping[str, np.ndarray]) -> np.ndarray:
+        q = _drawn_rate(s)
+        exp_a, k = _cum(s["A"] * q), _cum(s["As"])
+        rho = np.maximum(k - z * np.sqrt(k), 0.0) / np.maximum(exp_a, 1e-12)
+        lost = _cum(np.maximum(s["S"] - s["A"], 0) * q) * rho
+        found = _cum(s["Ds"] + s["As"])
+        out = np.where((found > 0) & (exp_a > 0), lost / np.maximum(found, 1e-12), np.nan)
+        out[_cum(s["A"]) < min_audits] = np.nan
+        return out
+
+    return score
+
+
+def shipped_alarm() -> Callable[[Mapping[str, np.ndarray]], np.ndarray]:
+    """The alarm as the scheduler ships it (its constants read from ``snooze.core._diagnosis``): the given-up share at
+    its lower bound reaching ``GIVEN_UP_SHARE``, or the relapse rate reaching ``RELAPSE_RATE`` from ``MIN_RETURNS``
+    returns on; a score that reaches 1 at the step it fires (so judged at threshold 1)."""
+    from snooze.core import _diagnosis as d
+
+    def score(s: Mapping[str, np.ndarray]) -> np.ndarray:
+        a = given_up_lower(d.LOWER_Z, d.MIN_AUDITS)(s) / d.GIVEN_UP_SHARE
+        b = relapse_rate(d.MIN_RETURNS)(s) / d.RELAPSE_RATE
+        return np.fmax(a, b)
+
+    return score
+
+
 def skipped_share(s: Mapping[str, np.ndarray]) -> np.ndarray:
     """Encounters skipped (not rolled out) over encounters met, so far."""
     skip = _cum(np.maximum(s["S"] - s["A"], 0))
@@ -366,6 +398,7 @@ CANDIDATES: dict[str, Callable[[Mapping[str, np.ndarray]], np.ndarray]] = {
     "relapse rate": relapse_rate(),
     "relapse rate, last 30 steps": relapse_rate(window=30),
     "given up / found": given_up_share(),
+    "given up / found, 90% lower bound": given_up_lower(1.28, 20),
     "skipped share": skipped_share,
 }
 
@@ -418,7 +451,7 @@ def synthetic_evidence(pass_rate: float = 0.8, pool: int = 1000, steps: int = 15
     steps; the per-step evidence as :func:`read_run` reads it from logs."""
     import snooze
 
-    cfg = snooze.SchedulerConfig(**snooze.RECOMMENDED)
+    cfg = snooze.SchedulerConfig(**snooze.RECOMMENDED, guard=False)  # the evidence of a run nothing acted on
     sched = snooze.Scheduler({"d": [{"id": i} for i in range(pool)]}, cfg, seed=seed)
     rng = np.random.default_rng(seed + 1)
     lines, groups = [], []
@@ -521,6 +554,13 @@ def print_candidates(
             f"{m['rec_detected']}/{m['rec_harmful']} | "
             f"{cv['false_alarms']}/{cv['healthy']}, {cv['detected']}/{cv['harmful']} | {syn} |"
         )
+    m = candidate_row(shipped_alarm(), by_label, synth, max_fa, 1.0)["as today"]
+    syn = "never" if m["synthetic"] is None else str(m["synthetic"])
+    print(
+        f"| **the shipped alarm** (given up, lower bound, >= 0.45, or relapse rate >= 0.40) | fixed | "
+        f"{m['false_alarms']}/{m['healthy']} | {m['detected']}/{m['harmful']} | {m['median_share']:.2f} | "
+        f"{m['rec_detected']}/{m['rec_harmful']} | (fixed: as in-sample) | {syn} |"
+    )
 
 
 def auc(harmful: Sequence[float], healthy: Sequence[float]) -> float:
@@ -662,6 +702,7 @@ COMBINATIONS = {
     "given up / found, or audit fail ratio": ("given up / found", "audit fail ratio (10 groups)"),
     "given up / found, or return fail ratio": ("given up / found", "return fail ratio (30)"),
     "given up / found, or relapse rate": ("given up / found", "relapse rate"),
+    "given up / found (lower bound), or relapse rate": ("given up / found, 90% lower bound", "relapse rate"),
     "skipped share, or return fail ratio": ("skipped share", "return fail ratio (30)"),
 }
 """Two candidates, either of which fires the alarm: a measure of how much skipping gives up, and one of whether

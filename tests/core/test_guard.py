@@ -149,3 +149,20 @@ def test_a_guarded_walk_never_leaps_over_sleeping_prompts() -> None:
 def test_a_bad_guard_is_refused(bad: object) -> None:
     with pytest.raises(snooze.ConfigError, match="guard"):
         snooze.SchedulerConfig(policy="snooze", guard=bad)
+
+
+def test_a_state_written_before_the_guard_field_existed_loads_with_its_default() -> None:
+    """A saved config without ``guard`` (or ``screen_size``, the other field added since states were first written)
+    was written before the field existed: it loads, the field at its default; any other missing field is corrupt."""
+    cfg = snooze.SchedulerConfig(**snooze.RECOMMENDED)
+    sched = snooze.Scheduler(_pool(50), cfg, seed=0)
+    _steps(sched, _roller(0.8, 1), 3)
+    state = copy.deepcopy(sched.state_dict())
+    for field in ("guard", "screen_size"):
+        del state["meta"]["config"][field]
+    again = snooze.Scheduler(_pool(50), cfg, seed=0)
+    again.load_state_dict(state)
+    assert again.step(_roller(0.8, 2)).metrics["gen/groups"] > 0
+    del state["meta"]["config"]["epochs"]
+    with pytest.raises(snooze.StateError, match=r"config lacks field\(s\) \['epochs'\]"):
+        snooze.Scheduler(_pool(50), cfg, seed=0).load_state_dict(state)
