@@ -2,9 +2,15 @@
 default since the guard exists) beside the same arm without it (the runs ``research/alarm_runs.py`` made before the
 guard existed, the audit at 0.05 in both), each paired with DAPO on the same seed.
 
-    nice -n 19 .venv/bin/python research/alarm_runs.py --out /work/runs/guard_dev --arms snooze-f1-carry,snooze-f5 \\
-        --regimes al-mix,al-mix-lr,... --seeds 3 --jobs 2 --threads 1     # the guarded runs (DAPO's linked in)
-    .venv/bin/python research/guard_dev.py --guarded /work/runs/guard_dev --unguarded /work/runs/alarm
+    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 0/2 &    # the guarded runs, in two processes
+    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 1/2
+    .venv/bin/python research/guard_dev.py                                  # the table
+
+``--run`` trains only the runs whose alarm fires: a guarded run is bit-identical to the unguarded one until the step
+after its alarm (``tests/core/test_guard.py``), so where the shipped rule (``alarm_dev.shipped_alarm``, the
+scheduler's constants) does not fire on the unguarded run's own logs, that run is linked in as the guarded one, and
+DAPO's runs are linked in too. The fire steps of the runs trained are checked against the prediction (the table's
+"alarm fired" column is read from the guarded runs' own ``snooze/audit/alarm``).
 
 Per arm and regime: DAPO's rollouts over the arm's (geometric mean over the paired seeds), the mean late gap to DAPO
 in points (held-out avg@8, the last three evaluations), and how many runs the alarm fired in (the guard acts from the
@@ -109,12 +115,58 @@ def table(guarded: Path, unguarded: Path, arm: str) -> str:
     return "\n".join(out)
 
 
+def plan(unguarded: Path, arms: list[str], seeds: tuple[int, int]) -> dict[tuple[str, str, int], int | None]:
+    """Each unguarded run of ``arms`` (seeds in the inclusive range) -> the step the shipped alarm fires on its logs."""
+    import alarm_dev
+
+    fn = alarm_dev.shipped_alarm()
+    return {
+        (r.regime, r.arm, r.seed): alarm_dev.fire_step(fn(r.s), 1.0)
+        for r in alarm_dev.read_runs(unguarded, seeds)
+        if r.arm in arms
+    }
+
+
+def run(guarded: Path, unguarded: Path, arms: list[str], seeds: tuple[int, int], part: tuple[int, int]) -> None:
+    """Link DAPO's runs and the runs whose alarm never fires; train this ``part`` of the others (guard on)."""
+    from dataclasses import replace
+
+    from alarm_runs import ALARM_REGIMES, ARMS
+
+    from snooze.experiments.compare import run_compare
+
+    todo = []
+    for (regime, arm, seed), fired in sorted(plan(unguarded, arms, seeds).items()):
+        for name in (DAPO, arm) if fired is None else (DAPO,):
+            link = guarded / regime / name / f"seed{seed}"
+            if not link.exists():
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to((unguarded / regime / name / f"seed{seed}").resolve())
+        if fired is not None:
+            todo.append((regime, arm, seed, fired))
+    for regime, arm, seed, fired in todo[part[0] :: part[1]]:
+        print(f"== {regime} {arm} seed {seed} (alarm predicted at step {fired})", flush=True)
+        profile = replace(ALARM_REGIMES[regime], first_seed=seed)
+        run_compare(guarded / regime, profile, [ARMS[DAPO], ARMS[arm]], 1, jobs=1, threads=1)
+
+
 def main() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # research/ is not a package
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--guarded", type=Path, default=Path("/work/runs/guard_dev"))
     parser.add_argument("--unguarded", type=Path, default=Path("/work/runs/alarm"))
     parser.add_argument("--arms", default="snooze-f1-carry,snooze-f5")
+    parser.add_argument("--seeds", default="100-102", help="FIRST-LAST (inclusive)")
+    parser.add_argument("--run", action="store_true", help="train the guarded runs whose alarm fires")
+    parser.add_argument("--part", default="0/1", help="I/N: train every N-th run from the I-th (parallel processes)")
     args = parser.parse_args()
+    seeds = tuple(int(x) for x in args.seeds.split("-"))
+    i, n = (int(x) for x in args.part.split("/"))
+    if args.run:
+        run(args.guarded, args.unguarded, args.arms.split(","), seeds, (i, n))  # type: ignore[arg-type]
+        return
     for arm in args.arms.split(","):
         print(table(args.guarded, args.unguarded, arm))
 

@@ -21,7 +21,7 @@ It fires at the end of the first step at which either
   again (the mastery it skipped on did not hold).
 
 Both thresholds were fitted on labelled development runs (``research/alarm_dev.py``; docs/results.md, "How often the
-warning is right"): 1 false alarm in 30 healthy runs, 40 of 57 harmful ones caught. That misses the error rates a
+alarm is right"): 1 false alarm in 30 healthy runs, 40 of 57 harmful ones caught. That misses the error rates a
 default warning is held to, so the alarm is a metric (``snooze/audit/alarm``: 1 from the step it fired) and an INFO
 line, not a WARNING; the guard acts on it all the same, since acting costs a healthy run only part of its saving.
 
@@ -276,7 +276,7 @@ class Diagnosis:
 
 def _note_alarm(t: Mapping[str, float], scores: tuple[float, float], guard: bool) -> None:
     """The skipping alarm, logged at INFO, not WARNING: measured as a test on labelled development runs it alarmed 1
-    healthy run in 30 and caught 40 harmful ones in 57 (docs/results.md, "How often the warning is right"), short of
+    healthy run in 30 and caught 40 harmful ones in 57 (docs/results.md, "How often the alarm is right"), short of
     the 1 in 20 and 80% a warning given by default is held to; ``snooze/audit/alarm`` records it, and the guard (on
     unless ``SchedulerConfig.guard=False``) acts on it from the next step."""
     share, rate = scores
