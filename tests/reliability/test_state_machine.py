@@ -3,8 +3,8 @@ checked after every action against the pure-Python model in ``model.py``."""
 
 from __future__ import annotations
 
-# audit=0.0 throughout: these tests check the skip rule alone
-# (audited encounters would add issued prompts; tests/core/test_audit.py)
+# audit=0.0 and guard=False throughout: these tests check the skip rule alone (audited encounters, and every skip
+# rolled out once the guard acts, would add issued prompts; tests/core/test_audit.py, tests/core/test_guard.py)
 import shutil
 import tempfile
 from pathlib import Path
@@ -54,6 +54,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sizes = sizes
         self.cfg = snooze.SchedulerConfig(
             audit=0.0,
+            guard=False,
             batch_size=batch_size,
             group_size=G,
             policy=policy,
