@@ -109,8 +109,9 @@ class RewardLog:
 
     @property
     def rollouts(self) -> np.ndarray:
-        """``int64 [N]``: each group's rollouts, its count of rewards (every line holds ``G``: the format's rule)."""
-        return np.full(len(self), self.rewards.shape[1], dtype=np.int64)
+        """``int64 [N]``: each group's rollouts, its count of rewards (every line holds ``G``: the format's rule).
+        A read-only view of one number, so it takes no memory at any ``N``."""
+        return np.broadcast_to(np.int64(self.rewards.shape[1]), (len(self),))
 
     @property
     def tokens_known(self) -> bool:
