@@ -151,7 +151,7 @@ def test_every_command_of_the_page_shows_what_the_page_says(
 def _the_verdict_holds(folder: Path, out: list[str]) -> None:
     """The replay of the verl dump opens with the verdict: DAPO's rounds, the rule, the saving, the costs, the lines."""
     top = out.index("verdict")
-    assert top < next(i for i, x in enumerate(out) if x.startswith("groups each policy"))
+    assert top < next(i for i, x in enumerate(out) if x.startswith("rollouts each policy"))
     block = "\n".join(out[top:])
     said = ("DAPO's rounds per step on this run", "    early: ", "    late: ", "the docs' rule", "-43.4", "next: ")
     for words in (*said, "the recommended setting (snooze factor 1, the surplus carried) would save"):

@@ -92,8 +92,10 @@ def test_the_headline_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     h = pols["snooze:1"]["headline"]
     assert (h["log_groups"], h["groups"], h["skipped_groups"], h["risk"]) == (24, 21.0, 3, 0.0)
     assert h["saved_frac"] == pytest.approx(3 / 24) and pols["filter"]["headline"]["groups"] == 19.0
+    assert (h["log_rollouts"], h["rollouts"], h["skipped_rollouts"]) == (24 * G, 21.0 * G, 3 * G)  # G rewards a line
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("snooze:1"))
-    assert line.split()[:2] == ["snooze:1", "21"] and "12.5%" in line
+    assert line.split()[:2] == ["snooze:1", "42"] and "12.5%" in line  # rollouts first: 21 groups of 2
+    assert "unknown" in line and "6 (3)" in line  # tokens unknown (no line gives them); skipped rollouts (groups)
 
 
 def test_the_interval_resamples_prompts() -> None:

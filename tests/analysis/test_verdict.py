@@ -119,7 +119,7 @@ def test_where_filter_skips_the_most_the_verdict_never_recommends_it(
     assert v["lines"] == next_lines("verl", v["turn_on"])
     lines = out.splitlines()
     top = lines.index("verdict")
-    assert top < lines.index(next(x for x in lines if x.startswith("groups each policy")))  # the verdict comes first
+    assert top < lines.index(next(x for x in lines if x.startswith("rollouts each policy")))  # the verdict comes first
     row = next(x for x in lines[top:] if x.strip().startswith("filter "))
     saved = f"{100 * report['policies']['filter']['headline']['saved_frac']:.1f}%"
     assert saved in row and "-43.4" in row and "collapsed" in row  # its measured loss beside its saving

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 import snooze  # noqa: E402
 from snooze.core.checkpoint import load_state  # noqa: E402
-from snooze.logs import DASHBOARD, logged_name  # noqa: E402
+from snooze.logs import DASHBOARD, logged_name, read_reward_log  # noqa: E402
 
 pytestmark = pytest.mark.trl
 
@@ -203,6 +203,8 @@ def test_the_tokens_reported_are_the_completion_lengths_trl_generated(tmp_path: 
         at += b.metrics["gen/rollouts"]
     assert [b.metrics["gen/tokens"] for b in batches] == per_step
     assert 0 < m["total/gen_tokens"] <= 3 * m["total/rollouts"]  # max_completion_length=3
+    log = read_reward_log(tmp_path / "rewards.jsonl")  # each generated group with its completions' tokens
+    assert log.tokens_known and int(log.tokens.sum()) == sum(scorer.lengths) and len(log) == m["total/gen_groups"]
 
 
 def test_compact_metrics_log_the_five_to_watch(tmp_path: Path) -> None:

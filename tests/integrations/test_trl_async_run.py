@@ -17,6 +17,7 @@ import pytest
 import snooze
 from snooze.core.checkpoint import load_state
 from snooze.integrations.trl._async_run import AsyncRun, ScheduledQueue
+from snooze.logs import read_reward_log
 
 G = 2
 RECORDS = [{"id": f"q{i}", "prompt": [{"role": "user", "content": f"q {i}"}]} for i in range(8)]
@@ -125,13 +126,16 @@ def test_what_the_worker_returns_is_checked_before_anything_changes() -> None:
     assert all(np.array_equal(before["arrays"][k], after["arrays"][k]) for k in before["arrays"])
 
 
-def test_the_tokens_of_a_scored_group_are_reported_with_it() -> None:
+def test_the_tokens_of_a_scored_group_are_reported_with_it(tmp_path: Path) -> None:
     run, _ = _run()
+    run.reward_log = tmp_path / "rewards.jsonl"
     run.issue()
     run.report(SimpleNamespace(**vars(_scored(0, SIGNAL)), tokens=7))
     run.report(_scored(1, SIGNAL))  # a worker that kept no token ids: counted as missing
     m = run.scheduler.finish_step().metrics
     assert (m["gen/tokens"], m["gen/tokens_missing"], m["gen/rollouts"]) == (7, 1, 2 * G)
+    run._log().close()
+    assert read_reward_log(run.reward_log).tokens.tolist() == [7, -1]  # and logged with it, or left out
 
 
 def test_unscorable_completions_count_as_the_low_end_of_the_range() -> None:

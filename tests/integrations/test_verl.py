@@ -39,6 +39,7 @@ from integrations._verl_env import (  # noqa: E402
     ray_transfer_queue,
 )
 from integrations._verl_env import train_step as step  # noqa: E402
+from snooze.logs import read_reward_log  # noqa: E402
 
 pytestmark = [pytest.mark.verl, pytest.mark.timeout(300)]
 
@@ -210,6 +211,8 @@ def test_the_tokens_reported_are_the_response_lengths_transfer_queue_holds(tmp_p
         end_step(trainer, batch)
     m = trainer.snooze.scheduler.metrics()
     assert m["total/gen_tokens"] == 3 * m["total/rollouts"] > 0 and m["total/tokens_missing"] == 0
+    log = read_reward_log(tmp_path / "ckpt" / "snooze_rewards.jsonl")  # each logged group with its tokens
+    assert log.tokens_known and log.tokens.tolist() == [3 * G] * len(log) and len(log) == m["total/gen_groups"]
 
 
 def test_missing_extra_info_index_is_a_clear_error(tmp_path: Path) -> None:

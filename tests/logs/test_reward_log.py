@@ -218,3 +218,49 @@ def test_a_run_that_accepts_rewards_outside_its_range_logs_them(tmp_path: Path) 
     with pytest.raises(snooze.ConfigError, match="out_of_range='clip': must be 'raise' or 'accept'"):
         RewardLogWriter(tmp_path / "x.jsonl", out_of_range="clip")
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_tokens_are_optional_per_line_and_read_back_as_written(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    with RewardLogWriter(path) as w:
+        w.write(0, ["d", "d"], [1, 2], np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([31, 7]))
+        w.write(1, ["d"], [1], [[1.0, 1.0]])  # a writer that does not know them leaves the field out
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x.get("tokens") for x in lines] == [31, 7, None] and "tokens" not in lines[2]
+    log = read_reward_log(path)
+    assert log.tokens.tolist() == [31, 7, -1] and not log.tokens_known
+    assert log.rollouts.tolist() == [2, 2, 2]
+
+
+def test_a_log_without_tokens_reads_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    path.write_text('{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0, 1]}\n')
+    log = read_reward_log(path)
+    assert log.tokens is None and not log.tokens_known and log.rollouts.tolist() == [3]
+
+
+@pytest.mark.parametrize("value", ['"12"', "-1", "1.0", "null", "true", "9223372036854775808"])
+def test_a_bad_tokens_field_is_refused_naming_the_line(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "log.jsonl"
+    good = '{"step": 0, "dataset": "d", "id": 1, "rewards": [1, 0], "tokens": 5}\n'
+    bad = '{"step": 0, "dataset": "d", "id": 2, "rewards": [1, 0], "tokens": ' + value + "}\n"
+    path.write_text(good + bad)
+    with pytest.raises(DataError, match=r"line 2, field 'tokens': .* is not an integer in \[0, 2\*\*63 - 1\]"):
+        read_reward_log(path)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "match"),
+    [([3, -1], "field 'tokens': -1 is not an integer"), ([3, 1.5], "1.5 is not an integer"), ([3], "1 token counts"),
+     ("12", "must be one integer per group"), (7, "must be one integer per group")],
+)  # fmt: skip
+def test_the_writer_refuses_bad_tokens_and_writes_nothing(tmp_path: Path, tokens: object, match: str) -> None:
+    path = tmp_path / "log.jsonl"
+    with RewardLogWriter(path) as w:
+        w.write(0, ["d"], [0], [[1.0, 0.0]], [4])
+        before = path.read_bytes()
+        with pytest.raises(DataError, match=match):
+            w.write(1, ["d", "d"], [1, 2], [[1.0, 0.0], [0.0, 1.0]], tokens)
+        w.write(1, ["d"], [1], [[1.0, 0.0]], np.array([9]))  # the writer is as it was: the next line is line 2
+    assert path.read_bytes().startswith(before)
+    assert read_reward_log(path).tokens.tolist() == [4, 9]

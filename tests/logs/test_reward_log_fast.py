@@ -54,6 +54,8 @@ def lines(draw: st.DrawFn) -> str:
         f'"id"{s}:{s}{draw(ID)}',
         f'"rewards"{s}:{s}[{s}{rewards}{s}]',
     ]
+    if draw(st.integers(0, 2)) == 0:  # the optional field, as the writer puts it last
+        fields.append(f'"tokens"{s}:{s}{draw(_mostly(st.integers(0, 10**18).map(str), NUMBER))}')
     if draw(st.integers(0, 7)) == 0:
         fields.append(draw(st.sampled_from(['"extra": 1', '"step": 4', '"id": "again"'])))
     if draw(st.integers(0, 7)) == 0:
@@ -68,9 +70,10 @@ def test_every_line_the_fast_path_takes_is_one_the_checked_path_reads_the_same(t
     if quick is None:
         return
     obj = json.loads(text)
-    assert sorted(obj) == sorted(_reward_log.REQUIRED_FIELDS)
+    assert set(_reward_log.REQUIRED_FIELDS) <= set(obj) <= {*_reward_log.REQUIRED_FIELDS, *_reward_log.OPTIONAL_FIELDS}
     step, dataset, pid, rewards = _reward_log._check_line(obj, "log", 1)
     assert (quick[0], quick[1], quick[2]) == (step, dataset, pid) and type(quick[2]) is type(pid)
+    assert quick[4] == _reward_log._tokens_of(obj, "log", 1)
     parsed = _reward_log._rewards_array([quick[3]])
     np.testing.assert_array_equal(parsed, np.asarray([rewards], dtype=np.float64))
 
@@ -83,7 +86,8 @@ def _read(path: Path, fast: bool, monkeypatch: pytest.MonkeyPatch) -> object:
             log = read_reward_log(path)
         except DataError as exc:
             return str(exc)
-    return (log.steps.tolist(), log.datasets, log.ids, log.rewards.tolist(), log.lines.tolist())
+    tokens = None if log.tokens is None else log.tokens.tolist()
+    return (log.steps.tolist(), log.datasets, log.ids, log.rewards.tolist(), log.lines.tolist(), tokens)
 
 
 @settings(max_examples=300, deadline=None)
@@ -99,6 +103,7 @@ def test_the_writers_lines_take_the_fast_path(tmp_path: Path, monkeypatch: pytes
     path = tmp_path / "rewards.jsonl"
     with RewardLogWriter(path) as log:
         log.write(0, ["d", "e", "é"], ["q-1", 7, 8], np.array([[1.0, 0.0, 0.25], [0.1, 1.0, 1.0], [0.0, 0.0, 1.0]]))
+        log.write(1, ["d"], ["q-1"], [[1.0, 0.0, 0.5]], [812])
     taken = [_reward_log._canonical(t) is not None for t in path.read_text(encoding="utf-8").splitlines(True)]
-    assert taken == [True, True, False]  # (json.dumps writes "é" as an escape: the checked path reads that line)
+    assert taken == [True, True, False, True]  # (json.dumps writes "é" as an escape: the checked path reads that line)
     assert _read(path, True, monkeypatch) == _read(path, False, monkeypatch)

@@ -76,7 +76,8 @@ def test_interrupted_and_resumed_run_equals_uninterrupted(setup: dict[str, Any],
         "snooze",
         2,
     )
-    assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards"}
+    assert len(groups) == a[-1]["total/gen_groups"] and set(groups[0]) == {"step", "dataset", "id", "rewards", "tokens"}
+    assert sum(g["tokens"] for g in groups) == a[-1]["total/gen_tokens"]  # each group's tokens, as reported
 
 
 def test_a_compact_metrics_log_holds_the_five_the_totals_and_the_trainers_own(

@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
 import snooze
+from snooze.logs import read_reward_log
 from snooze.trainer import loop
 from snooze.trainer.loop import TrainConfig, train
 from snooze.trainer.model import ModelConfig, TinyGPT
@@ -29,12 +31,15 @@ def test_the_roller_takes_what_propose_returns_and_stamps_the_step_the_trainer_b
         {"add": make_split(TaskSpec.parse("add"), "train", 8)}, snooze.SchedulerConfig(batch_size=2, group_size=2)
     )
     roller, logged = _roller(), []
-    roller.log_to(SimpleNamespace(write=lambda step, ds, ids, rewards: logged.append((step, list(ids)))))
+    roller.log_to(
+        SimpleNamespace(write=lambda step, ds, ids, rewards, tokens: logged.append((step, list(ids), tokens)))
+    )
     roller.begin_step(3)
     cands = sched.propose(3)
     assert isinstance(cands, snooze.Candidates)
     out = roller(cands)
-    assert isinstance(out, snooze.Generated) and out.rewards.shape == (3, 2) and logged == [(3, [c.id for c in cands])]
+    assert isinstance(out, snooze.Generated) and out.rewards.shape == (3, 2)
+    assert logged == [(3, [c.id for c in cands], out.tokens.tolist())]  # each group's tokens go to the reward log
     assert out.tokens.tolist() == [sum(_lengths(roller.store[c.ticket].tokens)) for c in cands]
     sched.report(cands, out.rewards, out.tokens)
 
@@ -88,6 +93,19 @@ def test_the_reference_trainers_tokens_are_the_sum_of_its_completion_lengths(
     assert at == len(sampled) and per_step == by_step and len(set(sampled)) > 1
     assert lines[-1]["total/gen_tokens"] == sum(sampled) and lines[-1]["total/tokens_missing"] == 0
     assert all(line["gen/tokens_missing"] == 0 for line in lines)
+    log = read_reward_log(tmp_path / "rewards.jsonl")  # every group generated is logged, with its tokens
+    assert log.tokens_known and int(log.tokens.sum()) == sum(sampled) and len(log) == lines[-1]["total/gen_groups"]
+
+
+def test_a_screened_group_is_logged_whole_with_its_screens_tokens_and_its_rests() -> None:
+    torch.manual_seed(0)
+    model = TinyGPT(ModelConfig(vocab_size=CharTokenizer().vocab_size, n_layer=1, d_model=16, n_head=2))
+    roller = Roller(model, 4, 1.0, 4, torch.Generator().manual_seed(0))  # G = 4, screens of k = 2
+    a, b = SimpleNamespace(ticket=1), SimpleNamespace(ticket=2)
+    screens = roller._whole([a, b], [2, 2], [np.array([1.0, 0.0]), np.array([0.0, 0.0])], np.array([5, 7]))
+    assert screens == ([], [], [])  # nothing whole yet: the screens wait for their rests
+    whole, rows, tokens = roller._whole([a], [2], [np.array([1.0, 1.0])], np.array([3]))
+    assert whole == [0] and rows[0].tolist() == [1.0, 0.0, 1.0, 1.0] and tokens == [5 + 3]
 
 
 def test_log_to_none_stops_the_reward_log_and_keeps_sampling() -> None:

@@ -26,8 +26,10 @@ prompts logged once costs a few real reports, not 20,000 (``benchmarks/replay_sk
 prompt's own encounters stay in log order; prompts do not interact, so the order between them does
 not matter.
 
-A skipped encounter saves its group (``G`` rollouts). If the *logged* group of a skipped encounter
-had signal, the policy would have missed that signal group.
+A skipped encounter saves its group: its rollouts (its count of rewards in the log, ``G``) and, where the log's
+lines give them (``tokens``, ``docs/reward-log.md``), its generated tokens. Every count below is given in groups,
+rollouts and tokens (``None``, "tokens unknown", where not every line gives its tokens: never guessed). If the
+*logged* group of a skipped encounter had signal, the policy would have missed that signal group.
 
 Caveat: replaying a DAPO log assumes each prompt's outcomes would have been the same. In a real
 snooze run the skipped encounters are replaced by other draws and the model trains on a different
@@ -46,7 +48,7 @@ import numpy as np
 
 from snooze._kit.checks import as_bool, as_int, as_list
 from snooze.analysis._chains import Encounters, walk
-from snooze.analysis.estimate import RESAMPLES, headline
+from snooze.analysis.estimate import RESAMPLES, UNITS, headline
 from snooze.analysis.stepsim import infer_gen_size, interleave_kept, simulate_steps
 from snooze.core.classify import FLAT, OUTCOME_NAMES, SIGNAL, TOO_EASY, TOO_HARD, classify
 from snooze.core.config import SchedulerConfig
@@ -55,7 +57,7 @@ from snooze.core.policies import Context, Policy, make_policy
 from snooze.core.policies.snooze import SnoozeOptions
 from snooze.logs import RewardLog
 
-__all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names"]
+__all__ = ["ReplayPolicy", "StepShape", "replay", "replay_policies", "policy_names", "sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -153,26 +155,48 @@ def _equal_signal_savings(saved: float, missed: float) -> float | None:
     return None if missed >= 1.0 else 1.0 - (1.0 - saved) / (1.0 - missed)
 
 
+def sizes(log: RewardLog) -> dict[str, np.ndarray | None]:
+    """Each group's size in each unit of :data:`~snooze.analysis.estimate.UNITS`: ``rollouts`` (its rewards) and
+    ``tokens`` (its line's ``tokens``; ``None`` unless every line gives them: a part would not be the run's)."""
+    return {"rollouts": log.rollouts, "tokens": log.tokens if log.tokens_known else None}
+
+
+def _total(size: np.ndarray | None, mask: np.ndarray) -> int | None:
+    """The total of ``size`` over ``mask``; ``None`` when the sizes are not known."""
+    return None if size is None else int(np.sum(size, where=mask))  # (no copy of the masked sizes)
+
+
 def _summarise(
     log: RewardLog, outcomes: np.ndarray, skipped: np.ndarray, regressed: int, factor: int | None
 ) -> dict[str, Any]:
-    n, g = len(log), log.group_size
+    n = len(log)
+    rollouts, tokens = (sizes(log)[u] for u in UNITS)
     n_skip = int(np.count_nonzero(skipped))
-    n_signal = int(np.count_nonzero(outcomes == SIGNAL))
-    missed = int(np.count_nonzero(skipped & (outcomes == SIGNAL)))
+    signal = outcomes == SIGNAL
+    n_signal = int(np.count_nonzero(signal))
+    missed = int(np.count_nonzero(skipped & signal))
     by_outcome = np.bincount(outcomes[skipped].astype(np.int64), minlength=4)
+    rollouts_by = [_total(rollouts, skipped & (outcomes == i)) for i in range(4)]
+    every = np.ones(n, dtype=bool)
     out: dict[str, Any] = {
         "factor": factor,
         "total_groups": n,
-        "total_rollouts": n * g,
+        "total_rollouts": _total(rollouts, every),
+        "total_tokens": _total(tokens, every),
+        "tokens_known": tokens is not None,
         "signal_groups": n_signal,
+        "signal_rollouts": _total(rollouts, signal),
         "skipped_groups": n_skip,
-        "skipped_rollouts": n_skip * g,
+        "skipped_rollouts": _total(rollouts, skipped),
+        "skipped_tokens": _total(tokens, skipped),
         "missed_signal_groups": missed,
+        "missed_signal_rollouts": _total(rollouts, skipped & signal),
+        "missed_signal_tokens": _total(tokens, skipped & signal),
         "saved_frac": n_skip / n,
         "missed_signal_frac": missed / n_signal if n_signal else 0.0,
         "predicted_saved_frac": _equal_signal_savings(n_skip / n, missed / n_signal if n_signal else 0.0),
         "skipped_by_outcome": {OUTCOME_NAMES[i]: int(by_outcome[i]) for i in (SIGNAL, TOO_EASY, TOO_HARD, FLAT)},
+        "skipped_rollouts_by_outcome": {OUTCOME_NAMES[i]: rollouts_by[i] for i in (SIGNAL, TOO_EASY, TOO_HARD, FLAT)},
         "regressed": regressed,
         "datasets": {},
     }
@@ -182,7 +206,12 @@ def _summarise(
         out["datasets"][name] = {
             "total_groups": int(np.count_nonzero(mine)),
             "skipped_groups": int(np.count_nonzero(skipped & mine)),
-            "missed_signal_groups": int(np.count_nonzero(skipped & mine & (outcomes == SIGNAL))),
+            "missed_signal_groups": int(np.count_nonzero(skipped & mine & signal)),
+            "total_rollouts": _total(rollouts, mine),
+            "skipped_rollouts": _total(rollouts, skipped & mine),
+            "missed_signal_rollouts": _total(rollouts, skipped & mine & signal),
+            "total_tokens": _total(tokens, mine),
+            "skipped_tokens": _total(tokens, skipped & mine),
         }
     return out
 
@@ -255,18 +284,27 @@ class StepShape:
 
 
 def _simulated(
-    signal: np.ndarray, skipped: np.ndarray, dataset: np.ndarray, dapo: np.ndarray, n_steps: int, shape: StepShape
+    signal: np.ndarray,
+    skipped: np.ndarray,
+    dataset: np.ndarray,
+    dapo: np.ndarray,
+    n_steps: int,
+    shape: StepShape,
+    size: dict[str, np.ndarray | None],
 ) -> dict[str, Any]:
     order = interleave_kept(dataset, ~skipped)
     mine = simulate_steps(signal[order], shape.batch_size, shape.gen_batch_size, shape.max_gen_rounds)
     steps = min(mine.shape[0], dapo.shape[0])
     out: dict[str, Any] = {"steps": steps, "dapo_sim_matches_log": bool(dapo.shape[0] == n_steps)}
     if steps:
-        out.update(
-            gen_groups=int(mine[steps - 1]),
-            dapo_gen_groups=int(dapo[steps - 1]),
-            saved_frac=1.0 - float(mine[steps - 1]) / float(dapo[steps - 1]),
-        )
+        gen, dapo_gen = int(mine[steps - 1]), int(dapo[steps - 1])
+        out.update(gen_groups=gen, dapo_gen_groups=dapo_gen, saved_frac=1.0 - gen / dapo_gen)
+        for unit, each in size.items():  # the sizes of the lines each loop took: the first ones of its stream
+            out[f"gen_{unit}"] = out[f"dapo_gen_{unit}"] = out[f"{unit}_saved_frac"] = None
+            if each is not None:
+                mine_u, dapo_u = int(each[order][:gen].sum()), int(each[:dapo_gen].sum())
+                out[f"gen_{unit}"], out[f"dapo_gen_{unit}"] = mine_u, dapo_u
+                out[f"{unit}_saved_frac"] = 1.0 - mine_u / dapo_u if dapo_u else None
     return out
 
 
@@ -291,14 +329,18 @@ def replay_policies(
 ) -> dict[str, dict[str, Any]]:
     """:func:`replay` for each policy, keyed by policy name (classification done once).
 
-    Each summary gets ``headline`` (:func:`snooze.analysis.estimate.headline`: the groups the policy would
+    Each summary gives every count in groups, rollouts (``*_rollouts``: each group's count of rewards) and
+    tokens (``*_tokens``, ``None`` unless every line gives its ``tokens``; ``tokens_known`` says which), and gets
+    ``headline`` (:func:`snooze.analysis.estimate.headline`: the rollouts, groups and tokens the policy would
     have generated to train on as many signal groups as the log holds, with a bootstrap interval over the
     log's prompts of ``resamples`` resamples, the signal groups it would have skipped with their share of all
     the log's signal, and the share of its skipped encounters that had signal). With ``shape`` each
     summary also gets ``simulated``: the step loop rebuilt over the kept lines
     (:func:`~snooze.analysis.stepsim.simulate_steps`) against the same loop over every line, compared
-    over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, and
-    ``dapo_sim_matches_log`` (the loop over every line reproduces the logged step count: the shape is right).
+    over the steps both complete: ``steps``, ``gen_groups``, ``dapo_gen_groups``, ``saved_frac``, the same in
+    rollouts and tokens (``gen_rollouts``, ``dapo_gen_rollouts``, ``rollouts_saved_frac``, ``gen_tokens``, ...:
+    the sizes of the lines each loop took), and ``dapo_sim_matches_log`` (the loop over every line reproduces
+    the logged step count: the shape is right).
 
     ``policies`` is read once (a generator is fine); two policies of one name are a
     :class:`~snooze.ConfigError`, as is ``resamples`` outside ``[1, MAX_RESAMPLES]`` (100,000), checked
@@ -343,8 +385,8 @@ def replay_policies(
         out[pol.name] = _summarise(log, outcomes, skipped, regressed, pol.factor)
         if shape is not None and dapo is not None:
             out[pol.name]["simulated"] = _simulated(
-                signal, skipped, dataset, dapo, int(np.unique(log.steps).shape[0]), shape
+                signal, skipped, dataset, dapo, int(np.unique(log.steps).shape[0]), shape, sizes(log)
             )
-    for name, best in headline(prompt, signal, masks, resamples).items():
+    for name, best in headline(prompt, signal, masks, resamples, sizes=sizes(log)).items():
         out[name]["headline"] = best
     return out

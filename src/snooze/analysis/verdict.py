@@ -28,6 +28,7 @@ import numpy as np
 
 from snooze._kit.json import parse_json
 from snooze.analysis.replay import _classify
+from snooze.analysis.replay import sizes as group_sizes
 from snooze.analysis.stepsim import dapo_rounds, logged_rounds
 from snooze.core.classify import SIGNAL
 from snooze.core.config import RECOMMENDED, SchedulerConfig
@@ -124,6 +125,15 @@ def next_lines(kind: str, turn_on: bool) -> list[str]:
     return [f"SchedulerConfig(..., {shown})"]
 
 
+_IN_UNITS = ("rollouts_saved_frac", "rollouts_saved_interval", "tokens_saved_frac", "tokens_saved_interval")
+"""A headline's savings in rollouts and tokens, which the verdict repeats beside its saving in groups."""
+
+
+def _in_units(h: Mapping[str, Any]) -> dict[str, Any]:
+    """The savings of a headline in rollouts and tokens (each ``None`` where not known), and ``tokens_known``."""
+    return {**{k: h.get(k) for k in _IN_UNITS}, "tokens_known": bool(h.get("tokens_known", False))}
+
+
 def _floor(policy: str) -> str:
     """Why an estimate from a log that is not a DAPO run's is a floor of what a DAPO run would take."""
     if policy not in ("grpo", "unknown"):
@@ -149,8 +159,12 @@ def dapo_rounds_of(log: Any, run: Any, config: SchedulerConfig) -> dict[str, Any
         gen = sizes.get("gen_batch_size") or batch
         cap = SchedulerConfig().max_gen_rounds
     windows = dapo_rounds(log.steps, signal, batch, gen, cap)
-    if is_dapo:
-        for w in windows.values():
+    size = group_sizes(log)
+    for w in windows.values():
+        mine = (log.steps >= w["first_step"]) & (log.steps <= w["last_step"])
+        for unit, each in size.items():  # the window's groups in rollouts and tokens (None: not known)
+            w[unit] = None if each is None else int(each[mine].sum())
+        if is_dapo:
             w["logged_rounds"] = logged_rounds(log.steps, gen, w)
     return {
         "basis": "logged" if is_dapo else "estimated",
@@ -175,9 +189,11 @@ def verdict(
     ``config``: the classification the replay used; ``headlines``: each replayed policy's ``headline``;
     ``recommended``: the headline of :data:`RECOMMENDED_REPLAY` (replayed or not among them). Returns
     ``dapo_rounds`` (``basis``: ``logged`` or ``estimated``, ``floor``: why an estimate is a floor, the sizes,
-    ``early`` and ``late``),
-    ``rule_rounds``, ``turn_on``, ``recommended`` (its replayed saving and interval), ``costs`` (per replayed
-    policy: saving here, missed signal, the measured entry or a note),
+    ``early`` and ``late``, each with its ``groups``, ``rollouts`` and ``tokens``),
+    ``rule_rounds``, ``turn_on``, ``recommended`` (its replayed saving and interval, in groups, rollouts
+    ``rollouts_saved_frac`` and tokens ``tokens_saved_frac``, each with its interval), ``costs`` (per replayed
+    policy: saving here in the same three units, missed signal in groups and rollouts, the measured entry or a
+    note),
     ``framework`` and ``lines``."""
     rounds = dapo_rounds_of(log, run, config)
     late = rounds["late"].get("logged_rounds", rounds["late"]["rounds"])
@@ -192,7 +208,9 @@ def verdict(
                 "policy": name,
                 "saved_frac": h["saved_frac"],
                 "saved_interval": h["saved_interval"],
+                **_in_units(h),
                 "missed_signal": h["skipped_with_signal"],
+                "missed_signal_rollouts": h.get("skipped_rollouts_with_signal"),
                 "missed_share": h["missed_share"],
                 "measured": entry,
                 "note": note,
@@ -206,6 +224,7 @@ def verdict(
             "replayed_as": RECOMMENDED_REPLAY,
             "saved_frac": rec["saved_frac"],
             "saved_interval": rec["saved_interval"],
+            **_in_units(rec),
             "measured": measured_costs()["recommended"],
         },
         "costs": costs,

@@ -2,9 +2,10 @@
 
 The verdict (:mod:`snooze.analysis.verdict`) says what to do: DAPO's rounds per step on the run, the docs'
 rule, what the recommended setting would save, what each policy was measured to cost, and the lines to
-paste. The headline (:mod:`snooze.analysis.estimate`) is the one estimate to read per policy: the groups it
-would have generated for as many signal groups as the log holds, its interval over the log's prompts, and the
-signal it would have missed (a count and its share of all the log's signal). The details are the raw counts
+paste. The headline (:mod:`snooze.analysis.estimate`) is the one estimate to read per policy: the rollouts it
+would have generated for as many signal groups as the log holds, its interval over the log's prompts, the same
+saving in generated tokens (``unknown`` where the log's lines do not give them), and the signal it would have
+missed (a count and its share of all the log's signal). The details are the raw counts
 and the other estimates (the signal per skipped encounter among them); an estimate that does not hold for
 the log is printed ``n/a`` with the reason, never as a number.
 """
@@ -14,11 +15,24 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-__all__ = ["print_log", "print_verdict", "print_headline", "print_details", "pct", "encounters"]
+__all__ = ["print_log", "print_verdict", "print_headline", "print_details", "pct", "encounters", "tokens_text"]
+
+UNKNOWN_TOKENS = "tokens unknown: the log's lines carry no `tokens`"
+"""What is printed in place of a count of tokens the log does not give."""
 
 
 def pct(value: Any) -> str:
     return "n/a" if value is None else f"{100 * float(value):.1f}%"
+
+
+def tokens_text(log: Any) -> str:
+    """The log's generated tokens, or why they are not known (no line, or not every line, gives them)."""
+    if log.tokens_known:
+        return f"{int(log.tokens.sum()):,} generated tokens"
+    if log.tokens is not None:
+        given = int((log.tokens >= 0).sum())
+        return f"tokens unknown: {given:,} of the {len(log):,} lines give their `tokens`, the others do not"
+    return UNKNOWN_TOKENS
 
 
 def _row(cells: tuple[str, ...], widths: tuple[int, ...]) -> str:
@@ -38,7 +52,8 @@ def print_log(log: Any, run: Any) -> None:
     """The log's size, the run it comes from (header or assumptions), and the warnings, loudly on stderr."""
     n_prompts, mean, most = encounters(log)
     print(
-        f"{log.path}: {len(log):,} groups of {log.group_size} rollouts, {n_prompts:,} prompts "
+        f"{log.path}: {int(log.rollouts.sum()):,} rollouts in {len(log):,} groups of {log.group_size} "
+        f"({tokens_text(log)}), {n_prompts:,} prompts "
         f"({mean:.1f} encounters each on average, at most {most:,}), "
         f"steps {int(log.steps[0])}..{int(log.steps[-1])}"
     )
@@ -77,12 +92,17 @@ def _yes(value: bool | None) -> str:
     return "unknown" if value is None else "yes" if value else "no"
 
 
-def _groups(h: dict[str, Any]) -> tuple[str, str]:
-    if h["groups"] is None:
+def _estimate(h: dict[str, Any], unit: str = "rollouts") -> tuple[str, str]:
+    """A headline's estimate in ``unit`` (``groups``, ``rollouts``) and its interval, as printed."""
+    if h[unit] is None:
         return "n/a", "(every signal group skipped)"
-    lo, hi = h["groups_interval"] or (None, None)
+    lo, hi = h[f"{unit}_interval"] or (None, None)
     span = f"[{lo:,.0f} .. {hi:,.0f}]" if lo is not None else "[n/a]"
-    return f"{h['groups']:,.0f}", span
+    return f"{h[unit]:,.0f}", span
+
+
+def _tokens_saved(h: dict[str, Any]) -> str:
+    return pct(h["tokens_saved_frac"]) if h.get("tokens_known") else "unknown"
 
 
 def _span(value: Any, interval: Any) -> str:
@@ -90,27 +110,31 @@ def _span(value: Any, interval: Any) -> str:
 
 
 def print_headline(results: dict[str, dict[str, Any]], log: Any = None) -> None:
-    """One line per policy: groups generated for as many signal groups as the log holds, interval, saving, and
-    the signal it would have missed (count, share of all the log's signal). Policies with the same skips are
+    """One line per policy: rollouts generated for as many signal groups as the log holds, interval, saving, the
+    saving in generated tokens (``unknown`` where the log does not give them), the signal it would have missed
+    (count, share of all the log's signal) and the rollouts (groups) it skips. Policies with the same skips are
     named, with the encounters per prompt that make them so."""
     first = next(iter(results.values()))["headline"]
     level = round(100 * first["level"])
+    tokens = f"{first['log_tokens']:,} generated tokens" if first.get("tokens_known") else UNKNOWN_TOKENS
     print(
-        f"\ngroups each policy would have generated to train on as many signal groups as the log holds (the log: "
-        f"{first['log_groups']:,} groups, {first['signal_groups']:,} with signal), {level}% interval over the "
-        f"log's {first['prompts']:,} prompts ({first['resamples']:,} resamples); missed signal: the signal groups "
-        "it would have skipped, and their share of all the log's signal"
+        f"\nrollouts each policy would have generated to train on as many signal groups as the log holds (the log: "
+        f"{first['log_rollouts']:,} rollouts in {first['log_groups']:,} groups, {first['signal_groups']:,} with "
+        f"signal; {tokens}), {level}% interval over the log's {first['prompts']:,} prompts "
+        f"({first['resamples']:,} resamples); tokens saved: the same estimate in generated tokens; missed signal: "
+        "the signal groups it would have skipped, and their share of all the log's signal"
     )
-    widths = (16, 10, 22, 9, 34, 10)
-    print(
-        _row(("policy", "groups", f"[{level}% interval]", "saved", "missed signal (of all signal)", "skipped"), widths)
-    )
+    widths = (16, 12, 24, 9, 14, 34, 26)
+    cells = ("policy", "rollouts", f"[{level}% interval]", "saved", "tokens saved", "missed signal (of all signal)")
+    print(_row((*cells, "skipped rollouts (groups)"), widths))
     print("-" * sum(widths))
     for name, r in results.items():
         h = r["headline"]
-        groups, span = _groups(h)
+        rollouts, span = _estimate(h)
         missed = f"{h['skipped_with_signal']:,} ({_span(h['missed_share'], h['missed_share_interval'])})"
-        print(_row((name, groups, span, pct(h["saved_frac"]), missed, f"{h['skipped_groups']:,}"), widths))
+        skipped = f"{h['skipped_rollouts']:,} ({h['skipped_groups']:,})"
+        row = (name, rollouts, span, pct(h["rollouts_saved_frac"]), _tokens_saved(h), missed, skipped)
+        print(_row(row, widths))
     _print_same(results, log)
 
 
@@ -152,6 +176,13 @@ def _verdict_word(measured: dict[str, Any]) -> str:
     return "held DAPO's accuracy" if worst >= -1.0 else "lost points" if worst > -10.0 else "collapsed"
 
 
+def _saved(entry: dict[str, Any]) -> tuple[Any, Any]:
+    """A verdict entry's saving in rollouts and its interval (in groups for an entry written before rollouts)."""
+    if "rollouts_saved_frac" in entry:
+        return entry["rollouts_saved_frac"], entry["rollouts_saved_interval"]
+    return entry["saved_frac"], entry["saved_interval"]
+
+
 def print_verdict(v: dict[str, Any]) -> None:
     """The verdict block (:func:`snooze.analysis.verdict.verdict`), the first thing after the log."""
     r = v["dapo_rounds"]
@@ -168,9 +199,12 @@ def print_verdict(v: dict[str, Any]) -> None:
         w = r[name]
         rounds = w.get("logged_rounds", w["rounds"])
         check = f"; {w['rounds']:.1f} from its signal share" if "logged_rounds" in w else ""
+        size = f"{w['rollouts']:,} rollouts in {w['groups']:,} groups" if w.get("rollouts") is not None else (
+            f"{w['groups']:,} groups"
+        )  # fmt: skip
         print(
             f"    {name}: {rounds:.1f} rounds a step (steps {w['first_step']}..{w['last_step']}, "
-            f"{w['groups']:,} groups, {pct(w['signal_share'])} with signal{check})"
+            f"{size}, {pct(w['signal_share'])} with signal{check})"
         )
     if r["floor"]:
         print(f"    a floor: {r['floor']}")
@@ -183,21 +217,28 @@ def print_verdict(v: dict[str, Any]) -> None:
     )
     print(f"  the docs' rule: turn skipping on when DAPO needs more than about {rule:g} rounds a step; {decision}")
     rec = v["recommended"]
+    tokens = (
+        f"{_span(rec['tokens_saved_frac'], rec['tokens_saved_interval'])} of its generated tokens"
+        if rec.get("tokens_known")
+        else "tokens unknown"
+    )
     print(
         f"  the recommended setting (snooze factor 1, the surplus carried) would save "
-        f"{_span(rec['saved_frac'], rec['saved_interval'])} of this log's generation (replayed as "
+        f"{_span(*_saved(rec))} of this log's rollouts ({tokens}; replayed as "
         f"{rec['replayed_as']}; the carried surplus is no skip, a replay cannot see it); measured: "
         f"{_factor_text(rec['measured'])}, "
         f"{_verdict_word(rec['measured'])}"
     )
     print("  each policy's saving here, and what this project measured it to cost (late avg@k against DAPO's, points):")
-    widths = (12, 28, 20)
-    print("  " + _row(("policy", "saved here", "missed signal"), widths) + "  measured (docs/results.md)")
+    widths = (12, 28, 14, 20)
+    cells = ("policy", "rollouts saved", "tokens saved", "missed signal")
+    print("  " + _row(cells, widths) + "  measured (docs/results.md)")
     for c in v["costs"]:
         m = c["measured"]
         measured = f"{_factor_text(m)}: {_verdict_word(m)}" if m is not None else c["note"]
         missed = f"{c['missed_signal']:,} ({pct(c['missed_share'])})"
-        print("  " + _row((c["policy"], _span(c["saved_frac"], c["saved_interval"]), missed), widths) + "  " + measured)
+        row = (c["policy"], _span(*_saved(c)), _tokens_saved(c), missed)
+        print("  " + _row(row, widths) + "  " + measured)
     where = {"verl": "verl overrides, to add to the run's command line (snooze check-verl checks them)",
              "trl": "TRL", "reference": "the reference trainer",
              "library": "the library's scheduler"}[v["framework"]]  # fmt: skip
@@ -210,23 +251,26 @@ def print_verdict(v: dict[str, Any]) -> None:
 def print_details(results: dict[str, dict[str, Any]], run: Any) -> None:
     """The raw counts and the other estimates, each ``n/a`` with its reason where it does not hold."""
     print(
-        "\ndetails (the headline's 'saved' is the '@ equal signal' column; risk per skip: the share of the "
+        "\ndetails (the headline's 'saved' is the '@ equal signal' column; skipped: the share of the log's rollouts "
+        "and of its tokens the policy skips, before any signal is made up; risk per skip: the share of the "
         "policy's skipped encounters that had signal, which a policy that skips the most can keep low while it "
         "misses the most signal)"
     )
-    cols = ("policy", "skipped share", "risk per skip [interval]", "@ equal signal", "step sim", "regressed")
-    widths = (16, 15, 28, 16, 10, 11)
-    print(_row(cols, widths))
+    cols = ("policy", "skipped", "skipped tokens", "risk per skip [interval]", "@ equal signal", "step sim")
+    widths = (16, 10, 16, 28, 16, 10, 11)
+    print(_row((*cols, "regressed"), widths))
     print("-" * sum(widths))
     for name, r in results.items():
-        sim = r.get("simulated", {}).get("saved_frac") if run.sim_na is None else None
+        sim = r.get("simulated", {}) if run.sim_na is None else {}
         h = r["headline"]
+        tokens = pct(r["skipped_tokens"] / r["total_tokens"]) if r["tokens_known"] and r["total_tokens"] else "unknown"
         cells = (
             name,
-            pct(r["saved_frac"]),
+            pct(r["skipped_rollouts"] / r["total_rollouts"]),
+            tokens,
             _span(h["risk"], h["risk_interval"]),
             pct(r["predicted_saved_frac"]),
-            pct(sim),
+            pct(sim.get("rollouts_saved_frac", sim.get("saved_frac"))),
             f"{r['regressed']:,}",
         )
         print(_row(cells, widths))

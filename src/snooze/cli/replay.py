@@ -13,7 +13,8 @@ from typing import Any
 
 HELP = (
     "Replay a reward log under filter and snooze:k: a verdict (DAPO's rounds per step, what to turn on, the lines "
-    "to paste), then the groups each would have generated (with an interval) and the signal it would have skipped."
+    "to paste), then the rollouts each would have generated (with an interval; its generated tokens where the log "
+    "gives them) and the signal it would have skipped."
 )
 
 
@@ -167,6 +168,8 @@ def _log_info(log: Any, run: Any) -> dict[str, Any]:
     return {
         "path": str(log.path),
         "groups": len(log),
+        "rollouts": int(log.rollouts.sum()),
+        "tokens": int(log.tokens.sum()) if log.tokens_known else None,
         "group_size": log.group_size,
         "header": log.header.to_dict() if log.header is not None else None,
         "policy": run.policy,

@@ -11,6 +11,7 @@ from snooze.logs._header import RewardLogHeader, is_header
 from snooze.logs._jsonl import read_lines, truncate_log
 from snooze.logs._metrics_log import LATE_EVALS, METRICS_FILE, MetricsLogWriter, late_evaluations, read_metrics
 from snooze.logs._reward_log import (
+    OPTIONAL_FIELDS,
     REQUIRED_FIELDS,
     REWARDS_FILE,
     RewardLog,
@@ -28,6 +29,7 @@ __all__ = [
     "read_reward_log",
     "write_groups",
     "REQUIRED_FIELDS",
+    "OPTIONAL_FIELDS",
     "REWARDS_FILE",
     "METRICS_FILE",
     "MetricsLogWriter",

@@ -23,6 +23,7 @@ __all__ = [
     "dataset_problem",
     "id_problem",
     "rewards_problem",
+    "tokens_problem",
     "first_bad_reward",
     "LineChecks",
 ]
@@ -70,6 +71,17 @@ def rewards_problem(rewards: Any) -> str | None:
             return f"rollout {r}: {shown(value)} is not a number"
         if isinstance(value, int) and finite_float(value) is None:  # (NaN and infinities: first_bad_reward)
             return f"rollout {r}: an integer of {value.bit_length()} bits is too large for a float"
+    return None
+
+
+def tokens_problem(tokens: Any) -> str | None:
+    """A group's ``tokens`` (optional) is an integer in ``[0, 2**63 - 1]``: the completion tokens its rollouts
+    generated, summed (as ``report(..., tokens=)`` takes them)."""
+    if not is_int(tokens) or not 0 <= tokens <= INT64_MAX:
+        return (
+            f"{shown(tokens)} is not an integer in [0, 2**63 - 1] (the group's generated tokens; leave it out "
+            "when not known)"
+        )
     return None
 
 

@@ -3,13 +3,15 @@
 ::
 
     {"format": "snooze-reward-log", "version": 1, "group_size": 4, "batch_size": 16, ...}
-    {"step": 3, "dataset": "gsm8k", "id": "q-17", "rewards": [1.0, 0.0, 1.0, 1.0]}
+    {"step": 3, "dataset": "gsm8k", "id": "q-17", "rewards": [1.0, 0.0, 1.0, 1.0], "tokens": 812}
 
-The first line may be a header (:class:`~snooze.logs.RewardLogHeader`: the run's sizes, policy and reward
-range); every writer in snooze writes one. Each other line of a prompt ``(dataset, id)`` is one *encounter*
-of that prompt. The reference trainer, the TRL and verl adapters and the importers write this format;
-:class:`RewardLogWriter` is the one writer they share (:func:`write_groups` writes a round straight from
-the candidates). Extra fields on a line are allowed and ignored by the readers here.
+A line's ``tokens`` (optional) is the completion tokens the group's rollouts generated, summed; a writer that
+does not know them leaves it out. The first line may be a header (:class:`~snooze.logs.RewardLogHeader`: the
+run's sizes, policy and reward range); every writer in snooze writes one. Each other line of a prompt
+``(dataset, id)`` is one *encounter* of that prompt. The reference trainer, the TRL and verl adapters and the
+importers write this format; :class:`RewardLogWriter` is the one writer they share (:func:`write_groups`
+writes a round straight from the candidates). Extra fields on a line are allowed and ignored by the readers
+here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,9 +42,18 @@ from snooze.logs._line_checks import (
     id_problem,
     rewards_problem,
     step_problem,
+    tokens_problem,
 )
 
-__all__ = ["RewardLog", "RewardLogWriter", "read_reward_log", "write_groups", "REQUIRED_FIELDS", "REWARDS_FILE"]
+__all__ = [
+    "RewardLog",
+    "RewardLogWriter",
+    "read_reward_log",
+    "write_groups",
+    "REQUIRED_FIELDS",
+    "OPTIONAL_FIELDS",
+    "REWARDS_FILE",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +61,12 @@ REWARDS_FILE = "rewards.jsonl"
 """The reward log inside a run directory of the reference trainer."""
 
 REQUIRED_FIELDS: tuple[str, ...] = ("step", "dataset", "id", "rewards")
+
+OPTIONAL_FIELDS: tuple[str, ...] = ("tokens",)
+"""Fields a group's line may hold that the readers here read (``tokens``: the group's generated tokens)."""
+
+NO_TOKENS = -1
+""":attr:`RewardLog.tokens` of a line without ``tokens``."""
 
 
 @dataclass(frozen=True)
@@ -78,12 +95,28 @@ class RewardLog:
     """The log's header line, or ``None`` for a log without one (written by hand, or by a snooze before
     headers): then a reader has to infer the run's sizes and cannot know its policy."""
 
+    tokens: np.ndarray | None = None
+    """``int64 [N]``: each group's generated tokens, its line's ``tokens`` (:data:`NO_TOKENS`, -1, where a line
+    has none); ``None`` when no line has them (a log of a writer that did not know them, or of a snooze before
+    them)."""
+
     @property
     def group_size(self) -> int:
         return int(self.rewards.shape[1])
 
     def __len__(self) -> int:
         return int(self.rewards.shape[0])
+
+    @property
+    def rollouts(self) -> np.ndarray:
+        """``int64 [N]``: each group's rollouts, its count of rewards (every line holds ``G``: the format's rule).
+        A read-only view of one number, so it takes no memory at any ``N``."""
+        return np.broadcast_to(np.int64(self.rewards.shape[1]), (len(self),))
+
+    @property
+    def tokens_known(self) -> bool:
+        """Whether every group's line gives its generated tokens (``tokens``)."""
+        return self.tokens is not None and bool(np.all(self.tokens >= 0))
 
     def prompt_index(self) -> tuple[np.ndarray, list[tuple[str, str | int]]]:
         """``(index [N], keys)``: each group's prompt as a dense integer, and the ``(dataset, id)`` keys."""
@@ -116,26 +149,38 @@ _CHECKS = (step_problem, dataset_problem, id_problem, rewards_problem)
 """The check of each of :data:`REQUIRED_FIELDS`, in order."""
 
 
+def _tokens_of(obj: dict[str, Any], path: str, line: int) -> int:
+    """A checked line's ``tokens`` (:func:`~snooze.logs._line_checks.tokens_problem`), or :data:`NO_TOKENS`."""
+    if "tokens" not in obj:
+        return NO_TOKENS
+    what = tokens_problem(obj["tokens"])
+    if what is not None:
+        raise fail(path, line, "tokens", what)
+    return int(obj["tokens"])
+
+
 _WS = r"[ \t\r\n]*"  # JSON's whitespace (not Python's \s, which takes more)
 _NUM = r"-?(?:0|[1-9][0-9]{0,15})(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,3})?"  # a JSON number, of at most 16 digits
 _TEXT = r'[^"\\\x00-\x1f]'  # a character JSON takes in a string as itself (no escapes: no lone surrogates)
 _CANONICAL = re.compile(
     f'{_WS}\\{{{_WS}"step"{_WS}:{_WS}(0|[1-9][0-9]{{0,17}}){_WS},{_WS}"dataset"{_WS}:{_WS}"({_TEXT}+)"{_WS},'
     f'{_WS}"id"{_WS}:{_WS}(?:"({_TEXT}*)"|(-?(?:0|[1-9][0-9]{{0,17}}))){_WS},{_WS}"rewards"{_WS}:{_WS}'
-    f"\\[{_WS}({_NUM}(?:{_WS},{_WS}{_NUM})*){_WS}\\]{_WS}\\}}{_WS}"
+    f"\\[{_WS}({_NUM}(?:{_WS},{_WS}{_NUM})*){_WS}\\]"
+    f'(?:{_WS},{_WS}"tokens"{_WS}:{_WS}(0|[1-9][0-9]{{0,17}}))?{_WS}\\}}{_WS}'
 )
-"""A line as :class:`RewardLogWriter` writes it: the four fields in order, nothing else, plain strings,
-short numbers. Every such line is a JSON object that :func:`_check_line` accepts (a step of at most 18
-digits is below 2**63), so the reader takes its fields from the match, without building the object."""
+"""A line as :class:`RewardLogWriter` writes it: the four fields in order, then ``tokens`` or not, nothing
+else, plain strings, short numbers. Every such line is a JSON object that :func:`_check_line` accepts (a step
+of at most 18 digits is below 2**63), so the reader takes its fields from the match, without building the object."""
 
 
-def _canonical(text: str) -> tuple[int, str, str | int, str] | None:
-    """``(step, dataset, id, rewards text)`` of a line in the writer's form, or ``None`` (the JSON reader's)."""
+def _canonical(text: str) -> tuple[int, str, str | int, str, int] | None:
+    """``(step, dataset, id, rewards text, tokens)`` of a line in the writer's form (``tokens``
+    :data:`NO_TOKENS` when it has none), or ``None`` (the JSON reader's)."""
     m = _CANONICAL.fullmatch(text)
     if m is None:
         return None
-    step, dataset, sid, iid, rewards = m.groups()
-    return int(step), dataset, (sid if iid is None else int(iid)), rewards
+    step, dataset, sid, iid, rewards, tokens = m.groups()
+    return int(step), dataset, (sid if iid is None else int(iid)), rewards, NO_TOKENS if tokens is None else int(tokens)
 
 
 def _rewards_array(rows: list[Any]) -> np.ndarray:
@@ -174,6 +219,8 @@ class _Parsed:
     ids: list[str | int]
     rewards: list[Any]
     """Each a list of numbers, or the checked text of a line in the writer's form."""
+    tokens: list[int]
+    """Each line's ``tokens``, :data:`NO_TOKENS` where it has none."""
     numbers: list[int]
     last_line: int
     """The number of the last line read (the header's, when it has no group), 0 for an empty log."""
@@ -186,15 +233,16 @@ def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | 
         checks.group_size, checks.size_from = header.group_size, "the header"
     elif group_size is not None:
         checks.group_size, checks.size_from = group_size, "--group-size"
-    out = _Parsed(header, checks, [], [], [], [], [], 0 if header is None else 1)
+    out = _Parsed(header, checks, [], [], [], [], [], [], 0 if header is None else 1)
     for line_no, obj in itertools.chain(pending, lines):
         if isinstance(obj, tuple):
-            step, dataset, pid, row = obj
+            step, dataset, pid, row, tokens = obj
             size = row.count(",") + 1
         else:
             if is_header(obj):
                 raise fail(path, line_no, "format", "a header can only be the first line (two logs joined into one?)")
             step, dataset, pid, row = _check_line(obj, path, line_no)
+            tokens = _tokens_of(obj, path, line_no)
             size = len(row)
         problem = checks.problem(step, dataset, pid, size, f"line {line_no}")
         if problem is not None:
@@ -203,6 +251,7 @@ def _parse_lines(lines: Iterator[tuple[int, Any]], path: str, group_size: int | 
         out.datasets.append(dataset)
         out.ids.append(pid)
         out.rewards.append(row)
+        out.tokens.append(tokens)
         out.numbers.append(line_no)
         out.last_line = line_no
     return out
@@ -247,7 +296,17 @@ def read_reward_log(
     bad = first_bad_reward(arr, *reward_range)
     if bad is not None:
         raise fail(name, int(line_arr[bad[0]]), "rewards", bad[1])
-    return RewardLog(name, np.asarray(parsed.steps, dtype=np.int64), parsed.datasets, parsed.ids, arr, line_arr, header)
+    tokens = np.asarray(parsed.tokens, dtype=np.int64)
+    return RewardLog(
+        name,
+        np.asarray(parsed.steps, dtype=np.int64),
+        parsed.datasets,
+        parsed.ids,
+        arr,
+        line_arr,
+        header,
+        tokens if np.any(tokens != NO_TOKENS) else None,
+    )
 
 
 def _seen_range(header: RewardLogHeader, rewards: np.ndarray, name: str) -> RewardLogHeader:
@@ -274,11 +333,14 @@ def _seen_range(header: RewardLogHeader, rewards: np.ndarray, name: str) -> Rewa
     return dataclasses.replace(header, reward_range=(low, high), caveats=(*header.caveats, seen))
 
 
-def write_groups(writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any) -> None:
-    """Log one generation round: ``rewards[i]`` (``[N, G]``) is the group of ``candidates[i]``."""
+def write_groups(
+    writer: RewardLogWriter | None, step: int, candidates: Sequence[Candidate], rewards: Any, tokens: Any = None
+) -> None:
+    """Log one generation round: ``rewards[i]`` (``[N, G]``) is the group of ``candidates[i]``, ``tokens[i]`` its
+    generated tokens (``None``: not known)."""
     if writer is None or not candidates:
         return
-    writer.write(step, [c.dataset for c in candidates], [c.id for c in candidates], rewards)
+    writer.write(step, [c.dataset for c in candidates], [c.id for c in candidates], rewards, tokens)
 
 
 class RewardLogWriter(LineWriter):
@@ -330,17 +392,21 @@ class RewardLogWriter(LineWriter):
         if self.header is not None:
             self._checks.group_size, self._checks.size_from = self.header.group_size, "the header"
 
-    def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> None:
-        """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``; all of
-        them, or none and a :class:`~snooze.DataError` (see the class)."""
-        lines, checks = self._lines(step, datasets, ids, rewards)
+    def write(self, step: int, datasets: Sequence[str], ids: Sequence[Any], rewards: Any, tokens: Any = None) -> None:
+        """One line per group: ``datasets[i]``, ``ids[i]``, ``rewards[i]`` (``[N, G]``) at ``step``, and
+        ``tokens[i]`` (``[N]`` integers >= 0: the group's generated tokens, summed over its rollouts; ``None``:
+        not known, the lines have no ``tokens``); all of them, or none and a :class:`~snooze.DataError` (see
+        the class)."""
+        lines, checks = self._lines(step, datasets, ids, rewards, tokens)
         self._write_lines(lines)
         self._checks, self._line = checks, self._line + len(lines)
 
     def _refused(self, line: int, field: str, what: str) -> DataError:
         return DataError(f"{self.path}, line {line} (not written), field {field!r}: {what}")
 
-    def _lines(self, step: Any, datasets: Sequence[str], ids: Sequence[Any], rewards: Any) -> tuple[list[str], Any]:
+    def _lines(
+        self, step: Any, datasets: Sequence[str], ids: Sequence[Any], rewards: Any, tokens: Any
+    ) -> tuple[list[str], Any]:
         """The lines of a write and the checks' state after them, or the DataError of its first bad line."""
         first = self._line + 1
         what = step_problem(step)
@@ -352,6 +418,17 @@ class RewardLogWriter(LineWriter):
                 f"{self.path}: {len(rows)} rows of rewards do not match {len(datasets)} datasets and {len(ids)} ids; "
                 "pass one [G] row per group (nothing was written)"
             )
+        counts = None if tokens is None else _token_counts(tokens)
+        if counts is None and tokens is not None:
+            raise DataError(
+                f"{self.path}: tokens={tokens!r:.80}: must be one integer per group ([N], >= 0), or None when not "
+                "known (nothing was written)"
+            )
+        if counts is not None and len(counts) != len(rows):
+            raise DataError(
+                f"{self.path}: {len(counts)} token counts do not match {len(rows)} rows of rewards; pass one count per "
+                "group, or tokens=None when not known (nothing was written)"
+            )
         checks = dataclasses.replace(self._checks, id_types=dict(self._checks.id_types))
         low, high = -math.inf, math.inf
         if self.header is not None and self.out_of_range == "raise":
@@ -362,11 +439,16 @@ class RewardLogWriter(LineWriter):
             field, what = _first_problem(name, plain, row, low, high)
             if what is None and len(row) < 2:
                 field, what = "rewards", "groups of 1 rollout have no spread; GRPO needs G >= 2"
+            if what is None and counts is not None:
+                field, what = "tokens", tokens_problem(counts[i])
             if what is None:
                 field, what = checks.problem(int(step), name, plain, len(row), f"line {first + i}") or (field, None)
             if what is not None:
                 raise self._refused(first + i, field, what)
-            out.append(json.dumps({"step": int(step), "dataset": name, "id": plain, "rewards": row}) + "\n")
+            line = {"step": int(step), "dataset": name, "id": plain, "rewards": row}
+            if counts is not None:
+                line["tokens"] = int(counts[i])
+            out.append(json.dumps(line) + "\n")
         return out, checks
 
 
@@ -376,6 +458,16 @@ def _plain_rows(rewards: Any) -> list[Any]:
     if hasattr(rewards, "tolist"):  # a numpy array, a tensor
         return list(rewards.tolist())
     return [row.tolist() if hasattr(row, "tolist") else [_plain(v) for v in row] for row in rewards]
+
+
+def _token_counts(tokens: Any) -> list[Any] | None:
+    """``tokens`` as a list of Python values (numpy's and torch's as Python's, nothing converted, for
+    :func:`~snooze.logs._line_checks.tokens_problem` to check), or ``None`` when it is not a sequence."""
+    if hasattr(tokens, "tolist"):  # a numpy array, a tensor (a 0-d one is no sequence)
+        tokens = tokens.tolist()
+    if isinstance(tokens, (str, bytes, Mapping)) or not isinstance(tokens, Sequence):
+        return None
+    return [_plain(v) for v in tokens]
 
 
 def _plain(value: Any) -> Any:

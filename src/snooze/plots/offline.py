@@ -29,7 +29,7 @@ def _band(rows: Sequence[tuple[int, Mapping[str, Any]]], key: str, interval: str
 
 
 def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLike[str]) -> None:
-    """The replay's headline against the snooze factor: generation saved for the log's signal groups and the
+    """The replay's headline against the snooze factor: rollouts saved for the log's signal groups and the
     share of skipped encounters that had signal, each with its interval; ``filter`` as lines with its band."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -38,7 +38,7 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
         if not rows:
             continue
         for key, interval, style, what in (
-            ("saved_frac", "saved_interval", "-", "generation saved"),
+            ("rollouts_saved_frac", "rollouts_saved_interval", "-", "rollouts saved"),
             ("risk", "risk_interval", "--", "skipped with signal"),
         ):
             ks, vals, lo, hi = _band(rows, key, interval)
@@ -47,7 +47,7 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
     if "filter" in results:
         h = results["filter"]["headline"]
         for key, interval, style, what in (
-            ("saved_frac", "saved_interval", "-", "generation saved"),
+            ("rollouts_saved_frac", "rollouts_saved_interval", "-", "rollouts saved"),
             ("risk", "risk_interval", "--", "skipped with signal"),
         ):
             if h[key] is None:
@@ -56,7 +56,7 @@ def plot_replay(results: Mapping[str, Mapping[str, Any]], path: str | os.PathLik
             if h[interval] is not None:
                 ax.axhspan(100 * h[interval][0], 100 * h[interval][1], color="grey", alpha=0.15)
     ax.set_xlabel("snooze factor")
-    ax.set_ylabel("%  (saved: of the log's groups; with signal: of skipped)", fontsize=8)
+    ax.set_ylabel("%  (saved: of the log's rollouts; with signal: of skipped)", fontsize=8)
     ax.set_title("Replay of a logged run")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -60,7 +60,7 @@ class Roller:
         self.tok = CharTokenizer()
         self.store: dict[int, Group] = {}
         self._born: dict[int, int] = {}  # ticket -> step it was sampled in
-        self._first: dict[int, np.ndarray] = {}  # screening: a screen's k rewards, until its rest comes (the log's)
+        self._first: dict[int, tuple[np.ndarray, int]] = {}  # screening: a screen's k rewards and tokens, for the log
         self._step = 0
 
     @property
@@ -104,28 +104,34 @@ class Roller:
                 rewards[n] = got[rows]
                 self._keep(candidates[n].ticket, ids[n][mask[n]], out.tokens[rows], out.logprobs[rows], out.mask[rows])
         self.model.train(was_training)
-        whole, rows_of = self._whole(candidates, widths, rewards)
+        whole, rows_of, tokens_of = self._whole(candidates, widths, rewards, tokens)
         if self.reward_log is not None and whole:
             done = [candidates[i] for i in whole]
-            self.reward_log.write(self._step, [c.dataset for c in done], [c.id for c in done], np.array(rows_of))
+            self.reward_log.write(
+                self._step, [c.dataset for c in done], [c.id for c in done], np.array(rows_of), tokens_of
+            )
         if len(set(widths)) > 1 or 0 < len(whole) < len(candidates):  # G = 2k: screens and rests of one width
             return Generated(rewards, tokens)  # rows of n (screens and rests), [N]
         return Generated(np.array(rewards).reshape(len(candidates), -1), tokens)  # [N, G] (or [N, n]), [N]
 
-    def _whole(self, candidates: Candidates, widths: list[int], rewards: list[Any]) -> tuple[list[int], list[Any]]:
-        """The candidates whose group is whole now and its ``G`` rewards: every one without screening; with it, the
-        rests (joined to their screen's first k rewards). A screen's rewards are kept until its rest comes."""
+    def _whole(
+        self, candidates: Candidates, widths: list[int], rewards: list[Any], tokens: np.ndarray
+    ) -> tuple[list[int], list[Any], list[int]]:
+        """The candidates whose group is whole now, its ``G`` rewards and its tokens: every one without screening;
+        with it, the rests (joined to their screen's first k rewards, their tokens added to the screen's). A
+        screen's rewards and tokens are kept until its rest comes."""
         if all(w == self.group_size for w in widths):
-            return list(range(len(candidates))), rewards
-        whole, rows = [], []
+            return list(range(len(candidates))), rewards, tokens.tolist()
+        whole, rows, counts = [], [], []
         for i, c in enumerate(candidates):
             first = self._first.pop(c.ticket, None)
             if first is None:
-                self._first[c.ticket] = rewards[i]
+                self._first[c.ticket] = (rewards[i], int(tokens[i]))
             else:
                 whole.append(i)
-                rows.append(np.concatenate([first, rewards[i]]))
-        return whole, rows
+                rows.append(np.concatenate([first[0], rewards[i]]))
+                counts.append(first[1] + int(tokens[i]))
+        return whole, rows, counts
 
     def _keep(
         self, ticket: int, prompt: torch.Tensor, tokens: torch.Tensor, logp: torch.Tensor, mask: torch.Tensor

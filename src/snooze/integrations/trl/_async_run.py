@@ -123,7 +123,7 @@ class AsyncRun:
         rewards = np.where(np.isnan(rewards), float(sched.config.reward_range[0]), rewards)  # unscorable: the low end
         tokens = getattr(item, "tokens", None)  # the group's completion tokens (ScoredGroup.tokens), when known
         sched.report([cand], rewards[None, :], None if tokens is None else [tokens])
-        write_groups(self._log(), sched.step_index, [cand], rewards[None, :])
+        write_groups(self._log(), sched.step_index, [cand], rewards[None, :], None if tokens is None else [tokens])
         rows = list(item.samples)
         for row in rows:  # TRL's sample/time_in_queue_s: from the group's scoring to its step's handing over
             if getattr(row, "enqueued_at", 0) is None:

@@ -252,7 +252,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self.scheduler.report(cands, rewards, tokens)
         self._step_crc = dist.report_crc(cands, rewards, self._step_crc)
         self._pad_groups += layout.pad_groups
-        write_groups(self._writer(), self.scheduler.step_index, cands, rewards)
+        write_groups(self._writer(), self.scheduler.step_index, cands, rewards, tokens)
         for i, c in enumerate(cands):
             self._spread[c.ticket] = layout.spread(i)
             lo, hi = layout.local(i, rank)

@@ -131,7 +131,7 @@ class SnoozeRun:
         group, whether it can never enter this step's batch (the scheduler left it out: no signal, or too stale)."""
         cands = self._issued(uids, keys)
         self.scheduler.report(cands, rewards, tokens)
-        write_groups(self._log(), self.scheduler.step_index, cands, rewards)
+        write_groups(self._log(), self.scheduler.step_index, cands, rewards, tokens)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
             self._step[cand.ticket] = uid
