@@ -162,6 +162,7 @@ class SchedulerConfig:
 
     carry_surplus: bool | None = None
     """Keep surplus signal groups of a step's last round for the next step (DAPO discards them).
+
     Unset (``None``): on when the config names no policy (the default, the recommended setting), off when it
     names one (``policy=...``, or an ``options`` instance, which names its policy), so a named policy runs as it
     always has: ``policy="dynamic_sampling"`` is DAPO exactly. A config holds ``True`` or ``False`` once made."""
