@@ -36,7 +36,11 @@ def _rows(cands: snooze.Candidates) -> list[list[float]]:
 
 
 def _cfg(**kw: Any) -> SchedulerConfig:
-    base: dict[str, Any] = dict(batch_size=2, gen_batch_size=3, group_size=G, screen_size=K, shuffle=False, audit=0.0)
+    """DAPO's (``dynamic_sampling``, the surplus discarded) unless a test names another policy: the expectations are
+    computed by hand for it."""
+    base: dict[str, Any] = dict(
+        batch_size=2, gen_batch_size=3, group_size=G, screen_size=K, shuffle=False, audit=0.0, policy="dynamic_sampling"
+    )
     return SchedulerConfig(**{**base, **kw})
 
 

@@ -31,7 +31,9 @@ class Row:  # the fields of TRL's RolloutSample the step loop touches
 
 
 def _run(rows_per_step: int = 4, window: int = 4, **cfg: Any) -> tuple[AsyncRun, list[tuple[int, str]]]:
-    config = snooze.SchedulerConfig(batch_size=2, group_size=G, shuffle=False, **cfg)
+    """DAPO's config (``dynamic_sampling``) unless a test names another policy: the steps below are worked out for it
+    (tests/test_default_setting.py runs the default the trainer builds)."""
+    config = snooze.SchedulerConfig(batch_size=2, group_size=G, shuffle=False, **{"policy": "dynamic_sampling", **cfg})
     sent: list[tuple[int, str]] = []
     run = AsyncRun(
         snooze.Scheduler({"d": RECORDS}, config), lambda t, r: sent.append((t, r["id"])), rows_per_step, window

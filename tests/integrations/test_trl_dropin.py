@@ -105,7 +105,8 @@ def test_the_quick_start_runs(model_name: str, tmp_path: Path, monkeypatch: pyte
     trainer = scope["trainer"]
     assert trainer.state.global_step == 12  # TRL's defaults: 3 epochs of 4 prompts, one prompt (8 rows) a step
     logged = [h for h in trainer.state.log_history if "snooze/gen/rounds" in h]
-    assert logged and trainer.scheduler.config.policy == "dynamic_sampling"  # the library's default
+    cfg = trainer.scheduler.config
+    assert logged and (cfg.policy, cfg.options.factor, cfg.carry_surplus) == ("snooze", 1, True)  # the default
     assert trainer.state.epoch == pytest.approx(_passes(trainer.scheduler))
 
 
@@ -158,7 +159,8 @@ def test_sizes_order_seed_and_range_come_from_grpo_config(model_name: str, tmp_p
     )
     cfg, sched = trainer.scheduler.config, trainer.scheduler
     assert (cfg.group_size, cfg.batch_size, cfg.shuffle, sched.seed) == (4, 2, False, 7)  # 4 x 2 rows / 4
-    assert cfg.reward_range == (-0.5, 1.0) and cfg.out_of_range == "accept" and cfg.policy == "dynamic_sampling"
+    assert cfg.reward_range == (-0.5, 1.0) and cfg.out_of_range == "accept"
+    assert (cfg.policy, cfg.carry_surplus) == ("snooze", True)  # the default: snooze.RECOMMENDED
 
 
 def test_snooze_settings_come_through_one_argument(model_name: str, tmp_path: Path) -> None:

@@ -74,13 +74,18 @@ CONFIG_CASES = {
 
 @pytest.mark.parametrize("case", list(CONFIG_CASES))
 def test_trl_case(case: str, names: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the scheduler generating twice the prompts a round that TRL's batch takes (``gen_batch_size``): the
-    reward model gives every group spread, so half the groups are surplus, and a trainer that handed TRL what
-    it generated rather than what the scheduler kept would fail the Trace."""
+    """With the scheduler generating twice the prompts a round that TRL's batch takes (``gen_batch_size``), under
+    DAPO (``dynamic_sampling``: the surplus discarded): the reward model gives every group spread, so half the
+    groups are surplus, and a trainer that handed TRL what it generated rather than what the scheduler kept would
+    fail the Trace."""
     args = grpo_args(tmp_path, **CONFIG_CASES[case])
     B = args.generation_batch_size // args.num_generations  # prompts a generation takes
     trainer, trace = make_trainer(
-        names, tmp_path, monkeypatch, snooze_config={"gen_batch_size": 2 * B}, **CONFIG_CASES[case]
+        names,
+        tmp_path,
+        monkeypatch,
+        snooze_config={"policy": "dynamic_sampling", "gen_batch_size": 2 * B},
+        **CONFIG_CASES[case],
     )
     train_and_check(trainer, trace)
     steps = [h for h in trainer.state.log_history if "snooze/gen/groups" in h]
@@ -110,7 +115,8 @@ def test_init_minimal(names: dict[str, str], tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
     trainer = SnoozeGRPOTrainer(model=names["model"], reward_funcs=names["reward"], train_dataset=tiny.prompts())
     cfg = trainer.scheduler.config  # ours: the scheduler TRL's defaults imply (8 completions, 8 rows a generation)
-    assert (cfg.group_size, cfg.batch_size, cfg.policy, trainer.scheduler.seed) == (8, 1, "dynamic_sampling", 42)
+    assert (cfg.group_size, cfg.batch_size, cfg.policy, trainer.scheduler.seed) == (8, 1, "snooze", 42)
+    assert (cfg.options.factor, cfg.carry_surplus) == (1, True)  # the default: snooze.RECOMMENDED
     assert len(trainer.scheduler.sources[0]) == len(tiny.LINES)
 
 

@@ -99,3 +99,28 @@ def test_a_pool_short_of_signal_trains_partial_batches_and_reports_exhaustion(
     assert exhausted[:9] == [0] * 9 and exhausted[9:] == [1, 1, 1]  # the window (10 bound steps) is full at step 10
     warned = [r for r in caplog.records if r.name == "snooze.core.scheduler" and r.levelno == logging.WARNING]
     assert len(warned) == 1 and "max_gen_rounds" in warned[0].getMessage()  # the sync path's warning, once
+
+
+def test_the_default_runs_without_being_told_about_carry(tmp_path: Path) -> None:
+    """issue 49: ``trainer.v1.snooze`` naming no policy, options or carry: the async mode runs the project's default,
+    the recommended setting without the carry (no surplus here), with nothing to set: too-easy prompts are skipped,
+    every step trains a full batch of signal groups, and no step has a surplus."""
+    from omegaconf import open_dict
+
+    from integrations._verl_env import ROWS
+
+    config = compose(tmp_path, f"trainer.v1.trainer_mode={ASYNC}", data=make_parquet(tmp_path, ROWS))
+    with open_dict(config):
+        for key in ("policy", "options"):
+            config.trainer.v1.snooze.pop(key)
+    trainer = build_trainer(config, Rollout())  # two of the six prompts always solved, the others split
+    cfg = trainer.snooze.config
+    assert (cfg.policy, cfg.options.factor, cfg.carry_surplus, cfg.audit, cfg.guard) == ("snooze", 1, False, 0.05, True)
+    steps = []
+    for _ in range(6):
+        batch, metrics = step(trainer)
+        steps.append(metrics)
+        end_step(trainer, batch)
+    assert all(m["snooze/train/groups"] == B for m in steps)
+    assert sum(m["snooze/skipped"] for m in steps) > 0
+    assert not any(m[f"snooze/surplus/{k}"] for m in steps for k in ("carried_in", "carried_out"))

@@ -1,8 +1,9 @@
 """What a replay says to do: DAPO's rounds per step on the logged run, the docs' rule, and the lines to paste.
 
-The docs' rule (``docs/sizing.md``, "When to turn skipping on"): run DAPO's dynamic sampling, the default,
-and turn skipping on, with the recommended setting (``snooze.RECOMMENDED``: snooze factor 1, the surplus
-carried), when DAPO needs more than about 2 generation rounds a step. A replay can answer that from any log:
+The docs' rule (``docs/sizing.md``, "When to turn skipping on"): run DAPO's dynamic sampling
+(``policy="dynamic_sampling"``), and turn skipping on, with the recommended setting (``snooze.RECOMMENDED``, the
+default: snooze factor 1, the surplus carried), when DAPO needs more than about 2 generation rounds a step. A
+replay can answer that from any log:
 
 - a DAPO log holds its rounds (groups per step over the generation batch): they are read off it;
 - any other log (plain GRPO, a run that skipped prompts) holds each step's share of groups with signal, and
@@ -106,7 +107,8 @@ def _setting(turn_on: bool) -> dict[str, Any]:
 
 
 def next_lines(kind: str, turn_on: bool) -> list[str]:
-    """The lines to paste for ``kind`` (:func:`framework`): the recommended setting, or the default (DAPO)."""
+    """The lines to paste for ``kind`` (:func:`framework`): the recommended setting, or DAPO
+    (``policy="dynamic_sampling"``)."""
     setting = _setting(turn_on)
     if kind == "verl":
         lines = ["trainer.v1.trainer_mode=snooze"]

@@ -213,7 +213,8 @@ def print_verdict(v: dict[str, Any]) -> None:
     decision = (
         f"late {late:.1f} > {rule:g}: turn skipping on, with the recommended setting"
         if v["turn_on"]
-        else f"late {late:.1f} <= {rule:g}: keep DAPO's dynamic sampling, the default (skips nothing); watch gen/rounds"
+        else f"late {late:.1f} <= {rule:g}: keep DAPO's dynamic sampling (policy=dynamic_sampling: skips nothing); "
+        "watch gen/rounds"
     )
     print(f"  the docs' rule: turn skipping on when DAPO needs more than about {rule:g} rounds a step; {decision}")
     rec = v["recommended"]
@@ -242,7 +243,9 @@ def print_verdict(v: dict[str, Any]) -> None:
     where = {"verl": "verl overrides, to add to the run's command line (snooze check-verl checks them)",
              "trl": "TRL", "reference": "the reference trainer",
              "library": "the library's scheduler"}[v["framework"]]  # fmt: skip
-    what = "turn on the recommended setting" if v["turn_on"] else "run DAPO's dynamic sampling, the default"
+    what = (
+        "turn on the recommended setting" if v["turn_on"] else "run DAPO's dynamic sampling (policy=dynamic_sampling)"
+    )
     print(f"  next: {what}; {where}:")
     for line in v["lines"]:
         print(f"    {line}")

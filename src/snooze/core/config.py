@@ -98,9 +98,10 @@ class _Setting(Mapping[str, Any]):
 RECOMMENDED: Mapping[str, Any] = _Setting({"policy": "snooze", "options": {"factor": 1}, "carry_surplus": True})
 """The recommended skipping setting, the one the docs and examples use when they turn skipping on
 (``SchedulerConfig(batch_size=..., **snooze.RECOMMENDED)``): snoozing a too-easy prompt for its next
-encounter, the surplus signal groups carried into the next step, the audit at its default. It is not the
-default (``dynamic_sampling``, which skips nothing): docs/results.md has the family's measurement of both,
-docs/sizing.md says when to turn it on. Read-only; ``dict(snooze.RECOMMENDED)`` is a plain dict of plain
+encounter, the surplus signal groups carried into the next step, the audit at its default. It is also the
+default: a ``SchedulerConfig`` that names no policy is this setting (with the audit and the guard on);
+``policy="dynamic_sampling"`` brings DAPO back, exactly as before. docs/results.md has the family's measurement of
+both. Read-only; ``dict(snooze.RECOMMENDED)`` is a plain dict of plain
 values (its ``options`` a plain dict too), a fresh copy each time, that a config file takes as it is."""
 
 
@@ -117,14 +118,15 @@ class SchedulerConfig:
     group_size: int = 8
     """Rollouts per prompt (G). At least 2: a group of one has no spread."""
 
-    policy: PolicyName = "dynamic_sampling"
+    policy: PolicyName = "snooze"
     """What happens to zero-signal groups: ``grpo`` (train on them), ``dynamic_sampling`` (drop and
     refill, DAPO; ``dapo`` is another name for it), ``filter`` (drop; retire too-easy prompts for good),
     ``snooze`` (drop; skip too-easy prompts for their next ``SnoozeOptions.factor`` encounters),
     ``predictive`` (drop; skip an encounter when the prompt's predicted chance of a signal group is below
     the stream's signal rate).
-    The default skips nothing: every skipping policy saves generation at a cost in held-out accuracy
-    that depends on the regime (docs/results.md); opt in, and watch ``snooze/audit/*``."""
+    The default is the recommended setting (``snooze.RECOMMENDED``: ``snooze`` at factor 1, the surplus
+    carried, with the audit and the guard on); ``policy="dynamic_sampling"`` brings DAPO back, exactly as
+    before (``carry_surplus`` stays off for a named policy). Watch ``snooze/audit/*`` and ``snooze/guard/on``."""
 
     options: Options | None = None
     """The policy's own options, an instance of its options class (``SnoozeOptions``, ``PredictiveOptions``,
@@ -158,8 +160,12 @@ class SchedulerConfig:
     on what there is, ``pad`` fills with zero-signal groups of the step, ``raise`` raises
     :class:`~snooze.BatchShortError`."""
 
-    carry_surplus: bool = False
-    """Keep surplus signal groups of a step's last round for the next step (DAPO discards them)."""
+    carry_surplus: bool | None = None
+    """Keep surplus signal groups of a step's last round for the next step (DAPO discards them).
+
+    Unset (``None``): on when the config names no policy (the default, the recommended setting), off when it
+    names one (``policy=...``, or an ``options`` instance, which names its policy), so a named policy runs as it
+    always has: ``policy="dynamic_sampling"`` is DAPO exactly. A config holds ``True`` or ``False`` once made."""
 
     mix: Mix = "stream"
     """Multi-dataset mixing: ``stream`` interleaves candidates by weight; ``quota`` holds each
@@ -229,6 +235,8 @@ class SchedulerConfig:
         _check_keywords(given)
         if isinstance(given.get("options"), Options) and "policy" not in given:
             given["policy"] = policy_of(given["options"])
+        if given.get("carry_surplus") is None:  # unset: the recommended setting carries, a named policy does not
+            given["carry_surplus"] = "policy" not in given
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, given.get(f.name, f.default))
         self._check()
@@ -303,11 +311,14 @@ class SchedulerConfig:
 
     def replace(self, **changes: Any) -> SchedulerConfig:
         """A copy with some fields changed (validated again); an unknown field is a :class:`ConfigError`.
-        A new ``policy`` without ``options`` starts from that policy's defaults."""
+        A new ``policy`` without ``options`` (or ``carry_surplus``) starts from that policy's defaults, as a named
+        policy has them (``carry_surplus`` off): ``SchedulerConfig().replace(policy="dynamic_sampling")`` is DAPO."""
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         new_policy = changes.get("policy", self.policy)
-        if not (isinstance(new_policy, str) and new_policy == self.policy) and "options" not in changes:
-            fields["options"] = None
+        if not (isinstance(new_policy, str) and new_policy == self.policy):
+            for name in ("options", "carry_surplus"):
+                if name not in changes:
+                    fields[name] = None
         return type(self)(**{**fields, **changes})
 
 

@@ -30,6 +30,7 @@ from snooze import Batch, IntegrationError, Scheduler, SchedulerConfig
 from snooze.integrations._paths import log_path
 from snooze.integrations.trl import _build as build
 from snooze.integrations.trl import _checks as checks
+from snooze.integrations.trl import _data as data
 
 try:
     import trl
@@ -72,8 +73,10 @@ class SnoozeAsyncGRPOTrainer(AsyncGRPOTrainer):  # type: ignore[misc]
     ``snooze_config``, ``scheduler``, ``reward_log`` and ``on_batch`` as :class:`SnoozeGRPOTrainer` takes them
     (``on_batch`` runs on the main process, where the scheduler lives). The scheduler's ``batch_size`` is TRL's
     rows per step over ``num_generations``; its ``max_staleness`` is ``AsyncGRPOConfig.max_staleness`` unless
-    ``snooze_config`` sets it. Refused before TRL loads anything: ``tools``, ``environment_factory``, a custom
-    ``rollout_worker``, a ``token_budget`` (rows are batched by count: TRL's ``token_budget=0``).
+    ``snooze_config`` sets it. The default is the recommended setting without the carry (a step closes the moment
+    its batch is full, so there is no surplus: ``_data.NO_SURPLUS``). Refused before TRL loads anything: ``tools``,
+    ``environment_factory``, a custom ``rollout_worker``, a ``token_budget`` (rows are batched by count: TRL's
+    ``token_budget=0``).
     """
 
     def __init__(
@@ -232,7 +235,7 @@ def _scheduler_before_loading(
             f"processes), not a multiple of num_generations={G}: a step must hold whole groups"
         )
     weights = build.reward_weights(bound, args)
-    defaults = {"max_staleness": int(args.max_staleness)}
+    defaults = {**data.NO_SURPLUS, "max_staleness": int(args.max_staleness)}
     sched = build.build_scheduler(
         bound,
         scheduler,

@@ -19,9 +19,11 @@ trainer builds"):
   reward model's, TRL's length penalties) as it is. Signal does not depend on the range; only the
   easy/hard side of a zero-spread group does.
 
-Everything else comes from ``snooze_config``: ``None`` (the defaults: ``policy="dynamic_sampling"``,
-DAPO's rule, no skipping), a mapping of :class:`~snooze.SchedulerConfig` fields (the sizes filled in
-from ``GRPOConfig``), or a whole ``SchedulerConfig`` (its sizes must then be TRL's; it is used as it is).
+Everything else comes from ``snooze_config``: ``None`` (the defaults: the recommended setting,
+``snooze.RECOMMENDED``, as ``SchedulerConfig()`` has it; ``{"policy": "dynamic_sampling"}`` is DAPO), a mapping
+of :class:`~snooze.SchedulerConfig` fields (the sizes filled in from ``GRPOConfig``), or a whole
+``SchedulerConfig`` (its sizes must then be TRL's; it is used as it is). The asynchronous trainer lays
+:data:`NO_SURPLUS` under a mapping: a step there closes the moment its batch is full, so there is no surplus.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from snooze._kit.keys import json_key
 
 __all__ = [
     "DATASET",
+    "NO_SURPLUS",
     "prompt_key",
     "source_of",
     "scheduler_config",
@@ -50,6 +53,11 @@ log = logging.getLogger(__name__)
 
 DATASET = "train"
 """The name of the one dataset the trainer's own scheduler holds (``snooze/dataset/train/...`` in the logs)."""
+
+NO_SURPLUS = {"carry_surplus": False}
+"""``SnoozeAsyncGRPOTrainer``'s default beside the recommended setting: its step closes the moment the batch is full
+(each group is reported on its own), so there is no surplus to carry, and the default runs without the carry, with
+nothing for the user to set (a ``carry_surplus=True`` given changes nothing there)."""
 
 SET_BY_TRL = ("batch_size", "group_size", "shuffle")
 """SchedulerConfig fields that follow GRPOConfig (num_generations, generation_batch_size, shuffle_dataset)."""

@@ -72,10 +72,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     scheduler is made from ``train_dataset`` and ``args`` (:mod:`snooze.integrations.trl._data` says how:
     ids, sizes, order, reward range). Takes every ``GRPOTrainer`` argument plus:
 
-    - ``snooze_config``: the snooze settings: ``None`` (``policy="dynamic_sampling"``, the defaults: no
-      skipping), a mapping of :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the
-      sizes follow ``args``), or a ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and
-      ``shuffle`` are TRL's.
+    - ``snooze_config``: the snooze settings: ``None`` (the defaults: the recommended setting,
+      ``snooze.RECOMMENDED``; ``{"policy": "dynamic_sampling"}`` is DAPO), a mapping of
+      :class:`~snooze.SchedulerConfig` fields (``{"policy": "filter"}``; the sizes follow ``args``), or a
+      ``SchedulerConfig`` whose ``batch_size``, ``group_size`` and ``shuffle`` are TRL's.
     - ``scheduler``: a :class:`~snooze.Scheduler` built by hand instead (not with ``snooze_config``).
       Its prompts must be ``train_dataset``'s (any order); ``group_size`` must equal ``num_generations``,
       ``batch_size * group_size`` TRL's ``generation_batch_size`` (all processes together) and

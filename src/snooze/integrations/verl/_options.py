@@ -26,6 +26,7 @@ __all__ = [
     "conflicts",
     "async_refusals",
     "ASYNC_REFUSED",
+    "NO_SURPLUS",
     "snooze_options",
     "options_from",
     "OPTIONS_KEY",
@@ -284,6 +285,10 @@ def _reward_log(opts: dict[str, Any], config: Any) -> Path | None:
     return log_path(value, f"{OPTIONS_KEY}.reward_log")  # checked on the driver, before any worker starts
 
 
+NO_SURPLUS = {"carry_surplus": False}
+"""What the async modes set beside the user's options: a finished group the batch has no room for waits in
+TransferQueue for a later step, so there is no surplus to carry, and the default (``snooze.RECOMMENDED``) runs
+there without its carry, with nothing for the user to set."""
 ASYNC_REFUSED = {  # scheduler settings that decide a step's batch synchronously: what to do instead
     "carry_surplus": "a finished group the batch has no room for stays in TransferQueue and is reported in a later "
     "step, so there is no surplus to carry",
@@ -340,6 +345,7 @@ def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[S
     fields = _scheduler_fields(opts, config, errors)
     if verl_mode != "sync":
         fields.pop("gen_batch_size", None)  # verl fetches one prompt at a time there (data.gen_batch_size=1)
+        fields.update(NO_SURPLUS)  # the default setting without the carry (the option itself is refused there)
     try:
         scheduler = _scheduler_config(fields)
     except SnoozeError as exc:
