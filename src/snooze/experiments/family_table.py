@@ -47,8 +47,9 @@ __all__ = [
 BAR = {"mean_gap": -0.5, "interval_low": -1.0, "regime_gap": -1.5, "saving": 1.2}
 """What a candidate default is held to (issue 49's bar; issue 40's asked 1.3x), over every regime and seed paired
 with DAPO: a mean late gap of at least -0.5 points with its 90% interval's lower end at -1.0 or above, no regime's
-mean gap below -1.5, and at least 1.2x fewer rollouts than DAPO, every rollout and scoring pass counted (the geometric mean over the regimes of each
-regime's mean ratio; a summary without rollouts gives its groups ratio, the same when every group is whole)."""
+mean gap below -1.5, and at least 1.2x fewer rollouts than DAPO, every rollout and scoring pass counted (the
+geometric mean over the regimes of each regime's mean ratio; a summary without rollouts gives its groups ratio, the
+same when every group is whole)."""
 _T90 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 8: 1.860, 10: 1.812, 15: 1.753, 20: 1.725}
 """Two-sided 90% Student t quantiles by degrees of freedom (beyond the table: :func:`_t90`)."""
 
