@@ -2,8 +2,8 @@
 default since the guard exists) beside the same arm without it (the runs ``research/alarm_runs.py`` made before the
 guard existed, the audit at 0.05 in both), each paired with DAPO on the same seed.
 
-    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 0/2 &    # the guarded runs, in two processes
-    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 1/2
+    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 0/2     # the guarded runs: this in one shell,
+    nice -n 19 .venv/bin/python research/guard_dev.py --run --part 1/2     # this in another
     .venv/bin/python research/guard_dev.py                                  # the table
 
 ``--run`` trains only the runs whose alarm fires: a guarded run is bit-identical to the unguarded one until the step

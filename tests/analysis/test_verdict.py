@@ -76,8 +76,9 @@ def test_dapo_rounds_pools_each_window() -> None:
 
 def test_the_verl_lines_are_the_docs_recommended_setting() -> None:
     doc = (ROOT / "docs" / "sizing.md").read_text()
-    line = next(x for x in doc.splitlines() if x.startswith("- verl: `+trainer.v1.snooze.policy"))
-    assert next_lines("verl", True) == ["trainer.v1.trainer_mode=snooze", *line.split("`")[1].split()]
+    spelled = re.findall(r"`(\+trainer\.v1\.snooze\.policy=snooze [^`]*)`", doc)  # the default, written out
+    assert len(spelled) == 1 and "carry_surplus=True" in spelled[0]
+    assert next_lines("verl", True) == ["trainer.v1.trainer_mode=snooze", *spelled[0].split()]
     assert next_lines("verl", False) == ["trainer.v1.trainer_mode=snooze", "+trainer.v1.snooze.policy=dynamic_sampling"]
     trl = next_lines("trl", True)[0]
     assert "snooze_config={'policy': 'snooze', 'options': {'factor': 1}, 'carry_surplus': True}" in trl
