@@ -34,7 +34,15 @@ from snooze.experiments.compare import ARMS as COMPARE_ARMS
 from snooze.experiments.compare import RECOMMENDED_ARM, SCREEN_ARMS, Arm, run_compare
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from alarm_runs import ALARM_REGIMES  # noqa: E402  (research/ is not a package)
+from alarm_runs import ALARM_REGIMES as _ALARM_REGIMES  # noqa: E402  (research/ is not a package)
+
+ALARM_REGIMES = {
+    **_ALARM_REGIMES,
+    # al-mix at G=16 (8 groups of 16 a step: 128 rollouts, as the family's g16): where a screen of k is a smaller
+    # share of a group, screening should be worth more (issue 52)
+    "al-mix-g16": replace(_ALARM_REGIMES["al-mix"], group_size=16),
+}
+"""The alarm's development regimes and one at G=16."""
 
 DAPO = "dynamic_sampling"
 ARMS = {
@@ -42,6 +50,12 @@ ARMS = {
     # DAPO's screening arm with rounds of 32 prompts, for the al-* regimes (batch 8): a round of fresh screens then
     # holds 64 rollouts, as DAPO's round of 8 whole groups does, so max_gen_rounds bounds the same rollouts
     "dynamic_sampling-screen2-gb32": Arm("dynamic_sampling-screen2-gb32", "dynamic_sampling", {"screen_size": 2,
+                                         "gen_batch_size": 32}),
+    # at G=16 (al-mix-g16, batch 8): a round of 64 fresh screens of 2, or of 32 screens of 4, holds 128 rollouts, as
+    # DAPO's round of 8 whole groups of 16 does
+    "dynamic_sampling-screen2-gb64": Arm("dynamic_sampling-screen2-gb64", "dynamic_sampling", {"screen_size": 2,
+                                         "gen_batch_size": 64}),
+    "dynamic_sampling-screen4-gb32": Arm("dynamic_sampling-screen4-gb32", "dynamic_sampling", {"screen_size": 4,
                                          "gen_batch_size": 32}),
 }  # fmt: skip
 """DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
