@@ -5,6 +5,7 @@ guard existed, the audit at 0.05 in both), each paired with DAPO on the same see
     nice -n 19 .venv/bin/python research/guard_dev.py --run --part 0/2     # the guarded runs: this in one shell,
     nice -n 19 .venv/bin/python research/guard_dev.py --run --part 1/2     # this in another
     .venv/bin/python research/guard_dev.py                                  # the table
+    .venv/bin/python research/guard_dev.py --family runs/family             # the alarm on a family run, labelled
 
 ``--run`` trains only the runs whose alarm fires: a guarded run is bit-identical to the unguarded one until the step
 after its alarm (``tests/core/test_guard.py``), so where the shipped rule (``alarm_dev.shipped_alarm``, the
@@ -116,6 +117,35 @@ def table(guarded: Path, unguarded: Path, arm: str) -> str:
     return "\n".join(out)
 
 
+def family_alarms(root: Path, arm: str) -> str:
+    """The scheduler's own alarm on a family run (``benchmarks/family.py --out ROOT``): per regime, the arm's mean late
+    gap to DAPO over the paired seeds, the cell's label (healthy: -0.5 or better; harmful: -1.5 or worse; issue 49),
+    and the runs whose ``snooze/audit/alarm`` fired (at which step); then the false alarms on healthy runs and the
+    detections of harmful ones. The alarm's step is the same guarded or not (the guard acts from the next step)."""
+    out = [
+        f"\n{arm} on {root}: the scheduler's own alarm\n",
+        "| regime | pairs | mean late gap (points) | label | alarm fired (steps of the run's) |",
+        "|---|---|---|---|---|",
+    ]
+    counts = {"healthy": [0, 0], "harmful": [0, 0]}
+    for regime_dir in sorted(p for p in root.iterdir() if (p / arm).is_dir()):
+        pairs = [(read(regime_dir / DAPO / seed.name), read(seed)) for seed in sorted((regime_dir / arm).glob("seed*"))]
+        pairs = [(d, a) for d, a in pairs if d is not None and a is not None]
+        if not pairs:
+            continue
+        gap = float(np.mean([100 * (a["late"] - d["late"]) for d, a in pairs]))
+        label = "healthy" if gap >= -0.5 else "harmful" if gap <= -1.5 else "between"
+        fired = [a["fired"] for _, a in pairs if a["fired"] is not None]
+        if label in counts:
+            counts[label][0] += len(fired)
+            counts[label][1] += len(pairs)
+        steps = f" ({', '.join(str(f) for f in fired)})" if fired else ""
+        out.append(f"| {regime_dir.name} | {len(pairs)} | {gap:+.2f} | {label} | {len(fired)}{steps} |")
+    (fa, healthy), (det, harmful) = counts["healthy"], counts["harmful"]
+    out.append(f"\nfalse alarms on healthy runs: {fa}/{healthy}; detected harmful runs: {det}/{harmful}")
+    return "\n".join(out)
+
+
 def plan(
     unguarded: Path, arms: list[str], seeds: tuple[int, int], verify: float
 ) -> dict[tuple[str, str, int], int | None]:
@@ -177,9 +207,15 @@ def main() -> None:
     parser.add_argument("--run", action="store_true", help="train the guarded runs whose alarm fires")
     parser.add_argument("--part", default="0/1", help="I/N: train every N-th run from the I-th (parallel processes)")
     parser.add_argument("--verify", type=float, default=0.85, help="also train runs whose alarm came this close")
+    parser.add_argument("--family", type=Path, default=None, help="a family run's folder: its alarms, labelled")
     args = parser.parse_args()
     seeds = tuple(int(x) for x in args.seeds.split("-"))
     i, n = (int(x) for x in args.part.split("/"))
+    if args.family is not None:
+        for arm in args.arms.split(","):
+            if any((p / arm).is_dir() for p in args.family.iterdir()):
+                print(family_alarms(args.family, arm))
+        return
     if args.run:
         run(args.guarded, args.unguarded, args.arms.split(","), seeds, (i, n), args.verify)  # type: ignore[arg-type]
         return

@@ -11,7 +11,7 @@ from snooze.core.policies import POLICIES
 from snooze.experiments.compare import RECOMMENDED_ARM, SCREEN_ARMS
 
 _REGISTERED = set(POLICIES)
-from screening_dev import ARMS, DAPO, cells, pooled, table  # noqa: E402  (registers research's "spaced" policy)
+from screening_dev import ALARM_REGIMES, ARMS, DAPO, cells, pooled, table  # noqa: E402  (registers research's "spaced" policy)
 
 for _name in set(POLICIES) - _REGISTERED:  # importing it registers retention_dev's policy: leave the registry as
     POLICIES._classes.pop(_name)  # it was, for the tests that pin the built-ins (they are collected with this one)
@@ -24,8 +24,14 @@ def _run(rollouts: float, tokens: float, late: float, screened: float = 0.0, sto
 
 
 def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> None:
-    assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, "dynamic_sampling-screen2-gb32"]
+    wider = ["dynamic_sampling-screen2-gb32", "dynamic_sampling-screen2-gb64", "dynamic_sampling-screen4-gb32"]
+    assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, *wider]
     assert ARMS["dynamic_sampling-screen2-gb32"].settings == {"screen_size": 2, "gen_batch_size": 32}
+    # at G=16 (al-mix-g16) each screening arm's round holds DAPO's round of 8 groups of 16: 128 rollouts
+    g16 = ALARM_REGIMES["al-mix-g16"]
+    for name in wider[1:]:
+        k, gen = ARMS[name].settings["screen_size"], ARMS[name].settings["gen_batch_size"]
+        assert k * gen == g16.batch_size * g16.group_size == 128
 
 
 def test_cells_pair_by_seed_and_pool_geometrically() -> None:
