@@ -57,6 +57,10 @@ ARMS = {
                                          "gen_batch_size": 64}),
     "dynamic_sampling-screen4-gb32": Arm("dynamic_sampling-screen4-gb32", "dynamic_sampling", {"screen_size": 4,
                                          "gen_batch_size": 32}),
+    # the same screen on the recommended setting (guarded, the audit at its default): do the two savings compose?
+    f"{RECOMMENDED_ARM}-screen4-gb32": Arm(f"{RECOMMENDED_ARM}-screen4-gb32", "snooze",
+                                           {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 4,
+                                            "gen_batch_size": 32}),
 }  # fmt: skip
 """DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
 

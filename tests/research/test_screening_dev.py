@@ -24,7 +24,12 @@ def _run(rollouts: float, tokens: float, late: float, screened: float = 0.0, sto
 
 
 def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> None:
-    wider = ["dynamic_sampling-screen2-gb32", "dynamic_sampling-screen2-gb64", "dynamic_sampling-screen4-gb32"]
+    wider = [
+        "dynamic_sampling-screen2-gb32",
+        "dynamic_sampling-screen2-gb64",
+        "dynamic_sampling-screen4-gb32",
+        f"{RECOMMENDED_ARM}-screen4-gb32",
+    ]
     assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, *wider]
     assert ARMS["dynamic_sampling-screen2-gb32"].settings == {"screen_size": 2, "gen_batch_size": 32}
     # at G=16 (al-mix-g16) each screening arm's round holds DAPO's round of 8 groups of 16: 128 rollouts
