@@ -34,22 +34,27 @@ DAPO = "dynamic_sampling"
 
 
 def read(run: Path) -> dict[str, Any] | None:
-    """A finished run's rollouts, late accuracy and alarm step (``None``: never); ``None`` if unfinished."""
-    cfg = run / "config.json"
-    if not cfg.exists() or not (run / "metrics.jsonl").exists():
+    """A finished run's rollouts, late accuracy (``snooze.logs.late_evaluations``) and alarm step (``None``: never);
+    ``None`` if unfinished."""
+    from snooze.logs import late_evaluations
+
+    cfg_file, metrics_file = run / "config.json", run / "metrics.jsonl"
+    if not cfg_file.exists() or not metrics_file.exists():
         return None
-    steps = int(json.loads(cfg.read_text())["train"]["steps"])
-    lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
-    train = [x for x in lines if "gen/groups" in x]
+    cfg = json.loads(cfg_file.read_text())
+    steps, g = int(cfg["train"]["steps"]), int(cfg["scheduler"]["group_size"])
+    lines = [json.loads(x) for x in metrics_file.read_text().splitlines() if x.strip()]
+    train = [x for x in lines if "gen/groups" in x][:steps]
     if len(train) < steps:
         return None
-    g = int(json.loads(cfg.read_text())["scheduler"]["group_size"])
-    rollouts = sum(x.get("gen/rollouts", x["gen/groups"] * g) for x in train[:steps])
-    evals = [x["eval/sampled_accuracy"] for x in lines if x.get("eval/sampled_accuracy") is not None]
-    alarm = [x.get("snooze/audit/alarm", 0) for x in train[:steps]]
-    fired = alarm.index(1) if 1 in alarm else None
-    guard = any(x.get("snooze/guard/on", 0) for x in train[:steps])
-    return {"rollouts": rollouts, "late": float(np.mean(evals[-3:])), "fired": fired, "guarded": guard}
+    evals = [x for x in lines if x.get("eval/sampled_accuracy") is not None]
+    late = float(np.mean([x["eval/sampled_accuracy"] for x in late_evaluations(evals)]))
+    alarm = [x.get("snooze/audit/alarm", 0) for x in train]
+    return {
+        "rollouts": sum(x.get("gen/rollouts", x["gen/groups"] * g) for x in train),
+        "late": late,
+        "fired": alarm.index(1) if 1 in alarm else None,
+    }
 
 
 def cells(guarded: Path, unguarded: Path, arm: str) -> dict[str, list[tuple[dict, dict, dict]]]:
@@ -69,15 +74,6 @@ def cells(guarded: Path, unguarded: Path, arm: str) -> dict[str, list[tuple[dict
 
 def _geo(x: list[float]) -> float:
     return float(np.exp(np.mean(np.log(x))))
-
-
-def _t90(x: list[float]) -> tuple[float, float]:
-    """The mean's 90% interval, t with the pairs' degrees of freedom (the family table's quantile)."""
-    from snooze.experiments.family_table import _t90 as t90
-
-    m, se = float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(len(x)))
-    h = t90(len(x) - 1) * se
-    return m - h, m + h
 
 
 def table(guarded: Path, unguarded: Path, arm: str) -> str:
@@ -107,8 +103,10 @@ def table(guarded: Path, unguarded: Path, arm: str) -> str:
         worst["u"], worst["g"] = min(worst["u"], float(np.mean(gap_u))), min(worst["g"], float(np.mean(gap_g)))
     if not rows:
         return "\n".join([*out, "(no finished runs)"])
-    lo_u, hi_u = _t90(pooled["g_u"])
-    lo_g, hi_g = _t90(pooled["g_g"])
+    from snooze.experiments.family_table import mean_interval
+
+    _, lo_u, hi_u = mean_interval(pooled["g_u"])
+    _, lo_g, hi_g = mean_interval(pooled["g_g"])
     out.append(
         f"| **pooled** | {len(pooled['g_g'])} | | {_geo(pooled['s_u']):.2f}x -> {_geo(pooled['s_g']):.2f}x | "
         f"{np.mean(pooled['g_u']):+.2f} ({lo_u:+.1f} to {hi_u:+.1f}) -> {np.mean(pooled['g_g']):+.2f} "

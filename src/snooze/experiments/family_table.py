@@ -35,6 +35,7 @@ __all__ = [
     "pooled_markdown",
     "write_family",
     "pooled",
+    "mean_interval",
     "qualifies",
     "reach",
     "reach_markdown",
@@ -307,6 +308,14 @@ def _t90(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+def mean_interval(gaps: Sequence[float]) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean of paired gaps with its two-sided 90% t interval (``nan`` ends with one gap)."""
+    n, mean = len(gaps), sum(gaps) / len(gaps)
+    sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1)) if n > 1 else math.nan
+    half = _t90(n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
+    return mean, mean - half, mean + half
+
+
 def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Per arm, over every regime and seed paired with DAPO: the mean late gap (points) with its 90% interval (a
     t interval over the pairs), each regime's mean gap, the worst of them, the geometric mean over the regimes of
@@ -322,13 +331,11 @@ def pooled(rows: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         ratios = [(p["rollout_ratio"] or p["ratio"])["mean"] for p in regimes.values()]
         if not gaps or not ratios:
             continue
-        n, mean = len(gaps), sum(gaps) / len(gaps)
-        sd = math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1)) if n > 1 else math.nan
-        half = _t90(n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
+        mean, low, high = mean_interval(gaps)
         entry = {
-            "pairs": n,
+            "pairs": len(gaps),
             "mean_gap": mean,
-            "interval": [mean - half, mean + half],
+            "interval": [low, high],
             "regime_gaps": {name: p["gap"]["mean"] for name, p in regimes.items()},
             "worst_regime_gap": min(p["gap"]["mean"] for p in regimes.values()),
             "saving": _geomean(ratios),
