@@ -61,6 +61,14 @@ ARMS = {
     f"{RECOMMENDED_ARM}-screen4-gb32": Arm(f"{RECOMMENDED_ARM}-screen4-gb32", "snooze",
                                            {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 4,
                                             "gen_batch_size": 32}),
+    # at G=8 (the al-* regimes, batch 8: 64 rollouts a round): the recommended setting with a screen of 4 of 8 in
+    # rounds of 16, or of 2 of 8 in rounds of 32 (does the composition seen at G=16 hold where groups are small?)
+    f"{RECOMMENDED_ARM}-screen4-gb16": Arm(f"{RECOMMENDED_ARM}-screen4-gb16", "snooze",
+                                           {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 4,
+                                            "gen_batch_size": 16}),
+    f"{RECOMMENDED_ARM}-screen2-gb32": Arm(f"{RECOMMENDED_ARM}-screen2-gb32", "snooze",
+                                           {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 2,
+                                            "gen_batch_size": 32}),
 }  # fmt: skip
 """DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
 
