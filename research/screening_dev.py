@@ -69,6 +69,9 @@ ARMS = {
     f"{RECOMMENDED_ARM}-screen2-gb32": Arm(f"{RECOMMENDED_ARM}-screen2-gb32", "snooze",
                                            {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 2,
                                             "gen_batch_size": 32}),
+    # a screen of 3 of 8, its rounds at SchedulerConfig's default with screening: 22 screens hold 64 rollouts
+    f"{RECOMMENDED_ARM}-screen3": Arm(f"{RECOMMENDED_ARM}-screen3", "snooze",
+                                      {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 3}),
 }  # fmt: skip
 """DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
 

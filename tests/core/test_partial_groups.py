@@ -300,3 +300,20 @@ def test_a_round_whose_rollout_fn_raises_is_withdrawn_rests_included() -> None:
     assert [c.ticket for c in b.candidates] == [c.ticket for c in ref.candidates]
     np.testing.assert_array_equal(b.rewards, ref.rewards)
     assert b.metrics["gen/rollouts"] == ref.metrics["gen/rollouts"]
+
+
+@pytest.mark.parametrize(
+    "batch,group,k,screens",
+    [(8, 16, 4, 32), (16, 8, 4, 32), (16, 8, 2, 64), (16, 8, 3, 43), (2, 5, 2, 5)],
+)
+def test_rounds_hold_dapos_rollouts_when_gen_batch_size_is_unset(batch: int, group: int, k: int, screens: int) -> None:
+    """Unset, a round of fresh screens holds DAPO's round of ``batch_size`` whole groups (rounded up): the first
+    round asks ``screens`` screens of k, and ``snooze/saved/*`` still estimates DAPO with rounds of ``batch_size``."""
+    cfg = SchedulerConfig(batch_size=batch, group_size=group, screen_size=k, policy="dynamic_sampling", audit=0.0)
+    assert (cfg.gen_size, cfg.whole_gen_size) == (screens, batch)
+    assert screens * k >= batch * group > (screens - 1) * k
+    cands = Scheduler(_data(100), cfg, seed=0).propose()
+    assert len(cands) == screens and set(cands.n.tolist()) == {k}
+    # set by hand, gen_batch_size is the prompts a round asks for, as without screening; unscreened, unchanged
+    assert _cfg(gen_batch_size=3).gen_size == 3 == _cfg(gen_batch_size=3).whole_gen_size
+    assert SchedulerConfig(batch_size=batch, group_size=group).gen_size == batch

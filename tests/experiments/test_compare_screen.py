@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,15 +14,21 @@ from snooze.experiments.family_table import paired
 from snooze.experiments.summary_file import read_summary
 
 
-def test_screen_arms_are_dapo_and_the_recommended_setting_with_two_screening_rollouts() -> None:
-    assert SCREEN_ARMS == ("dynamic_sampling-screen2", f"{RECOMMENDED_ARM}-screen2")
+def test_screen_arms_are_dapo_and_the_recommended_setting_with_screening_rollouts() -> None:
+    assert SCREEN_ARMS == ("dynamic_sampling-screen2", f"{RECOMMENDED_ARM}-screen2", f"{RECOMMENDED_ARM}-screen4")
     assert not set(SCREEN_ARMS) & set(DEFAULT_ARMS)  # run only when named
     quick = PROFILES["quick"]
     for arm in SCREEN_ARMS:
-        base = arm.removesuffix("-screen2")
+        base, _, k = arm.rpartition("-screen")
         screened, plain = ARMS[arm].config(quick, []), ARMS[base].config(quick, [])
-        assert screened.screen_size == 2 and plain.screen_size is None
-        assert screened.to_dict() == {**plain.to_dict(), "screen_size": 2}  # the base arm, screening aside
+        k = min(int(k), quick.group_size // 2)  # the screen4 arm: at most half the group, 2 of 4 here
+        assert screened.screen_size == k and plain.screen_size is None
+        assert screened.to_dict() == {**plain.to_dict(), "screen_size": k}  # the base arm, screening aside
+        # its rounds hold the base arm's rollouts: batch_size * G / k screens (rounded up) where the base has batch_size
+        assert screened.gen_size == -(-plain.gen_size * plain.group_size // k)
+    for name, g in (("default", 8), ("g16-like", 16)):  # the candidate screens 4 of 8 and 4 of 16
+        profile = PROFILES["default"] if g == 8 else replace(PROFILES["default"], group_size=16, batch_size=8)
+        assert ARMS[f"{RECOMMENDED_ARM}-screen4"].config(profile, []).screen_size == 4, name
 
 
 @pytest.mark.slow
@@ -33,8 +40,9 @@ def test_quick_compare_counts_every_screening_rollout(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert list(summary) == arms
     table = read_summary(out / "summary.json", "rerun it")  # as the family table reads it
-    g, k = PROFILES["quick"].group_size, 2
+    g = PROFILES["quick"].group_size
     for arm in SCREEN_ARMS:
+        k = ARMS[arm].config(PROFILES["quick"], []).screen_size
         lines = [json.loads(x) for x in (out / arm / "seed0" / "metrics.jsonl").read_text().splitlines()]
         rollouts = sum(x["gen/rollouts"] for x in lines)
         assert summary[arm]["rollouts"]["by_seed"] == [rollouts]

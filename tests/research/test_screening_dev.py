@@ -29,14 +29,22 @@ def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> N
         "dynamic_sampling-screen2-gb64",
         "dynamic_sampling-screen4-gb32",
         f"{RECOMMENDED_ARM}-screen4-gb32",
+        f"{RECOMMENDED_ARM}-screen4-gb16",
+        f"{RECOMMENDED_ARM}-screen2-gb32",
+        f"{RECOMMENDED_ARM}-screen3",
     ]
     assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, *wider]
     assert ARMS["dynamic_sampling-screen2-gb32"].settings == {"screen_size": 2, "gen_batch_size": 32}
     # at G=16 (al-mix-g16) each screening arm's round holds DAPO's round of 8 groups of 16: 128 rollouts
     g16 = ALARM_REGIMES["al-mix-g16"]
-    for name in wider[1:]:
+    for name in wider[1:4]:
         k, gen = ARMS[name].settings["screen_size"], ARMS[name].settings["gen_batch_size"]
         assert k * gen == g16.batch_size * g16.group_size == 128
+    # at G=8 (the al-* regimes) the recommended setting's screens hold DAPO's round of 8 groups of 8: 64 rollouts
+    g8 = ALARM_REGIMES["al-mix"]
+    for name in wider[4:6]:
+        k, gen = ARMS[name].settings["screen_size"], ARMS[name].settings["gen_batch_size"]
+        assert k * gen == g8.batch_size * g8.group_size == 64
 
 
 def test_cells_pair_by_seed_and_pool_geometrically() -> None:

@@ -66,7 +66,7 @@ class Components:
         self.mix = Mix(names, config.weights)
         self.pending = PendingSet(sizes, run_id)
         self.step = StepBatch(config, self.mix, self.supply, self.policy.trains_on_zero_signal)
-        shape = Shape(config.batch_size, config.gen_size, config.max_gen_rounds)
+        shape = Shape(config.batch_size, config.whole_gen_size, config.max_gen_rounds)
         self.audit = Audit(config.audit, seed, shape, config.guard)
         self.step_metrics = StepMetrics(names, config.group_size, self.audit)
         self.screens = Screens(config.screen_size, config.group_size) if config.screen_size is not None else None

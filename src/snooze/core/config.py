@@ -113,7 +113,9 @@ class SchedulerConfig:
     """Signal groups (prompts) per training step."""
 
     gen_batch_size: int | None = None
-    """Prompts asked for in one generation round; ``None`` means ``batch_size``, as in DAPO."""
+    """Prompts asked for in one generation round; ``None`` means ``batch_size``, as in DAPO. With partial groups
+    (``screen_size``) ``None`` means rounds that hold DAPO's rollouts: ``batch_size * group_size / screen_size``
+    screens (rounded up), so a round of fresh screens costs what a round of ``batch_size`` whole groups does."""
 
     group_size: int = 8
     """Rollouts per prompt (G). At least 2: a group of one has no spread."""
@@ -270,7 +272,14 @@ class SchedulerConfig:
     # -- derived values -----------------------------------------------------------------------
     @property
     def gen_size(self) -> int:
-        """Prompts per generation round."""
+        """Prompts per generation round (``gen_batch_size``, or its default: see there)."""
+        if self.gen_batch_size is not None or self.screen_size is None:
+            return self.whole_gen_size
+        return -(-self.batch_size * self.group_size // self.screen_size)
+
+    @property
+    def whole_gen_size(self) -> int:
+        """Prompts in a round of whole groups at this config: DAPO's round, which ``snooze/saved/*`` estimates."""
         return self.gen_batch_size if self.gen_batch_size is not None else self.batch_size
 
     @property

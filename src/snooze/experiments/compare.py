@@ -69,7 +69,9 @@ class Arm:
     options as a mapping among them (``{"options": {"factor": 1}}``); they win over the comparison's own
     (``run_compare``'s ``settings``). ``defaults``: options of the arm's policy that the comparison's own
     override (the ``snooze`` arms run the design note's factor 5 unless ``--snooze-factor`` says otherwise).
-    ``cost``: start order with several jobs (higher first: the ones that generate most)."""
+    ``cost``: start order with several jobs (higher first: the ones that generate most). ``screen``: partial groups
+    of at most this many screening rollouts and at most half the profile's group (``screen_size=min(screen, G // 2)``:
+    4 of 8 or of 16, 2 of the quick profile's 4); 0: the settings say."""
 
     name: str
     policy: str
@@ -77,6 +79,7 @@ class Arm:
     fig3: bool = False
     cost: int = 0
     defaults: Mapping[str, Any] = field(default_factory=dict)
+    screen: int = 0
 
     def config(
         self, profile: Profile, strata: Sequence[str], settings: Mapping[str, Any] | None = None
@@ -97,6 +100,8 @@ class Arm:
         shared = dict(settings or {})
         by_policy = shared.pop("options", None) or {}
         own = dict(self.settings)
+        if self.screen:
+            own["screen_size"] = min(self.screen, profile.group_size // 2)
         options = {**self.defaults, **by_policy.get(self.policy, {}), **own.pop("options", {})}
         return SchedulerConfig(**{**base, **shared, **own}, policy=self.policy, options=options)
 
@@ -128,6 +133,10 @@ ARMS: dict[str, Arm] = {
         # rest only when they disagree; every rollout, a stopped screen's 2 too, is in the summary's rollouts
         Arm("dynamic_sampling-screen2", "dynamic_sampling", {"screen_size": 2}, cost=6),
         Arm(f"{RECOMMENDED_ARM}-screen2", "snooze", {**_RECOMMENDED_SETTINGS, "audit": 0.05, "screen_size": 2}, cost=5),
+        # issue 52's candidate: the recommended setting with a screen of 4 rollouts (half a group at G=8, a quarter at
+        # G=16; 2 at the quick profile's G=4), its rounds holding DAPO's rollouts (gen_batch_size unset: batch_size *
+        # G / k screens a round)
+        Arm(f"{RECOMMENDED_ARM}-screen4", "snooze", {**_RECOMMENDED_SETTINGS, "audit": 0.05}, cost=5, screen=4),
         Arm("fig3-filter", "filter", fig3=True, cost=1),
         Arm("fig3-snooze", "snooze", fig3=True, cost=8, defaults=DESIGN_NOTE_SNOOZE),
         Arm("fig3-snooze-quota", "snooze", {"mix": "quota"}, fig3=True, cost=9, defaults=DESIGN_NOTE_SNOOZE),
@@ -141,7 +150,9 @@ FACTOR_ARMS: dict[str, int] = {
 }
 """Snooze arms at a fixed factor (the ``snooze`` arm takes ``--snooze-factor``, by default
 :data:`DESIGN_NOTE_SNOOZE`)."""
-SCREEN_ARMS: tuple[str, ...] = tuple(n for n, a in ARMS.items() if a.settings.get("screen_size") is not None)
+SCREEN_ARMS: tuple[str, ...] = tuple(
+    n for n, a in ARMS.items() if a.screen or a.settings.get("screen_size") is not None
+)
 """Arms with partial groups (``screen_size`` set): an arm of the registry plus ``-screen<k>``."""
 DEFAULT_ARMS: tuple[str, ...] = tuple(
     a for a in ARMS if (a not in FACTOR_ARMS or a == RECOMMENDED_ARM) and a not in SCREEN_ARMS
