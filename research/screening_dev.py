@@ -72,6 +72,14 @@ ARMS = {
     # a screen of 3 of 8, its rounds at SchedulerConfig's default with screening: 22 screens hold 64 rollouts
     f"{RECOMMENDED_ARM}-screen3": Arm(f"{RECOMMENDED_ARM}-screen3", "snooze",
                                       {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "screen_size": 3}),
+    # the screen of 4 with snoozing at factor 2 (a screen's accuracy back, spent on more skipping?)
+    "snooze-f2-carry-screen4": Arm("snooze-f2-carry-screen4", "snooze",
+                                   {**COMPARE_ARMS[RECOMMENDED_ARM].settings, "options": {"factor": 2},
+                                    "screen_size": 4}),
+    # the ablation of issue 52's candidate (snooze-f1-carry-screen4): the screen alone on DAPO, and the candidate
+    # without its carried surplus
+    "dynamic_sampling-screen4": Arm("dynamic_sampling-screen4", "dynamic_sampling", screen=4),
+    "snooze-f1-screen4": Arm("snooze-f1-screen4", "snooze", {"options": {"factor": 1}, "audit": 0.05}, screen=4),
 }  # fmt: skip
 """DAPO, the recommended setting, the screening arms of ``snooze compare``, and one with larger rounds (here only)."""
 

@@ -49,6 +49,11 @@ def test_the_header_of_a_scheduler_config_names_its_loop_and_policy() -> None:
     cfg = snooze.SchedulerConfig(batch_size=8, gen_batch_size=12, policy="snooze", options={"factor": 3})
     sn = RewardLogHeader.of_config(cfg, "x")
     assert (sn.gen_batch_size, sn.max_gen_rounds, sn.dynamic_sampling, sn.options["factor"]) == (12, 8, True, 3)
+    # with partial groups a round asks batch_size * G / k screens, but the log holds whole groups: its header keeps
+    # DAPO's round of whole groups, which replay's DAPO counterfactual reads
+    screened = snooze.SchedulerConfig(batch_size=8, group_size=8, screen_size=4, policy="dynamic_sampling")
+    assert screened.gen_size == 16
+    assert RewardLogHeader.of_config(screened, "x").gen_batch_size == 8
 
 
 def test_the_reward_range_comes_from_the_header(tmp_path: Path) -> None:

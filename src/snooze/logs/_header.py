@@ -107,7 +107,7 @@ class RewardLogHeader:
         return cls(
             group_size=int(config.group_size),
             batch_size=int(config.batch_size),
-            gen_batch_size=int(config.gen_size),
+            gen_batch_size=int(config.whole_gen_size),  # DAPO's round: the log holds whole groups only
             max_gen_rounds=int(config.max_gen_rounds),
             policy=str(config.policy),
             dynamic_sampling=not POLICIES[config.policy].trains_on_zero_signal,
