@@ -70,3 +70,30 @@ def test_a_short_run_with_screening_learns_and_counts_every_rollout_and_token(
     logged = [json.loads(x) for x in (tmp_path / REWARDS_FILE).read_text().splitlines()[1:]]
     assert len(logged) == sum(m["gen/screen_continued"] for m in steps)  # the whole groups
     assert all(len(x["rewards"]) == G for x in logged)
+
+
+def test_a_finished_screening_run_reads_back_and_a_killed_one_resumes(setup: dict[str, Any], tmp_path: Path) -> None:
+    """The reward log holds whole groups only, so a resume checks it against the groups generated less the screens
+    stopped (the check counted every screen as a logged group and refused every screening run as incomplete)."""
+    sc = snooze.SchedulerConfig(batch_size=8, group_size=G, screen_size=K, policy="dynamic_sampling")
+    cfg = TrainConfig(steps=6, eval_every=6, checkpoint_every=3, eval_samples=1, grpo=GRPOConfig(lr=3e-4))
+    args = (setup["pool"], setup["test"], sc)
+    train(tmp_path / "whole", *args, cfg, MODEL, setup["base"].state_dict)
+    first = (tmp_path / "whole" / "metrics.jsonl").read_text()
+    train(tmp_path / "whole", *args, cfg, MODEL, setup["base"].state_dict)  # finished: read back, not refused
+    assert (tmp_path / "whole" / "metrics.jsonl").read_text() == first
+    lines = [json.loads(x) for x in first.splitlines()]
+    assert lines[-1]["total/screen_stopped"] > 0  # the case the old check refused
+    # killed after step 4, past step 3's checkpoint: the same command cuts the logs back to it and goes on to step 6
+
+    def crash(metrics: dict[str, Any]) -> None:
+        if metrics["step"] == 4:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path / "killed", *args, cfg, MODEL, setup["base"].state_dict, on_step=crash)
+    train(tmp_path / "killed", *args, cfg, MODEL, setup["base"].state_dict)
+    resumed = [json.loads(x) for x in (tmp_path / "killed" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in resumed] == list(range(6))
+    logged = (tmp_path / "killed" / REWARDS_FILE).read_text().splitlines()[1:]
+    assert len(logged) == resumed[-1]["total/gen_groups"] - resumed[-1]["total/screen_stopped"]

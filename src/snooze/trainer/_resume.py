@@ -156,14 +156,18 @@ def reconcile_logs(run_dir: Path, step: int, generated: int | None = None, group
         raise StateError(
             f"{metrics}: holds {have}, but the checkpoint committed steps 0..{step - 1}; the log is incomplete; {fix}"
         )
-    if groups is None:
-        groups = lines[-1].get("total/gen_groups") if lines else 0
+    if groups is None:  # the reward log holds whole groups: a screen that stopped (partial groups) is not in it
+        last = lines[-1] if lines else {"total/gen_groups": 0}
+        groups = last.get("total/gen_groups")
+        stopped = last.get("total/screen_stopped", 0)
+        if is_int(groups) and is_int(stopped):
+            groups -= stopped
     rewards = run_dir / REWARDS_FILE
     logged = sum(1 for _, obj in read_lines(rewards) if not is_header(obj)) if rewards.exists() else 0
     if groups is not None and (not is_int(groups) or logged != groups):  # (5.5 or true skipped the check)
         raise StateError(
             f"{rewards}: holds {logged} groups, but the {step} committed steps generated {groups} "
-            f"(total/gen_groups of {METRICS_FILE}); the log is incomplete; {fix}"
+            f"(total/gen_groups less total/screen_stopped of {METRICS_FILE}); the log is incomplete; {fix}"
         )
 
 
