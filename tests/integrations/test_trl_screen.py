@@ -33,22 +33,22 @@ def _trainer(model_name: str, out: Path, steps: int, batches: list[Any], G: int,
     import snooze
     from snooze.integrations.trl import SnoozeGRPOTrainer
 
-    config = GRPOConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=2 * G,  # 2 groups a step
-        num_generations=G,
-        max_completion_length=4,
-        max_steps=steps,
-        learning_rate=0.05,
-        report_to="none",
-        use_cpu=True,
-        bf16=False,
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
-        seed=0,
-        **args,
-    )
+    settings = {
+        "output_dir": str(out),
+        "per_device_train_batch_size": 2 * G,  # 2 groups a step
+        "num_generations": G,
+        "max_completion_length": 4,
+        "max_steps": steps,
+        "learning_rate": 0.05,
+        "report_to": "none",
+        "use_cpu": True,
+        "bf16": False,
+        "save_strategy": "no",
+        "logging_steps": 1,
+        "disable_tqdm": True,
+        "seed": 0,
+    }
+    config = GRPOConfig(**{**settings, **args})
     return SnoozeGRPOTrainer(
         model=model_name,
         reward_funcs=_coin,
@@ -165,3 +165,24 @@ def test_the_advantages_of_a_joined_group_are_trls_on_either_side_of_1_6() -> No
     torch.testing.assert_close(old, every - every.mean())
     assert screening.unscored_excluded("1.16.0") and screening.unscored_excluded("1.6.0")
     assert not screening.unscored_excluded("1.5.0") and not screening.unscored_excluded("1.0.0")
+
+
+def test_a_run_with_screening_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """A checkpoint falls between steps, where no screen waits for its rest: the resumed run loads the scheduler
+    state saved with screen_size, cuts the reward log back to the checkpoint and goes on screening, every batch
+    full of whole groups."""
+    from snooze.logs import read_reward_log
+
+    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
+    out = tmp_path / "out"
+    first: list[Any] = []
+    _trainer(model_name, out, 4, first, 4, 2, save_strategy="steps", save_steps=2).train()
+    resumed: list[Any] = []
+    trainer = _trainer(model_name, out, 4, resumed, 4, 2, save_strategy="steps", save_steps=2)
+    trainer.train(resume_from_checkpoint=str(out / "checkpoint-2"))
+    assert [b.step for b in resumed] == [2, 3] and all(len(b.candidates) == 2 for b in resumed)
+    assert all(b.metrics["gen/screened"] > 0 for b in resumed)  # still screening
+    assert np.all(np.isfinite(np.concatenate([b.rewards for b in resumed])))  # whole groups of G rewards
+    log = read_reward_log(out / "rewards.jsonl")
+    assert log.rewards.shape[1] == 4 and sorted(set(log.steps.tolist())) == [0, 1, 2, 3]
+    assert log.rewards.shape[0] == trainer.scheduler.metrics()["total/screen_continued"]  # no line twice, none lost
