@@ -26,7 +26,21 @@ def _coin(completions: list[Any], **kwargs: Any) -> list[float]:
     return [float(zlib.crc32(c.encode()) % 2) for c in completions]  # a coin per completion: screens pass and stop
 
 
-def _trainer(model_name: str, out: Path, steps: int, batches: list[Any], G: int, K: int, **args: Any) -> Any:
+def _unscored(text: str) -> bool:
+    return zlib.crc32(text.encode()) % 5 == 0  # about one completion in five: no reward function scores it
+
+
+def _coin_or_none(completions: list[Any], **kwargs: Any) -> list[float | None]:
+    return [None if _unscored(c) else float(zlib.crc32(c.encode()) % 2) for c in completions]
+
+
+def _third_or_none(completions: list[Any], **kwargs: Any) -> list[float | None]:
+    return [None if _unscored(c) else float(zlib.crc32(c.encode()) % 3 == 0) for c in completions]
+
+
+def _trainer(
+    model_name: str, out: Path, steps: int, batches: list[Any], G: int, K: int, funcs: Any = _coin, **args: Any
+) -> Any:
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -51,13 +65,62 @@ def _trainer(model_name: str, out: Path, steps: int, batches: list[Any], G: int,
     config = GRPOConfig(**{**settings, **args})
     return SnoozeGRPOTrainer(
         model=model_name,
-        reward_funcs=_coin,
+        reward_funcs=funcs,
         args=config,
         train_dataset=Dataset.from_list(RECORDS),
         snooze_config={**snooze.RECOMMENDED, "gen_batch_size": 4, "screen_size": K},
         reward_log=out / "rewards.jsonl",
         on_batch=batches.append,
     )
+
+
+class Watch:
+    """Every call of TRL's generation (``num_generations`` then, rows, output, per-function rewards) and every batch
+    handed to TRL. Each call's advantages are checked against the adapter's formula for a joined group, applied to
+    the groups TRL formed itself: they must be TRL's bit for bit."""
+
+    def __init__(self, trainer: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        import trl
+        from trl import GRPOTrainer
+        from trl.trainer.utils import nanstd
+
+        from snooze.integrations.trl import _screen as screening
+
+        self.calls: list[tuple[int, int, dict[str, Any], torch.Tensor]] = []
+        self.handed: list[dict[str, Any]] = []
+        original = GRPOTrainer._generate_and_score_completions
+        excluded = screening.unscored_excluded(trl.__version__)
+
+        def one_call(inner: Any, inputs: Any) -> Any:
+            out = original(inner, inputs)
+            n, per_func = inner.num_generations, inner._round_rewards.detach()
+            ours = [
+                screening.group_advantages(
+                    per_func[lo : lo + n], inner.reward_weights, inner.scale_rewards, excluded, nanstd
+                )
+                for lo in range(0, len(inputs), n)
+            ]
+            assert torch.equal(torch.cat(ours), out["advantages"])
+            self.calls.append((n, len(inputs), out, per_func.float().cpu()))
+            return out
+
+        monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", one_call)
+        scheduled = trainer._generate_and_score_completions
+
+        def generation(inputs: Any) -> Any:
+            out = scheduled(inputs)
+            self.handed.append(out)
+            return out
+
+        trainer._generate_and_score_completions = generation
+
+    def per_func(self) -> dict[tuple[Any, Any], torch.Tensor]:
+        """Every generated row, (prompt, completion) -> its per-function rewards (a function of the completion)."""
+        return {
+            (p, c): per_func[r]
+            for _, rows, out, per_func in self.calls
+            for r, (p, c, _) in enumerate(tiny.rows_of(out, 0, rows))
+        }
 
 
 def _trl_advantages(rewards: np.ndarray, scale: bool) -> np.ndarray:
@@ -67,68 +130,11 @@ def _trl_advantages(rewards: np.ndarray, scale: bool) -> np.ndarray:
     return (adv / (r.std() + 1e-4) if scale else adv).numpy()
 
 
-@pytest.mark.parametrize(("G", "K", "scale_rewards"), [(4, 2, "group"), (6, 2, "none"), (4, 3, "group")])
-def test_screened_groups_train_whole_with_trls_advantages(
-    G: int, K: int, scale_rewards: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import trl
-    from trl import GRPOTrainer
-    from trl.trainer.utils import nanstd
-
-    from snooze.integrations.trl import _screen as screening
-    from snooze.logs import read_reward_log
-
-    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
-    batches: list[Any] = []
-    trainer = _trainer(model_name, tmp_path / "out", 3, batches, G, K, scale_rewards=scale_rewards)
-    calls: list[tuple[int, int, dict[str, Any], np.ndarray]] = []  # (num_generations, rows, TRL's output, rewards)
-    original = GRPOTrainer._generate_and_score_completions
-    excluded = screening.unscored_excluded(trl.__version__)
-
-    def one_call(inner: Any, inputs: Any) -> Any:
-        out = original(inner, inputs)
-        n, per_func = inner.num_generations, inner._round_rewards.detach()
-        ours = [  # the adapter's formula for a joined group, on the groups TRL formed itself: bit for bit TRL's
-            screening.group_advantages(per_func[lo : lo + n], inner.reward_weights, scale_rewards, excluded, nanstd)
-            for lo in range(0, len(inputs), n)
-        ]
-        assert torch.equal(torch.cat(ours), out["advantages"])
-        calls.append((n, len(inputs), out, per_func.float().cpu().sum(dim=1).numpy()))
-        return out
-
-    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions", one_call)
-    handed: list[dict[str, Any]] = []
-    scheduled = trainer._generate_and_score_completions
-
-    def generation(inputs: Any) -> Any:
-        out = scheduled(inputs)
-        handed.append(out)
-        return out
-
-    trainer._generate_and_score_completions = generation
-    before = tiny.snapshot(trainer.model)
-    trainer.train()
-
-    assert trainer.num_generations == G  # restored after every call of another width
-    widths = {n for n, _, _, _ in calls}
-    assert widths == {K, G - K}, widths  # screens of k and rests of G - k (one call each), never a whole G
-    assert all(rows % n == 0 for n, rows, _, _ in calls)
-    total = trainer.scheduler.metrics()
-    assert total["total/screened"] > 0 and total["total/screen_stopped"] > 0 and total["total/screen_continued"] > 0
-    assert total["total/screened"] == total["total/screen_stopped"] + total["total/screen_continued"]
-    logged = [e for e in trainer.state.log_history if "snooze/gen/screened" in e]
-    assert sum(e["snooze/gen/screened"] for e in logged) == total["total/screened"]
-    assert sum(e["snooze/gen/screen_stopped"] for e in logged) > 0
-
-    # every generated row (prompt, completion) and its reward: the reward is a function of the completion's text
-    reward_of = {
-        (p, c): float(r)
-        for _, _, out, rewards in calls
-        for (p, c, _), r in zip(tiny.rows_of(out, 0, len(rewards)), rewards)
-    }
-    assert len(batches) == len(handed) == 3
-    for batch, out in zip(batches, handed):
-        assert len(batch.candidates) == 2  # full batches of whole groups
+def _check_whole_groups(batches: list[Any], watch: Watch, G: int, scale: bool) -> None:
+    """Each batch handed to TRL is its step's groups, in order, each G rows of one prompt whose rewards are the ones
+    the scheduler recorded, with signal, and whose advantages are TRL's over the G; every other row is inert."""
+    reward_of = {key: float(r.sum()) for key, r in watch.per_func().items()}
+    for batch, out in zip(batches, watch.handed):
         for i in range(len(batch.candidates)):
             rows = tiny.rows_of(out, i * G, (i + 1) * G)
             assert len({p for p, _, _ in rows}) == 1  # one prompt's rows
@@ -136,14 +142,99 @@ def test_screened_groups_train_whole_with_trls_advantages(
             np.testing.assert_array_equal(rewards, batch.rewards[i])  # the G rewards the scheduler recorded
             assert np.ptp(rewards) > 0  # a screen that passed: signal
             advantages = np.array([a for _, _, a in rows])
-            np.testing.assert_allclose(advantages, _trl_advantages(rewards, scale_rewards == "group"), atol=1e-5)
+            np.testing.assert_allclose(advantages, _trl_advantages(rewards, scale), atol=1e-5)
             assert abs(advantages.sum()) < 1e-4
         assert not out["completion_mask"][len(batch.candidates) * G :].any()  # the rest is inert padding
+
+
+@pytest.mark.parametrize(("G", "K", "scale_rewards"), [(4, 2, "group"), (6, 2, "none"), (4, 3, "group")])
+def test_screened_groups_train_whole_with_trls_advantages(
+    G: int, K: int, scale_rewards: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from snooze.logs import read_reward_log
+
+    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
+    batches: list[Any] = []
+    trainer = _trainer(model_name, tmp_path / "out", 3, batches, G, K, scale_rewards=scale_rewards)
+    watch = Watch(trainer, monkeypatch)
+    before = tiny.snapshot(trainer.model)
+    trainer.train()
+
+    assert trainer.num_generations == G  # restored after every call of another width
+    widths = {n for n, _, _, _ in watch.calls}
+    assert widths == {K, G - K}, widths  # screens of k and rests of G - k (one call each), never a whole G
+    assert all(rows % n == 0 for n, rows, _, _ in watch.calls)
+    total = trainer.scheduler.metrics()
+    assert total["total/screened"] > 0 and total["total/screen_stopped"] > 0 and total["total/screen_continued"] > 0
+    assert total["total/screened"] == total["total/screen_stopped"] + total["total/screen_continued"]
+    logged = [e for e in trainer.state.log_history if "snooze/gen/screened" in e]
+    assert sum(e["snooze/gen/screened"] for e in logged) == total["total/screened"]
+    assert sum(e["snooze/gen/screen_stopped"] for e in logged) > 0
+
+    assert len(batches) == len(watch.handed) == 3 and all(len(b.candidates) == 2 for b in batches)  # full batches
+    _check_whole_groups(batches, watch, G, scale_rewards == "group")
     assert not tiny.changed(before, trainer.model)  # trained
     assert any(b.record.carried_in[b.record.where("trained")].any() for b in batches)  # carry_surplus: joined groups
 
     log = read_reward_log(tmp_path / "out" / "rewards.jsonl")
     assert log.rewards.shape == (total["total/screen_continued"], G)  # whole groups only: no stopped screen
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"num_iterations": 2},  # old log-probs computed at generation, per call
+        {"beta": 0.1},  # a reference model's log-probs, per call
+        {"gradient_accumulation_steps": 2, "loss_type": "dapo"},  # 4 groups a step
+        {"steps_per_generation": 2},  # one generation, two optimizer steps
+    ],
+    ids=["num_iterations", "beta", "accumulation", "steps_per_generation"],
+)
+def test_screening_under_trls_other_settings(
+    setting: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
+    batches: list[Any] = []
+    trainer = _trainer(model_name, tmp_path / "out", 4, batches, 4, 2, **setting)
+    watch = Watch(trainer, monkeypatch)
+    before = tiny.snapshot(trainer.model)
+    trainer.train()
+    size = trainer.args.generation_batch_size // 4
+    assert batches and all(len(b.candidates) == size for b in batches)
+    assert trainer.scheduler.metrics()["total/screen_stopped"] > 0
+    _check_whole_groups(batches, watch, 4, True)
+    assert not tiny.changed(before, trainer.model)
+
+
+def test_unscored_completions_in_a_joined_group_as_trl_treats_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two reward functions that both leave some completions unscored (None): a joined group's advantages are
+    TRL's (from 1.6 the unscored rows are left out of the mean and std and get 0; before, they count as 0)."""
+    import trl
+
+    from snooze.integrations.trl import _screen as screening
+
+    G = 4
+    model_name = tiny.save(tiny.causal_lm(), tmp_path / "lm")
+    batches: list[Any] = []
+    trainer = _trainer(model_name, tmp_path / "out", 3, batches, G, 2, [_coin_or_none, _third_or_none])
+    watch = Watch(trainer, monkeypatch)
+    trainer.train()
+    per_func, excluded = watch.per_func(), screening.unscored_excluded(trl.__version__)
+    unscored_trained = 0
+    for batch, out in zip(batches, watch.handed):
+        for i in range(len(batch.candidates)):
+            rows = tiny.rows_of(out, i * G, (i + 1) * G)
+            funcs = torch.stack([per_func[(p, c)] for p, c, _ in rows]).double()
+            unscored = torch.isnan(funcs).all(dim=1).numpy()
+            rewards = funcs.nansum(dim=1).numpy()
+            unscored_trained += int(unscored.sum())
+            keep = ~unscored if excluded else np.ones(G, dtype=bool)
+            mean, std = rewards[keep].mean(), rewards[keep].std(ddof=1)
+            want = np.where(keep, (rewards - mean) / (std + 1e-4), 0.0)
+            np.testing.assert_allclose([a for _, _, a in rows], want, atol=1e-4)
+    assert unscored_trained > 0  # (deterministic on seed 0: joined groups did hold unscored completions)
 
 
 def test_the_advantages_of_a_joined_group_are_trls_on_either_side_of_1_6() -> None:
