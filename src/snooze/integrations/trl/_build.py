@@ -77,11 +77,13 @@ def build_scheduler(
     seed: int,
     sources: Mapping[str, str] = data.SYNC_SOURCES,
     defaults: Mapping[str, Any] | None = None,
+    screening: bool = False,
 ) -> Scheduler:
     """The trainer's scheduler, checked against ``train_dataset``: ``scheduler`` itself when given (its prompts
     must be the dataset's), else one built over the dataset's rows with ``snooze_config`` laid over the sizes
     ``trl_fields`` TRL sets (``sources``: where each comes from) and the range of the weighted reward sum, over
-    ``defaults``."""
+    ``defaults``. ``screening``: whether the trainer takes partial groups (``screen_size``; else refused here; the
+    sync trainer's conditions are :func:`~snooze.integrations.trl._checks.check_screening`'s)."""
     train_dataset = bound.arguments.get("train_dataset")
     data.refuse_dataset(train_dataset)
     from datasets import Dataset
@@ -91,11 +93,13 @@ def build_scheduler(
             f"train_dataset must be a datasets.Dataset (its rows are the prompts), got {type(train_dataset).__name__}"
         )
     if scheduler is not None:
-        checks.refuse_partial_groups(scheduler.config)
+        if not screening:
+            checks.refuse_partial_groups(scheduler.config)
         data.check_same_prompts(scheduler, train_dataset)
         return scheduler
     if not is_int(seed) or seed < 0:  # (int() read True as 1 and 0.9 as 0)
         raise IntegrationError(f"GRPOConfig.seed={seed!r}: must be an integer >= 0 (it seeds the scheduler)")
     config = data.scheduler_config(snooze_config, trl_fields, data.reward_range_of(weights), sources, defaults)
-    checks.refuse_partial_groups(config)
+    if not screening:
+        checks.refuse_partial_groups(config)
     return Scheduler({data.DATASET: data.source_of(train_dataset)}, config, seed=seed)

@@ -1,6 +1,6 @@
 """What the TRL adapter refuses before training: a TRL release outside the tested range or whose internals
-changed, a scheduler TRL's sizes do not fit, tensor parallelism; and when a checkpoint can fall between
-two generations.
+changed, a scheduler TRL's sizes do not fit, partial groups where a trainer cannot train them, tensor
+parallelism; and when a checkpoint can fall between two generations.
 
 Pure functions of TRL's classes and config values; the trainers call them in ``__init__``, before TRL loads
 anything (a model included).
@@ -34,6 +34,7 @@ __all__ = [
     "internals_of",
     "check_compatible",
     "refuse_partial_groups",
+    "check_screening",
     "off_boundary_saves",
 ]
 
@@ -155,22 +156,54 @@ def check_trl(version: str, classes: Mapping[str, Any], wanted: Wanted, oldest_t
 
 
 def refuse_partial_groups(cfg: SchedulerConfig) -> None:
-    """Partial groups (``screen_size``) are the reference trainer's: both TRL trainers refuse them by name."""
+    """Partial groups (``screen_size``) are refused by ``SnoozeAsyncGRPOTrainer``, by name."""
     if cfg.screen_size is not None:
         raise IntegrationError(
             f"SchedulerConfig.screen_size={cfg.screen_size}: partial groups (a screen of k rollouts, then the rest) "
-            "are not supported by the TRL trainers yet: TRL generates num_generations completions of every prompt it "
-            "is given. Build the scheduler with screen_size=None, or use the reference trainer "
-            "(snooze.trainer.train), which supports it (docs/integrations/trl.md)"
+            "are not supported by SnoozeAsyncGRPOTrainer: its rollout worker generates num_generations completions "
+            "of every prompt it is given. Build the scheduler with screen_size=None, or use SnoozeGRPOTrainer (on "
+            "one process) or the reference trainer (snooze.trainer.train), which support it "
+            "(docs/integrations/trl.md)"
+        )
+
+
+def check_screening(cfg: SchedulerConfig, args: Any, world: int) -> None:
+    """Partial groups (``screen_size``) in ``SnoozeGRPOTrainer``: refused on several processes, and with the
+    settings under which TRL scales advantages by a whole generation round (``scale_rewards="batch"``,
+    ``multi_objective_aggregation="normalize_then_sum"``), which a group joined from two rounds does not have."""
+    k = cfg.screen_size
+    if k is None:
+        return
+    also = "or build the scheduler with screen_size=None (docs/integrations/trl.md)"
+    if world > 1:
+        raise IntegrationError(
+            f"SchedulerConfig.screen_size={k} on {world} processes: SnoozeGRPOTrainer supports partial groups (a "
+            "screen of k rollouts, then the rest) on one process only (a round of screens and rests is not spread "
+            f"over ranks). Train on one process, use the reference trainer (snooze.trainer.train), {also}"
+        )
+    scale = getattr(args, "scale_rewards", "group")
+    scale = {True: "group", False: "none"}.get(scale, scale)  # as GRPOConfig reads a bool
+    if scale == "batch":
+        raise IntegrationError(
+            f"GRPOConfig.scale_rewards='batch' with SchedulerConfig.screen_size={k}: TRL scales advantages by the "
+            "standard deviation of a whole generation round, and a screened group's rollouts come from two rounds, "
+            f"so its advantages cannot be TRL's. Use scale_rewards='group' (TRL's default) or 'none', {also}"
+        )
+    aggregation = getattr(args, "multi_objective_aggregation", "sum_then_normalize")
+    if aggregation != "sum_then_normalize":
+        raise IntegrationError(
+            f"GRPOConfig.multi_objective_aggregation={aggregation!r} with SchedulerConfig.screen_size={k}: TRL "
+            "normalizes those advantages over a whole generation round, and a screened group's rollouts come from "
+            f"two rounds, so its advantages cannot be TRL's. Use 'sum_then_normalize' (TRL's default), {also}"
         )
 
 
 def check_compatible(cfg: SchedulerConfig, args: Any, group_size: int, world: int, parallelism: Any) -> None:
     """Refuse a scheduler whose sizes or order are not TRL's (``args``: the ``GRPOConfig``; ``group_size``:
-    its ``num_generations``; ``world``: the processes), or tensor parallelism (``parallelism``: accelerate's
-    ``parallelism_config``, or ``None``)."""
+    its ``num_generations``; ``world``: the processes), partial groups where :func:`check_screening` does, or
+    tensor parallelism (``parallelism``: accelerate's ``parallelism_config``, or ``None``)."""
     G = group_size
-    refuse_partial_groups(cfg)
+    check_screening(cfg, args, world)
     if parallelism is not None and getattr(parallelism, "tp_size", 1) > 1:
         raise IntegrationError(
             f"parallelism_config.tp_size={parallelism.tp_size}: SnoozeGRPOTrainer, like TRL's GRPOTrainer, gives "

@@ -10,20 +10,22 @@ generation and scoring once per round, then hands TRL the signal groups it kept.
 
 Everything else is TRL's: the loss, the advantages within each kept group (``scale_rewards``), the
 reference model, vLLM. On N processes every rank runs the same scheduler on the gathered rewards and
-generates its own slice of each round (:mod:`snooze.integrations.trl._dist`).
+generates its own slice of each round (:mod:`snooze.integrations.trl._dist`). With partial groups
+(``SchedulerConfig.screen_size``, one process) a round generates each width in its own TRL call and a
+screened group's advantages are TRL's formula over its joined G rewards (:mod:`snooze.integrations.trl._screen`).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from snooze import Batch, Candidate, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
+from snooze import Batch, Candidate, Candidates, IntegrationError, Scheduler, SchedulerConfig, SnoozeError, StateError
 from snooze.core.checkpoint import load_state
 from snooze.integrations._curriculum import curriculum_of, restore_curriculum
 from snooze.integrations._paths import log_path, open_log
@@ -32,6 +34,7 @@ from snooze.integrations.trl import _build as build
 from snooze.integrations.trl import _checks as checks
 from snooze.integrations.trl import _data as data
 from snooze.integrations.trl import _dist as dist
+from snooze.integrations.trl import _screen as screening
 from snooze.logs import RewardLogWriter, check_metrics_mode, framework_metrics, truncate_log, write_groups
 from snooze.logs.dashboard import PREFIX
 
@@ -39,6 +42,7 @@ try:
     import torch
     import trl
     from trl import GRPOConfig, GRPOTrainer
+    from trl.trainer.utils import nanstd
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise IntegrationError(f"snooze.integrations.trl needs TRL ({exc}); install it with: {checks.INSTALL}") from exc
 
@@ -90,6 +94,11 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
     The prompts TRL's dataloader draws are ignored (the scheduler's are generated); the ``epoch`` TRL
     logs is passes over the scheduler's pool. After each step, ``last_digest`` holds the scheduler
     digest the processes compared (``_dist.STEP_FIELDS``).
+
+    Partial groups (``SchedulerConfig.screen_size=k``) run on one process: a screen's k completions are kept
+    until its rest's G - k join them, and the whole group is trained with TRL's advantages over its G rewards
+    (a screen that stops is never trained, nor written to the reward log). On several processes, and with
+    ``scale_rewards="batch"`` or ``multi_objective_aggregation="normalize_then_sum"``, ``screen_size`` is refused.
     """
 
     def __init__(
@@ -130,6 +139,8 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._round_lengths: torch.Tensor | None = None  # [rows of every rank]: each completion's tokens
         self._step_crc = 0  # checksum of this step's reports, compared across ranks
         self._pad_groups = 0  # inert groups generated this step to even out the rounds
+        self._screens: dict[int, screening.Screen] = {}  # screen_size: ticket -> a screen waiting for its rest
+        self._unscored_excluded = screening.unscored_excluded(trl.__version__)  # TRL's advantages (_screen.py)
         self._check_compatible()
         self._warn_off_boundary_saves()
         self._agree("start", dist.START_FIELDS, dist.start_digest(scheduler))
@@ -223,6 +234,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
                 break
             last = self._generate_round(cands)
         batch = sched.finish_step()
+        self._screens.clear()  # a step finishes what it screened: a screen left here stopped (never trained)
         if self._curriculum is not None:
             self._curriculum.update(sched, batch.metrics)  # the next stage, when its condition holds
         self.last_digest = dist.step_digest(sched, self._step_crc)
@@ -236,8 +248,10 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             self.on_batch(batch)
         return out
 
-    def _generate_round(self, cands: Sequence[Candidate]) -> dict[str, Any]:
+    def _generate_round(self, cands: Candidates) -> dict[str, Any]:
         """Generate this rank's rows of one round, report the gathered rewards, remember the kept rows."""
+        if self.scheduler.config.screen_size is not None:  # partial groups: one process (_checks.check_screening)
+            return self._generate_screened_round(cands)
         G, rank = self.num_generations, int(self.accelerator.process_index)
         records = [_trl_record(c) for c in cands]  # every rank checks every record: errors are the same everywhere
         layout = dist.round_layout(len(cands), G, self._world)
@@ -261,9 +275,90 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         self._template = take_rows(out, torch.arange(1, device=out["advantages"].device))
         return out
 
-    def _slot_rewards(self) -> np.ndarray:
-        """The weighted reward sum TRL logs as ``reward``, ``[slots, G]`` (every rank's rows, in TRL's
-        gathered order); unscorable rows get the range's low end."""
+    def _generate_screened_round(self, cands: Candidates) -> dict[str, Any]:
+        """One round with partial groups, on one process: each width's candidates (screens of k, rests of G - k)
+        in one TRL call; report a row of ``n`` rewards per candidate; keep a screen's rows under its ticket and join
+        its rest's to them, with the whole group's advantages computed again over its G rewards (_screen.py)."""
+        widths = [self.num_generations] * len(cands) if cands.n is None else cands.n.tolist()
+        rests = [c.ticket in self._screens for c in cands]
+        records = [_trl_record(c) for c in cands]
+        rewards: list[np.ndarray] = [np.empty(0)] * len(cands)
+        parts: list[tuple[dict[str, torch.Tensor], torch.Tensor]] = [({}, torch.empty(0))] * len(cands)
+        tokens: np.ndarray | None = np.zeros(len(cands), dtype=np.int64)
+        out: dict[str, Any] = {}
+        for width in sorted(set(widths), reverse=True):
+            sub = [i for i, w in enumerate(widths) if w == width]
+            out, got, per_func, lengths = self._generate_width([records[i] for i in sub], width)
+            for j, i in enumerate(sub):
+                rows = torch.arange(j * width, (j + 1) * width, device=out["advantages"].device)
+                rewards[i] = got[j]
+                parts[i] = (take_rows(out, rows), per_func[j * width : (j + 1) * width])
+                if tokens is not None and lengths is not None:
+                    tokens[i] = int(lengths[j * width : (j + 1) * width].sum())
+                else:  # a custom rollout_func that skips scoring has no lengths either (_slot_rewards raised)
+                    tokens = None
+        mixed = len(set(widths)) > 1 or 0 < sum(rests) < len(cands)  # one row per candidate: the core's contract
+        self.scheduler.report(cands, rewards if mixed else np.stack(rewards), tokens)
+        self._step_crc = dist.report_crc(cands, np.concatenate(rewards), self._step_crc)
+        self._join(cands, rewards, parts, tokens)
+        self._template = take_rows(out, torch.arange(1, device=out["advantages"].device))
+        return out
+
+    def _generate_width(
+        self, records: list[dict[str, Any]], width: int
+    ) -> tuple[dict[str, Any], np.ndarray, torch.Tensor, np.ndarray | None]:
+        """TRL's generation of ``width`` completions of each record, with ``num_generations`` set to ``width``
+        for the call (TRL groups rows, and vLLM asks ``n``, by it): its output, the rewards ``[records, width]``,
+        TRL's per-function rewards ``[rows, functions]`` and each row's completion tokens (``None``: not known)."""
+        inputs = [dict(r) for r in records for _ in range(width)]
+        self._round_rewards = self._round_lengths = None
+        whole = self.num_generations
+        self.num_generations = width
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            self.num_generations = whole
+        got, per_func = self._slot_rewards(width), self._round_rewards  # (_slot_rewards raises when TRL scored none)
+        lengths = None if self._round_lengths is None else self._round_lengths.cpu().numpy().astype(np.int64)
+        return out, got, torch.empty(0) if per_func is None else per_func.detach(), lengths
+
+    def _join(
+        self,
+        cands: Candidates,
+        rewards: list[np.ndarray],
+        parts: list[tuple[dict[str, torch.Tensor], torch.Tensor]],
+        tokens: np.ndarray | None,
+    ) -> None:
+        """After a screened round's report: keep each screen; join each rest to its screen (a whole group, its
+        advantages TRL's over all G rewards) and write the whole groups to the reward log."""
+        G, done, rows_of, tokens_of = self.num_generations, [], [], []
+        for i, c in enumerate(cands):
+            got, per_func = parts[i]
+            mine = None if tokens is None else int(tokens[i])
+            first = self._screens.pop(c.ticket, None)
+            if first is None:
+                self._screens[c.ticket] = screening.Screen(got, per_func, rewards[i], mine)
+                continue
+            group = concat_rows([first.rows, got], self._pad_id())
+            advantages = screening.group_advantages(
+                torch.cat([first.per_func, per_func]),
+                self.reward_weights,
+                self.scale_rewards,
+                self._unscored_excluded,
+                nanstd,
+            )
+            group["advantages"] = advantages.to(group["advantages"].device, group["advantages"].dtype)
+            self._rows[c.ticket] = (group, 0, G)
+            self._spread[c.ticket] = np.array([G], dtype=np.int64)
+            done.append(c)
+            rows_of.append(np.concatenate([first.rewards, rewards[i]]))
+            tokens_of.append(None if mine is None or first.tokens is None else first.tokens + mine)
+        known = all(t is not None for t in tokens_of)
+        write_groups(self._writer(), self.scheduler.step_index, done, np.array(rows_of), tokens_of if known else None)
+
+    def _slot_rewards(self, width: int | None = None) -> np.ndarray:
+        """The weighted reward sum TRL logs as ``reward``, ``[slots, width]`` (every rank's rows, in TRL's
+        gathered order; ``width``: ``num_generations`` unless given); unscorable rows get the range's low end."""
         if self._round_rewards is None:
             raise IntegrationError("TRL scored no rewards for this round (is a custom rollout_func skipping scoring?)")
         per_func = self._round_rewards.detach().float().cpu()
@@ -271,7 +366,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
         unscorable = torch.isnan(per_func).all(dim=1)
         rewards = (per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[unscorable] = float(self.scheduler.config.reward_range[0])
-        return rewards.view(-1, self.num_generations).numpy().astype(np.float64)
+        return rewards.view(-1, width or self.num_generations).numpy().astype(np.float64)
 
     def _assemble(self, batch: Batch, last: dict[str, Any] | None) -> dict[str, Any]:
         """This rank's rows of the batch's groups, padded with inert rows to the rows every rank trains on."""
@@ -372,6 +467,7 @@ class SnoozeGRPOTrainer(GRPOTrainer):  # type: ignore[misc]
             )
         self._rows.clear()
         self._spread.clear()
+        self._screens.clear()
         self._resumed = True
         log.info("restored scheduler state at step %d from %s", self.scheduler.step_index, folder)
 
@@ -400,7 +496,8 @@ def _scheduler_before_loading(
     args = build.fill_args(bound, GRPOConfig, "GRPO")
     G = int(args.num_generations)
     sizes = {"batch_size": args.generation_batch_size // G, "group_size": G, "shuffle": bool(args.shuffle_dataset)}
-    sched = build.build_scheduler(bound, scheduler, snooze_config, sizes, build.reward_weights(bound, args), args.seed)
+    weights = build.reward_weights(bound, args)
+    sched = build.build_scheduler(bound, scheduler, snooze_config, sizes, weights, args.seed, screening=True)
     checks.check_compatible(sched.config, args, G, int(args.world_size), getattr(args, "parallelism_config", None))
     return sched
 
