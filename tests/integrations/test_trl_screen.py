@@ -68,7 +68,9 @@ def _trainer(
         reward_funcs=funcs,
         args=config,
         train_dataset=Dataset.from_list(RECORDS),
-        snooze_config={**snooze.RECOMMENDED, "gen_batch_size": 4, "screen_size": K},
+        # issue 52's rule: rounds of fresh screens hold the batch's 2 * G rollouts (gen_batch_size unset: 2G / k
+        # screens); with 3 of 4 that rounds up to 3 screens, so that case asks 4 screens a round by hand
+        snooze_config={**snooze.RECOMMENDED, "screen_size": K, "gen_batch_size": None if 2 * G % K == 0 else 4},
         reward_log=out / "rewards.jsonl",
         on_batch=batches.append,
     )
