@@ -227,6 +227,7 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
         "snooze-f2",
         "snooze-f1-carry",
         "snooze-f1-carry-screen2",
+        "snooze-f1-carry-screen4",
         "one-round",
         "fig3-snooze",
         "fig3-snooze-quota",
@@ -252,7 +253,7 @@ def test_policy_options_reach_only_the_arms_of_their_policy() -> None:
     carried = {arm: _cfg(arm, carry_surplus=True).carry_surplus for arm in arms}
     assert carried == {arm: True for arm in arms}  # --carry-surplus reaches every arm
     carrying = {arm for arm in arms if _cfg(arm).carry_surplus}
-    assert carrying == {"snooze-f1-carry", "snooze-f1-carry-screen2"}  # the arms' own setting
+    assert carrying == {"snooze-f1-carry", "snooze-f1-carry-screen2", "snooze-f1-carry-screen4"}  # their own
 
 
 def test_an_arm_is_a_named_config_and_a_new_one_needs_no_code() -> None:

@@ -38,6 +38,7 @@ from snooze.core.errors import ConfigError
 from snooze.curriculum import Curriculum
 from snooze.experiments.profiles import PROFILES, Profile, model_config, train_config, warmup_config, with_overrides
 from snooze.experiments.summary import summarise, summary_table
+from snooze.experiments.summary_file import RECOMMENDED_ARM
 from snooze.logs import METRICS_FILE
 
 __all__ = [
@@ -106,8 +107,6 @@ class Arm:
         return SchedulerConfig(**{**base, **shared, **own}, policy=self.policy, options=options)
 
 
-RECOMMENDED_ARM = "snooze-f1-carry"
-"""The arm of the recommended setting (``snooze.RECOMMENDED``, the audit at its default); it runs by default."""
 _RECOMMENDED_SETTINGS = {k: v for k, v in RECOMMENDED.items() if k != "policy"}
 DESIGN_NOTE_SNOOZE: Mapping[str, Any] = {"factor": 5}
 """The design note's snoozing factor, which the ``snooze`` and figure-3 arms reproduce (the library's default,

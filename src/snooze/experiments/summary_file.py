@@ -18,9 +18,11 @@ from snooze._kit.json import read_json
 from snooze._kit.record import Record
 from snooze.core.errors import DataError
 
-__all__ = ["read_summary", "read_regime", "read_run_meta", "DAPO"]
+__all__ = ["read_summary", "read_regime", "read_run_meta", "DAPO", "RECOMMENDED_ARM"]
 
 DAPO = "dynamic_sampling"
+RECOMMENDED_ARM = "snooze-f1-carry"
+"""The arm of the recommended setting (``snooze.RECOMMENDED``, the audit at its default); it runs by default."""
 
 
 def _seeds(entry: Record, key: str, low: float, high: float, nan: bool) -> list[float]:
