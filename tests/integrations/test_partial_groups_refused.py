@@ -1,7 +1,8 @@
 """Partial groups (``SchedulerConfig.screen_size``) where an adapter does not support them: ``SnoozeGRPOTrainer`` takes
 them on one process only (tests/integrations/test_trl_screen.py runs them), and refuses them on several processes and
-with TRL's round-wide advantage scaling; ``SnoozeAsyncGRPOTrainer`` and verl's trainers refuse the option by name,
-pointing to what supports it (docs/integrations/*.md say which do)."""
+with TRL's round-wide advantage scaling; ``SnoozeAsyncGRPOTrainer`` and verl's async modes refuse the option by name,
+pointing to what supports it (docs/integrations/*.md say which do); verl's sync trainer takes it
+(tests/integrations/test_verl_screen.py runs it)."""
 
 from __future__ import annotations
 
@@ -104,12 +105,27 @@ def test_snooze_async_grpo_trainer_refuses_screening_before_any_model_loads(tmp_
         )
 
 
-def test_verls_trainers_refuse_screening_by_name(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["colocate_async", "separate_async"])
+def test_verls_async_modes_refuse_screening_by_name(mode: str, tmp_path: Path) -> None:
+    pytest.importorskip("verl", reason="needs the [verl] extra")
+    from integrations._verl_env import compose
+    from snooze.integrations.verl._options import read_options
+
+    sync_step = "trainer.v1.separate_async.parameter_sync_step=1"  # (its default, 4, is refused on its own)
+    config: Any = compose(tmp_path, sync_step, snooze={"policy": "dynamic_sampling", "screen_size": 2})
+    refused = rf"trainer.v1.snooze.screen_size=2: .*async modes \({mode}\).*trainer_mode=snooze"
+    with pytest.raises(snooze.IntegrationError, match=refused):
+        read_options(config, mode)
+    without = compose(tmp_path, sync_step, snooze={"policy": "dynamic_sampling"})
+    assert read_options(without, mode).scheduler.screen_size is None
+
+
+def test_verls_sync_trainer_takes_screening(tmp_path: Path) -> None:
+    """verl's sync mode (``trainer.v1.trainer_mode=snooze``) runs partial groups (tests/integrations/test_verl_screen.py
+    runs them in verl's ``fit()``): the option is read, not refused."""
     pytest.importorskip("verl", reason="needs the [verl] extra")
     from integrations._verl_env import compose
     from snooze.integrations.verl._options import read_options
 
     config: Any = compose(tmp_path, snooze={"policy": "dynamic_sampling", "screen_size": 2})
-    with pytest.raises(snooze.IntegrationError, match=r"trainer.v1.snooze.screen_size=2: .*reference trainer"):
-        read_options(config)
-    assert read_options(compose(tmp_path, snooze={"policy": "dynamic_sampling"})).scheduler.screen_size is None
+    assert read_options(config).scheduler.screen_size == 2

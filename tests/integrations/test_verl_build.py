@@ -293,9 +293,9 @@ def test_the_reward_band_reaches_the_scheduler_and_drops_groups_outside_it(tmp_p
     uids = [f"u{i}" for i in range(len(cands))]
     run.bind(uids, [c.key for c in cands])
     rewards = np.array([[1.0, 1, 1, 0], [1.0, 0, 1, 0]])[: len(cands)]  # means 0.75 (spread, above the band), 0.5
-    never = run.report(uids, [c.key for c in cands], rewards)
+    never, joined = run.report(uids, [c.key for c in cands], rewards)
     expected = snooze.classify_groups(rewards, reward_band=(0.3, 0.7)) != snooze.SIGNAL
-    assert never.tolist() == expected.tolist() == [True, False]
+    assert expected.tolist() == [True, False] and never == [uids[0]] and joined == {}
 
 
 def test_the_gpu_recipe_script_composes_validates_and_builds(tmp_path: Path) -> None:
@@ -369,3 +369,37 @@ def test_unknown_options_name_the_known_fields(tmp_path: Path) -> None:
 
     with pytest.raises(snooze.ConfigError, match="unknown SchedulerConfig field"):
         get_trainer_cls("snooze")(config=compose(tmp_path, snooze={"snoze_factor": 5}))
+
+
+def test_partial_groups_ask_verl_for_n_rollouts_and_join_a_rest_to_its_screen(tmp_path: Path) -> None:
+    """``screen_size=3`` of ``rollout.n=4``: each row the loader hands verl carries ``__rollout_n__`` (3 for a screen,
+    1 for a rest); a screen that passed gets its rest in the next round under a uid of its own, which the report
+    joins to the screen's uid; a stopped screen is cleared at once. Nothing is saved in the middle of a screening
+    step, and a scheduler state holding screens that wait for their rest is refused on resume."""
+    trainer = _trainer(tmp_path, "+trainer.v1.snooze.screen_size=3", "data.filter_overlong_prompts=False")
+    run = trainer.snooze
+    assert run.screening
+    batch = trainer._fetch_one_gen_batch()  # verl's fetch: the loader's round, uids given, bound to the scheduler
+    uids = list(batch["uid"])
+    assert [int(n) for n in batch["__rollout_n__"]] == [3] * len(uids) and len(uids) >= 2
+    cands = [run.open[u] for u in uids]
+    screens = [[1.0, 0.0, 1.0]] + [[1.0, 1.0, 1.0]] * (len(uids) - 1)  # the first has signal: its rest is asked
+    never, joined = run.report(uids, [c.key for c in cands], screens)
+    assert never == uids[1:] and joined == {}  # the stopped screens' trajectories can go now
+    folder = tmp_path / "global_step_0" / "snooze"
+    with pytest.raises(snooze.IntegrationError, match="middle of a step"):
+        run.save(folder)  # a screen waits for its rest
+    run.scheduler.save(folder)  # what a writer saving in the middle of a step would leave
+    fresh = _trainer(tmp_path, "+trainer.v1.snooze.screen_size=3", "data.filter_overlong_prompts=False").snooze
+    with pytest.raises(snooze.StateError, match="1 screen.* wait for the rest of their group"):
+        fresh.restore(folder, 0)
+    assert fresh.scheduler.step_index == 0 and not fresh.open  # left as it was
+
+    assert run.wants_round()
+    again = trainer._fetch_one_gen_batch()  # the next round: the rest first, then fresh screens
+    more = list(again["uid"])
+    widths = [int(n) for n in again["__rollout_n__"]]
+    assert widths[0] == 1 and set(widths[1:]) <= {3} and run.open[more[0]].ticket == cands[0].ticket
+    rows = [[0.0]] + [[0.0, 0.0, 0.0]] * (len(more) - 1)
+    never, joined = run.report(more, [run.open[u].key for u in more], rows)
+    assert joined == {more[0]: uids[0]} and never == more[1:]  # the group is whole: its rest takes the screen's uid

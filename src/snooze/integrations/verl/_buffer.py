@@ -6,15 +6,19 @@ fields), and with ``algorithm.filter_groups`` on it evicts zero-spread groups an
 training partition runs the step loop (docs/concepts.md, "The step loop") instead::
 
     round 1 was submitted by the trainer's prepare_step (none when carried-in groups fill the batch)
-    loop: report every newly finished group to the scheduler (before any filtering)
+    loop: once the round is finished, report its groups to the scheduler in issue order (before any filtering)
           wait while the round is in flight
           if the batch lacks signal groups and rounds < max_gen_rounds: submit the next round
     close the scheduler's step: train on the groups it chose, drop every other group
 
 so every group is reported once, generation is bounded, and what verl trains on is exactly the
-scheduler's batch. Under ``carry_surplus`` the step's surplus is neither trained nor dropped: its trajectories
-stay in the ``train`` partition for the next step's batch. Validation (``partition_id="val"``) is verl's own
-sampling, unchanged.
+scheduler's batch. With partial groups (``screen_size``) each prompt was submitted with verl's per-prompt
+``rollout.n`` (``__rollout_n__``: k for a screen, G - k for a rest); a stopped screen is cleared at once, a screen
+that passed waits in TransferQueue for its rest, which verl rolls out under a uid of its own (its keys must not
+overwrite the screen's sessions) and whose trajectories are then given the screen's ``uid`` field, so verl's GRPO
+advantage (grouped by ``uid``) sees one group of G. Under ``carry_surplus`` the step's surplus is neither trained
+nor dropped: its trajectories stay in the ``train`` partition for the next step's batch. Validation
+(``partition_id="val"``) is verl's own sampling, unchanged.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import numpy as np
 import transfer_queue as tq
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
 from snooze import IntegrationError
 from snooze._kit.checks import shown
@@ -118,17 +123,34 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
         return self._materialize_batch(TRAIN, train, snapshot), metrics
 
     def _take_terminal_groups(self) -> None:
-        """Report each newly finished group, withdraw each failed one; clear the groups that cannot train."""
+        """Once every group of the round is finished or failed: report the finished ones, withdraw the failed ones,
+        clear the groups that cannot train. The whole round at once, in the order it was issued, so the scheduler
+        sees the same reports in the same order whichever group's rollouts finished first (the next round waits
+        for the whole round anyway): a run, and a resumed one, does not depend on the rollout servers' timing."""
         run = self.run
         finished = [u for u in run.open if u in self.finished_keys[TRAIN]]
         failed = [u for u in run.open if u in self.failure_keys[TRAIN]]
+        if len(finished) + len(failed) < len(run.open):
+            return
         if finished:
             keys, rewards = self._read_groups(finished)
-            never = run.report(finished, keys, rewards, self._group_tokens(finished))
-            self._clear_groups(TRAIN, {u for u, n in zip(finished, never) if n})
+            never, joined = run.report(finished, keys, rewards, self._group_tokens(finished))
+            self._clear_groups(TRAIN, set(never))
+            self._join_rests({rest: screen for rest, screen in joined.items() if rest not in never})
         if failed:
             run.cancel(failed)
             self._clear_groups(TRAIN, set(failed))
+
+    def _join_rests(self, joined: dict[str, str]) -> None:
+        """Give each rest's trajectories its screen's ``uid`` (``joined``: rest uid -> screen uid), so that verl's
+        GRPO advantage (``_compute_advantage``: grouped by the trajectories' ``uid`` field) sees the screen's k and
+        the rest's G - k rows as one group of G. The rest was submitted under a uid of its own so that its keys
+        (``{uid}_{session}_{output}``, sessions from 0) do not overwrite the screen's; its keys keep that uid."""
+        keys = [key for key in self.partitions[TRAIN] if key.partition("_")[0] in joined]
+        if not keys:
+            return
+        uids = [{"uid": joined[key.partition("_")[0]]} for key in keys]
+        tq.kv_batch_put(keys=keys, partition_id=TRAIN, fields=list_of_dict_to_tensordict(uids))
 
     def _group_tokens(self, uids: list[str]) -> np.ndarray | None:
         """``[N]`` each group's generated tokens: the ``response_len`` TransferQueue's tags hold for every trajectory
@@ -146,11 +168,13 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
             out[i] += int(length)
         return out
 
-    def _read_groups(self, uids: list[str]) -> tuple[list[tuple[str, Any]], np.ndarray]:
-        """Each group's prompt key and rewards ``[N, G]`` (sessions in order; the last output of a
-        multi-output session carries its reward, as verl's agent loop writes it). Raises before anything
-        is reported when a group does not have ``group_size`` sessions."""
-        G = self.run.config.group_size
+    def _read_groups(self, uids: list[str]) -> tuple[list[tuple[str, Any]], list[np.ndarray]]:
+        """Each prompt's key and rewards, one row per uid of the rollouts it asked for (``group_size``; with
+        screening its candidate's ``n``: ``rollout.n`` per prompt is verl's ``__rollout_n__``), sessions in order
+        (the last output of a multi-output session carries its reward, as verl's agent loop writes it). Raises
+        before anything is reported when a prompt does not have that many sessions."""
+        run = self.run
+        width = {uid: run.width(uid) for uid in uids}
         wanted = set(uids)
         by_uid: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # uid -> (session, output, key)
         for key in self.partitions[TRAIN]:  # trajectory keys: {uid}_{session}_{output}
@@ -160,19 +184,26 @@ class SnoozeReplayBuffer(ReplayBuffer):  # type: ignore[misc]
                 by_uid[uid].append((int(session), int(output or 0), key))
         for uid in uids:
             sessions = {s for s, _, _ in by_uid[uid]}
-            if len(sessions) != G:
+            if len(sessions) != width[uid]:
+                asked = (
+                    f"the scheduler asked for {width[uid]} (its candidate's n: screen_size)"
+                    if run.screening
+                    else f"the scheduler's group_size is {width[uid]} (actor_rollout_ref.rollout.n)"
+                )
                 raise IntegrationError(
-                    f"group uid {uid} finished with {len(sessions)} rollouts but the scheduler's group_size is {G} "
-                    "(actor_rollout_ref.rollout.n); every prompt needs the same number of rollouts (an agent loop "
-                    "that sets __rollout_n__ per prompt cannot be used with snooze)"
+                    f"group uid {uid} finished with {len(sessions)} rollouts but {asked}; every prompt needs the "
+                    "rollouts the scheduler asked for (an agent loop that sets __rollout_n__ per prompt cannot be "
+                    "used with snooze)"
                 )
         last = {(u, s): k for u in uids for s, _, k in sorted(by_uid[u])}  # the highest output index wins
         order = [last[(u, s)] for u in uids for s in sorted({s for s, _, _ in by_uid[u]})]  # [N*G]
         field = "rm_scores" if self.reward_metric == FILTER_GROUPS_REWARD_METRIC else "extra_fields"
         data = tq.kv_batch_get(keys=order, partition_id=TRAIN, select_fields=[field, "data_source", "extra_info"])
-        rewards = _trajectory_rewards(data, self.reward_metric, len(order)).reshape(len(uids), G)
+        flat = _trajectory_rewards(data, self.reward_metric, len(order))
+        starts = np.concatenate([[0], np.cumsum([width[u] for u in uids])]).tolist()
+        rewards = [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
         sources, extras = list(data["data_source"]), list(data["extra_info"])
-        keys = [(str(sources[i * G]), _index(extras[i * G], uids[i])) for i in range(len(uids))]
+        keys = [(str(sources[a]), _index(extras[a], uid)) for a, uid in zip(starts[:-1], uids)]
         return keys, rewards
 
 

@@ -351,13 +351,14 @@ def _scheduler(opts: dict[str, Any], config: Any, verl_mode: str, errors: list[S
     except SnoozeError as exc:
         errors.append(exc)
         return None
-    if scheduler.screen_size is not None:
+    if scheduler.screen_size is not None and verl_mode != "sync":
         errors.append(
             IntegrationError(
                 f"{OPTIONS_KEY}.screen_size={scheduler.screen_size}: partial groups (a screen of k rollouts, then the "
-                "rest) are not supported by verl's trainers yet: verl rolls out rollout.n completions of every prompt "
-                "it is given. Leave screen_size unset, or use the reference trainer (snooze.trainer.train), "
-                "which supports it (docs/integrations/verl.md)"
+                f"rest) are not supported by verl's async modes ({verl_mode}): a screen's rest must be asked after its "
+                "rewards are in and trained with it in the same step, which their overlapping steps do not do. Leave "
+                "screen_size unset, or use trainer.v1.trainer_mode=snooze (verl's sync mode, which supports it; "
+                "docs/integrations/verl.md)"
             )
         )
         return None

@@ -18,6 +18,9 @@ from snooze._kit.record import Record
 __all__ = ["prompt_keys", "PromptIndex", "SnoozePromptLoader", "OnePromptLoader", "LOADER_FORMAT"]
 
 LOADER_FORMAT = "snooze.verl.prompts"  # what verl's data.pt holds for the snooze trainer
+ROLLOUT_N = "__rollout_n__"
+"""verl's per-prompt ``rollout.n``: ``AgentLoopWorkerTQ._run_prompt`` pops it from the row and rolls the prompt
+out that many times (sessions ``0 .. n-1``), else ``actor_rollout_ref.rollout.n``."""
 
 
 def _plain(value: Any) -> Any:
@@ -115,7 +118,10 @@ class SnoozePromptLoader:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         while True:  # never StopIteration: verl would restart the iterator and ask again
             cands = self.run.propose_round()
-            yield self.collate_fn([self.dataset[self.run.index.position(c)] for c in cands])
+            rows = [self.dataset[self.run.index.position(c)] for c in cands]
+            if self.run.screening:  # partial groups: each row asks for its candidate's n rollouts (a screen's k, a
+                rows = [{**row, ROLLOUT_N: int(c.n)} for row, c in zip(rows, cands)]  # rest's G - k)
+            yield self.collate_fn(rows)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -59,14 +59,26 @@ class SnoozeRun:
         self._unbound: list[Candidate] = []  # proposed, not yet given a uid by verl
         self._queued: deque[Candidate] = deque()  # async modes: proposed, not yet fetched by verl's dataloader
         self.open: dict[str, Candidate] = {}  # uid -> issued candidate, rollouts not yet reported
-        self._step: dict[int, str] = {}  # ticket -> uid of every group reported or cancelled this step
-        self._carried: dict[int, str] = {}  # ticket -> uid of the surplus carried into the next step (carry_surplus)
+        self._step: dict[int, list[str]] = {}  # ticket -> uids (a screen's, then its rest's) reported or cancelled
+        self._carried: dict[int, list[str]] = {}  # ticket -> uids of the surplus carried into the next step
+        self._first: dict[int, tuple[np.ndarray, int | None]] = {}  # screens that passed: their rewards and tokens
         self._writer: RewardLogWriter | None = None
         self._append_log = False  # a fresh run starts its reward log over; a resumed one appends
 
     @property
     def config(self) -> Any:
         return self.scheduler.config
+
+    @property
+    def screening(self) -> bool:
+        """Partial groups (``screen_size``): each issued prompt asks for its candidate's ``n`` rollouts."""
+        return self.config.screen_size is not None
+
+    def width(self, uid: str) -> int:
+        """The rollouts the prompt issued under ``uid`` asks for: ``group_size``, or with screening its
+        candidate's ``n`` (a screen's k, a rest's G - k)."""
+        n = self.open[uid].n
+        return self.config.group_size if n is None else int(n)
 
     # -- issuing --------------------------------------------------------------------------------
     def propose_round(self, n: int | None = None) -> Sequence[Candidate]:
@@ -123,20 +135,53 @@ class SnoozeRun:
         self,
         uids: Sequence[str],
         keys: Sequence[tuple[str, Any]],
-        rewards: np.ndarray,
+        rewards: Sequence[np.ndarray],
         tokens: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Report finished groups (``rewards`` ``[N, G]``, before any filtering; ``tokens`` ``[N]``, each group's
-        generated tokens, where known). All or nothing: a bad report raises and records nothing. Returns, per
-        group, whether it can never enter this step's batch (the scheduler left it out: no signal, or too stale)."""
+    ) -> tuple[list[str], dict[str, str]]:
+        """Report finished prompts (``rewards``: one row per uid, its :meth:`width` rewards, before any filtering;
+        ``tokens`` ``[N]``, each one's generated tokens, where known). All or nothing: a bad report raises and
+        records nothing. Returns the uids whose trajectories can never enter this step's batch (the scheduler left
+        their group out: no signal, too stale, a screen stopped; a dropped rest's screen with it), and with
+        screening ``{rest uid: its screen's uid}`` for each rest reported, whose group is whole now."""
         cands = self._issued(uids, keys)
-        self.scheduler.report(cands, rewards, tokens)
-        write_groups(self._log(), self.scheduler.step_index, cands, rewards, tokens)
+        rows = [np.asarray(r, dtype=np.float64) for r in rewards]
+        self.scheduler.report(cands, rows if self.screening else np.stack(rows), tokens)  # screens, rests: a row each
+        joined = self._log_whole(cands, uids, rows, tokens)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
-            self._step[cand.ticket] = uid
-        out = self.scheduler.step_record().tickets("dropped", "too_stale")
-        return np.isin([c.ticket for c in cands], out)
+            self._step.setdefault(cand.ticket, []).append(uid)
+        out = set(self.scheduler.step_record().tickets("dropped", "too_stale").tolist())
+        never = [u for c in cands if c.ticket in out for u in self._step[c.ticket]]
+        for c in cands:
+            if c.ticket in out:
+                self._first.pop(c.ticket, None)
+        return never, joined
+
+    def _log_whole(
+        self, cands: list[Candidate], uids: Sequence[str], rows: list[np.ndarray], tokens: np.ndarray | None
+    ) -> dict[str, str]:
+        """Write the whole groups to the reward log: every group without screening; with it (every fresh prompt is
+        a screen), each rest joined to its screen's rewards and tokens (a screen that passed is kept until then; one
+        that stopped is not logged, as the reference trainer does). Returns ``{rest uid: its screen's uid}``."""
+        if not self.screening:
+            write_groups(self._log(), self.scheduler.step_index, cands, np.stack(rows), tokens)
+            return {}
+        stopped = set(self.scheduler.step_record().tickets("dropped").tolist())
+        whole, joined_rows, counts, joined = [], [], [], {}
+        for i, (uid, cand) in enumerate(zip(uids, cands)):
+            own = None if tokens is None else int(tokens[i])
+            first = self._first.pop(cand.ticket, None)
+            if first is not None:  # a rest: its group is whole now
+                whole.append(cand)
+                joined_rows.append(np.concatenate([first[0], rows[i]]))
+                counts.append(None if own is None or first[1] is None else first[1] + own)
+                joined[uid] = self._step[cand.ticket][0]
+            elif cand.ticket not in stopped:  # a screen that passed: its rest comes in the next round
+                self._first[cand.ticket] = (rows[i], own)
+        if whole:
+            known = None if any(c is None for c in counts) else np.array(counts, dtype=np.int64)
+            write_groups(self._log(), self.scheduler.step_index, whole, np.stack(joined_rows), known)
+        return joined
 
     def cancel(self, uids: Sequence[str], why: str = "failed in rollout", cleared: bool = False) -> None:
         """Withdraw groups that will not be reported (verl marked them ``failure``, evicted them as stale, or
@@ -146,8 +191,9 @@ class SnoozeRun:
         self.scheduler.cancel(cands)
         for uid, cand in zip(uids, cands):
             del self.open[uid]
+            self._first.pop(cand.ticket, None)  # a screen's rest cancelled: the whole group is given up
             if not cleared:
-                self._step[cand.ticket] = uid
+                self._step.setdefault(cand.ticket, []).append(uid)
         log.warning("%d group(s) %s and were withdrawn from the scheduler: %s", len(uids), why, list(uids)[:5])
 
     def wants_round(self) -> bool:
@@ -168,10 +214,11 @@ class SnoozeRun:
         if self.curriculum is not None:
             self.curriculum.update(self.scheduler, batch.metrics)
         uid_of = {**self._carried, **self._step}  # a carried group's trajectories stayed in TransferQueue
-        train = [uid_of[c.ticket] for c in batch.candidates]
+        train = [u for c in batch.candidates for u in uid_of[c.ticket]]  # a screened group: its screen and rest
         self._carried = {t: uid_of[t] for t in batch.record.tickets("carried").tolist()}
-        drop = sorted(set(uid_of.values()) - set(train) - set(self._carried.values()))
-        self._step = {}
+        kept = set(train) | {u for us in self._carried.values() for u in us}
+        drop = sorted({u for us in uid_of.values() for u in us} - kept)
+        self._step, self._first = {}, {}
         if not train:
             raise IntegrationError(f"step {batch.step}: no group to train on {self._empty_batch(batch, in_flight)}.")
         return train, drop, framework_metrics(batch.metrics, self.options.metrics)
@@ -207,7 +254,7 @@ class SnoozeRun:
     def save(self, folder: Path, in_flight: bool = False) -> None:
         """Save the scheduler. ``in_flight`` (async modes): candidates still out are saved with it (they are
         pending in its state) and so is the uid verl gave each, in ``inflight.json``, written first."""
-        if (self.open and not in_flight) or self._unbound or self._step:
+        if (self.open and not in_flight) or self._unbound or self._step or self._first:
             raise IntegrationError("cannot checkpoint in the middle of a step: issued groups are not reported yet")
         if in_flight:
             held = {int(t) for t in self.scheduler.pending_candidates().ticket}
@@ -231,6 +278,7 @@ class SnoozeRun:
                 f"{folder} holds the scheduler after {restored.step_index} steps, but verl resumes after step "
                 f"{global_step}; the folder does not belong to this checkpoint"
             )
+        _refuse_waiting_screens(folder, restored)
         rebound = _rebind(folder, restored) if len(restored.pending_candidates()) else {}  # may raise: before changes
         restore_curriculum(self.curriculum, folder.parent, restored)  # may raise: before the run changes
         lost = restored.drop_carried()  # TransferQueue is not in verl's checkpoint: the carried trajectories are gone
@@ -243,12 +291,29 @@ class SnoozeRun:
             )
         self.scheduler = restored
         self.open, self._unbound, self._step, self._queued, self._carried = rebound, [], {}, deque(), {}
+        self._first = {}
         if self._writer is not None:
             self._writer.close()
             self._writer = None
         self._append_log = True
         if self.options.reward_log is not None:
             truncate_log(self.options.reward_log, restored.step_index)
+
+
+def _refuse_waiting_screens(folder: Path, sched: Scheduler) -> None:
+    """A state holding screens that passed and wait for their rest (saved in the middle of a step, which the snooze
+    trainers never do) cannot be resumed: the screens' rollouts lived in TransferQueue, which verl's checkpoint
+    does not hold, so their rests would be trained as groups of G - k. A :class:`StateError`, before any change."""
+    if sched.config.screen_size is None:
+        return
+    held = sched.state_dict()["arrays"].get("screens.ticket")
+    if held is not None and len(held):
+        raise StateError(
+            f"{folder} holds {len(held)} screen(s) (screen_size) that passed and wait for the rest of their group: "
+            "it was saved in the middle of a step, and their first rollouts are not in verl's checkpoint. Resume a "
+            "checkpoint the snooze trainer wrote (it saves between steps, with no screen waiting), or start fresh "
+            "(trainer.resume_mode=disable)."
+        )
 
 
 def _rebind(folder: Path, sched: Scheduler) -> dict[str, Candidate]:

@@ -10,7 +10,9 @@ rollout servers, reward loop, advantages, weight sync and logging are verl's):
 - ``_init_dataloader``: reads the stable prompt ids, builds the scheduler, and puts
   :class:`SnoozePromptLoader` in place of ``train_dataloader``.
 - ``_fetch_one_gen_batch``: verl's, then the uids it assigned are bound to the issued prompts.
-- ``prepare_step``: submits the step's first round (``gen_batch_size`` prompts, not a whole batch).
+- ``prepare_step``: submits the step's first round (``gen_batch_size`` prompts, not a whole batch). With
+  ``screen_size`` each row carries verl's per-prompt ``__rollout_n__`` (a screen's k, a rest's G - k; see
+  :mod:`._buffer` for how a rest joins its screen's group).
 - ``_save_checkpoint`` / ``_load_checkpoint``: the scheduler's state in ``global_step_N/snooze/``,
   written before verl's ``data.pt`` and ``latest_checkpointed_iteration.txt``, read back on resume.
 """
