@@ -12,6 +12,7 @@ import pytest
 
 from snooze.experiments.family_table import (
     cost_markdown,
+    family_markdown,
     family_rows,
     pooled,
     reach,
@@ -134,3 +135,12 @@ def test_the_written_table_has_the_cost_and_reach_tables(family: Path) -> None:
     assert "DAPO: rollouts, tokens" in text and "to 95% of DAPO" in text and "never on 1/2" in text
     saved = json.loads((family / "family.json").read_text())
     assert saved["regimes"]["r"]["snooze"]["reach"]["99"]["rollouts"]["by_seed"] == [None, 160.0]
+
+
+def test_the_family_table_speaks_in_rollouts_where_the_runs_counted_them(family: Path) -> None:
+    """DAPO's rollouts in the first column and each arm's rollout ratio (the bar's unit), not groups: with partial
+    groups a stopped screen is a group of k rollouts, so a groups ratio would understate the saving. Groups here are
+    rollouts / 4 in both arms, so the groups ratio would read the same; the rollout counts show which is printed."""
+    text = family_markdown(family_rows(family, ["r"]))
+    assert text.splitlines()[0].startswith("| regime | DAPO (2 seeds): late avg@k, rollouts |")
+    assert "| r | 0.800, 600 | 2.25x (2.00-2.50), " in text  # DAPO's 600 rollouts (150 groups)

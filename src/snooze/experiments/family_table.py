@@ -190,23 +190,27 @@ def _arm_order(arm: str) -> tuple[int, str]:
     return (order.index(arm) if arm in order else len(order), arm)
 
 
-def _cell(paired_: Mapping[str, Any]) -> str:
-    r, g = paired_["ratio"], paired_["gap"]
+def _cell(paired_: Mapping[str, Any], key: str) -> str:
+    r, g = paired_[key], paired_["gap"]
     return f"{r['mean']:.2f}x ({r['min']:.2f}-{r['max']:.2f}), {g['mean']:+.1f} ({g['min']:+.1f} to {g['max']:+.1f})"
 
 
 def family_markdown(rows: Mapping[str, Any]) -> str:
     """The family's table: one row per regime, one column per arm ("ratio (range), gap (range)"),
-    DAPO's own late accuracy and generated groups in the first column, then each arm's worst gap."""
+    DAPO's own late accuracy and generated rollouts in the first column, then each arm's worst gap. The ratio is
+    DAPO's rollouts over the arm's (the bar's unit: with partial groups a stopped screen is a group of k rollouts,
+    so groups would not compare); groups where a summary records no rollouts."""
     arms = [a for a in rows["arms"] if a != DAPO]
     seeds = max((len(t[DAPO]["gap"]["by_seed"]) for t in rows["regimes"].values()), default=0)
+    costed = all(t[a]["rollout_ratio"] is not None for t in rows["regimes"].values() for a in [DAPO, *arms] if a in t)
+    unit, key, spent = ("rollouts", "rollout_ratio", "rollouts") if costed else ("groups", "ratio", "gen")
     named = [f"{a} ({rows['overall'][a]['seeds']} seeds)" for a in arms]
-    head = f"| regime | DAPO ({seeds} seeds): late avg@k, groups | " + " | ".join(named) + " |"
+    head = f"| regime | DAPO ({seeds} seeds): late avg@k, {unit} | " + " | ".join(named) + " |"
     lines = [head, "|" + "---|" * (len(arms) + 2)]
     for name, table in rows["regimes"].items():
         d = table[DAPO]
-        cells = [_cell(table[a]) if a in table else "-" for a in arms]
-        lines.append(f"| {name} | {d['late']['mean']:.3f}, {d['gen']['mean']:.0f} | " + " | ".join(cells) + " |")
+        cells = [_cell(table[a], key) if a in table else "-" for a in arms]
+        lines.append(f"| {name} | {d['late']['mean']:.3f}, {d[spent]['mean']:.0f} | " + " | ".join(cells) + " |")
     worst = [f"{rows['overall'][a]['worst_gap']:+.1f}" for a in arms]
     lines.append("| **worst regime's gap** | | " + " | ".join(worst) + " |")
     return "\n".join(lines)
