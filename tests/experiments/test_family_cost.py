@@ -144,3 +144,14 @@ def test_the_family_table_speaks_in_rollouts_where_the_runs_counted_them(family:
     text = family_markdown(family_rows(family, ["r"]))
     assert text.splitlines()[0].startswith("| regime | DAPO (2 seeds): late avg@k, rollouts |")
     assert "| r | 0.800, 600 | 2.25x (2.00-2.50), " in text  # DAPO's 600 rollouts (150 groups)
+
+
+def test_the_frontier_figure_draws_rollouts_where_the_runs_counted_them(family: Path) -> None:
+    from snooze.plots.family import cost_unit, frontier_points
+
+    summary = json.loads((family / "r" / "summary.json").read_text())
+    assert cost_unit(summary) == "rollouts"
+    points = frontier_points(summary)
+    assert points["snooze"][:, 0].tolist() == [300.0, 240.0]  # rollouts, not the 75 and 60 groups
+    older = {arm: {k: v for k, v in entry.items() if k != "rollouts"} for arm, entry in summary.items()}
+    assert cost_unit(older) == "groups" and frontier_points(older)["snooze"][:, 0].tolist() == [75.0, 60.0]

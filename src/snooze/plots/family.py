@@ -1,4 +1,4 @@
-"""The regime family's frontier: one panel per regime, generated groups against late accuracy.
+"""The regime family's frontier: one panel per regime, generated rollouts against late accuracy.
 
 Every arm's seeds as small markers and their mean as a large one, DAPO's late accuracy +-1 point as a
 band (the recommended setting's constraint), so a reader sees in each regime which arms save and which
@@ -18,11 +18,12 @@ import numpy as np
 from snooze.plots._mpl import pyplot
 from snooze.plots.style import arm_color, arm_label
 
-__all__ = ["figure_family", "frontier_points"]
+__all__ = ["figure_family", "frontier_points", "cost_unit"]
 
 _MARKERS = {
     "dynamic_sampling": "s",
     "snooze-f1-carry": "D",
+    "snooze-f1-carry-screen4": "P",
     "snooze-f1": "<",
     "snooze-f2": ">",
     "snooze": "o",
@@ -33,12 +34,20 @@ its accuracy, would squash every panel; the table has them)."""
 _LABELS = {"snooze": "data snoozing, factor 5"}
 
 
+def cost_unit(summary: Mapping[str, Any]) -> str:
+    """``"rollouts"`` when every arm of the summary counted them, else ``"groups"`` (older summaries): with partial
+    groups a stopped screen is a group of k rollouts, so only rollouts compare arms."""
+    return "rollouts" if all("rollouts" in entry for entry in summary.values()) else "groups"
+
+
 def frontier_points(summary: dict[str, Any]) -> dict[str, np.ndarray]:
-    """``{arm: [[generated groups, late accuracy], ...]}`` per seed from one regime's summary."""
+    """``{arm: [[generated rollouts (or groups: :func:`cost_unit`), late accuracy], ...]}`` per seed from one
+    regime's summary."""
     out = {}
+    key = "rollouts" if cost_unit(summary) == "rollouts" else "gen_groups"
     for arm, entry in summary.items():
         kind = "sampled" if "sampled" in entry.get("accuracy", {}) else "greedy"
-        gen = entry["gen_groups"]["by_seed"]
+        gen = entry[key]["by_seed"]
         late = entry["accuracy"][kind]["late"]["by_seed"]
         pts = [(float(g), float(a)) for g, a in zip(gen, late) if not (math.isnan(g) or math.isnan(a))]
         if pts:
@@ -89,7 +98,7 @@ def figure_family(summaries: Mapping[str, dict[str, Any]], path: Path) -> Path |
             )
         ax.set_title(name, fontsize=12)
         ax.yaxis.set_major_formatter(PercentFormatter(xmax=1, decimals=1))
-        ax.set(xlabel="generated groups (fewer is cheaper)", ylabel="late held-out avg@k")
+        ax.set(xlabel=f"generated {cost_unit(summary)} (fewer is cheaper)", ylabel="late held-out avg@k")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(found) :]:
         ax.axis("off")
