@@ -32,6 +32,9 @@ def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> N
         f"{RECOMMENDED_ARM}-screen4-gb16",
         f"{RECOMMENDED_ARM}-screen2-gb32",
         f"{RECOMMENDED_ARM}-screen3",
+        "snooze-f2-carry-screen4",
+        "dynamic_sampling-screen4",  # the ablation of the candidate: the screen alone, the candidate without carry
+        "snooze-f1-screen4",
     ]
     assert list(ARMS) == [DAPO, RECOMMENDED_ARM, *SCREEN_ARMS, *wider]
     assert ARMS["dynamic_sampling-screen2-gb32"].settings == {"screen_size": 2, "gen_batch_size": 32}
@@ -45,6 +48,12 @@ def test_the_arms_are_dapo_the_recommended_setting_and_the_screening_arms() -> N
     for name in wider[4:6]:
         k, gen = ARMS[name].settings["screen_size"], ARMS[name].settings["gen_batch_size"]
         assert k * gen == g8.batch_size * g8.group_size == 64
+    # the rest size their rounds at SchedulerConfig's default with screening: the same 64 rollouts, rounded up
+    for name in wider[6:]:
+        cfg = ARMS[name].config(g8, [])
+        assert cfg.gen_batch_size is None and cfg.gen_size == -(-64 // cfg.screen_size), name
+    assert ARMS["snooze-f1-screen4"].config(g8, []).carry_surplus is False  # the ablation's one difference
+    assert ARMS["dynamic_sampling-screen4"].config(g8, []).screen_size == 4
 
 
 def test_cells_pair_by_seed_and_pool_geometrically() -> None:
