@@ -36,18 +36,23 @@ TESTS = Path(__file__).resolve().parents[1]
 EASY = [(ds, i) for ds, i, truth in ROWS if truth == "easy"]
 
 
-def _start(mode: str, folder: Path, **extra: str) -> subprocess.Popen:
+def _spawn(argv: list[str], folder: Path, **extra: str) -> subprocess.Popen:
+    """``python -m ARGV`` (a run's child module and its arguments) with its output in ``folder/run.log``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]), **extra)
     env["OMP_NUM_THREADS"] = "1"
     env.pop("RAY_ADDRESS", None)  # each run starts a Ray node of its own
     with open(folder / "run.log", "wb") as out:  # the child holds its own copy of the file
         return subprocess.Popen(
-            [sys.executable, "-m", "integrations._verl_fit", mode, str(folder)],
+            [sys.executable, "-m", *argv],
             stdout=out,
             stderr=out,
             env=env,
             start_new_session=True,  # its Ray node's processes are in its process group: _stop ends them together
         )
+
+
+def _start(mode: str, folder: Path, **extra: str) -> subprocess.Popen:
+    return _spawn(["integrations._verl_fit", mode, str(folder)], folder, **extra)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -66,12 +71,14 @@ def _wait(proc: subprocess.Popen, folder: Path, timeout: float = 420) -> None:
         pytest.fail(f"verl's fit() in {folder.name} exited with {proc.returncode}:\n{tail}")
 
 
-def _resume_folder(done: Path, folder: Path) -> None:
-    """``done``'s checkpoints as a run that crashed after logging step 4, before its checkpoint: verl's
-    ``resume_mode=auto`` resumes ``global_step_2``; the reward log still holds steps 3 and 4."""
+def _resume_folder(done: Path, folder: Path, step: int = SAVE_FREQ) -> None:
+    """``done``'s checkpoints as a run that crashed after its last step, with ``step`` as its latest checkpoint
+    (here: after logging step 4, before its checkpoint; verl's ``resume_mode=auto`` resumes ``global_step_2`` and
+    the reward log still holds steps 3 and 4)."""
     shutil.copytree(done / "ckpt", folder / "ckpt")
-    shutil.rmtree(folder / "ckpt" / f"global_step_{STEPS}")
-    (folder / "ckpt" / "latest_checkpointed_iteration.txt").write_text(str(SAVE_FREQ))
+    for later in range(step + 1, STEPS + 1):
+        shutil.rmtree(folder / "ckpt" / f"global_step_{later}", ignore_errors=True)  # (every SAVE_FREQ steps here)
+    (folder / "ckpt" / "latest_checkpointed_iteration.txt").write_text(str(step))
     for name in ("train.parquet", "model"):
         (shutil.copytree if (done / name).is_dir() else shutil.copy)(done / name, folder / name)
 

@@ -12,10 +12,6 @@ must end in the same scheduler state.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -32,7 +28,9 @@ from integrations._verl_fit import STEPS  # noqa: E402
 from integrations._verl_screen import ROWS, TRAINED, K  # noqa: E402
 from integrations.test_verl_fit import (  # noqa: E402
     _groups,
+    _resume_folder,
     _rewards,
+    _spawn,
     _state,
     _stop,
     _train_lines,
@@ -43,26 +41,11 @@ from integrations.test_verl_fit import (  # noqa: E402
 
 pytestmark = [pytest.mark.verl, pytest.mark.slow, pytest.mark.timeout(900)]
 
-TESTS = Path(__file__).resolve().parents[1]
 EASY = {(ds, i) for ds, i, truth in ROWS if truth == "easy"}  # every rollout scores 1: their screens stop
 
 
-def _start(folder: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    env["OMP_NUM_THREADS"] = "1"
-    env.pop("RAY_ADDRESS", None)
-    with open(folder / "run.log", "wb") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "integrations._verl_screen", str(folder)],
-            stdout=out,
-            stderr=out,
-            env=env,
-            start_new_session=True,
-        )
-
-
 def _run(folder: Path) -> None:
-    proc = _start(folder)
+    proc = _spawn(["integrations._verl_screen", str(folder)], folder)
     try:
         _wait(proc, folder)
     finally:
@@ -77,16 +60,6 @@ def _resume_at(done: Path) -> int:
     steps = [s for s in range(1, STEPS) if lines[s - 1]["snooze/surplus/carried_out"] == 0]
     assert steps, "every step of the first run carried a group into the next: no checkpoint resumes exactly"
     return steps[-1]
-
-
-def _resume_folder(done: Path, folder: Path, step: int) -> None:
-    """``done``'s checkpoints as a run that crashed after its last step, with ``step`` as its latest checkpoint."""
-    shutil.copytree(done / "ckpt", folder / "ckpt")
-    for later in range(step + 1, STEPS + 1):
-        shutil.rmtree(folder / "ckpt" / f"global_step_{later}")
-    (folder / "ckpt" / "latest_checkpointed_iteration.txt").write_text(str(step))
-    for name in ("train.parquet", "model"):
-        (shutil.copytree if (done / name).is_dir() else shutil.copy)(done / name, folder / name)
 
 
 @pytest.fixture(scope="module")
